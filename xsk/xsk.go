@@ -1,0 +1,432 @@
+// Package xsk is an AF_XDP socket in Go: a UMEM, its fill and completion
+// rings, and the RX and TX rings, set up and driven through
+// golang.org/x/sys/unix with no cgo and no libxdp.
+//
+// Model. The UMEM is one mmapped area cut into fixed-size frames. At Open
+// half the frames go to the fill ring (the kernel writes received packets
+// into them) and half to a TX free list. Receive peeks completed RX
+// descriptors and hands their frames to the caller, who must Release them;
+// Release puts the frames straight back on the fill ring, so the fill ring
+// stays stocked without allocation. Transmit frames come from the free list
+// (NextTxFrame), are queued with Transmit and come back through the
+// completion ring, which Transmit and Reclaim drain.
+//
+// The indices shared with the kernel are read and written only with
+// sync/atomic (see ringHeader); each side caches the other's index and
+// refreshes it only when its cached view runs out, as gVisor's pkg/xdp does.
+// need_wakeup is honoured: the kernel is kicked (sendto / poll) only when it
+// set XDP_RING_NEED_WAKEUP, or always in copy mode for TX where veth needs
+// it.
+//
+// Concurrency: the RX side (Receive, Release, Poll) and the TX side
+// (NextTxFrame, Transmit, Reclaim) each take their own mutex, so one
+// goroutine may receive while another transmits.
+package xsk
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// BindMode selects copy or zero-copy AF_XDP.
+type BindMode int
+
+const (
+	// BindAuto tries zero-copy and falls back to copy mode when the driver
+	// cannot do zero-copy (veth cannot).
+	BindAuto BindMode = iota
+	BindCopy
+	BindZeroCopy
+)
+
+func (m BindMode) String() string {
+	return [...]string{"auto", "copy", "zerocopy"}[m]
+}
+
+// Options configures Open. Zero values take the defaults.
+type Options struct {
+	NumFrames int // UMEM frames, power of two; default 4096
+	// FrameSize must be 2048 or 4096 (default 4096: the kernel puts 256 B
+	// of headroom before each received packet, so 2048-byte frames carry at
+	// most 1792 B).
+	FrameSize int
+	RingSize  int // entries of each of the four rings, power of two; default 2048
+	Mode      BindMode
+	// NoNeedWakeup disables XDP_USE_NEED_WAKEUP (the kernel then polls the
+	// fill and TX rings itself, at the cost of CPU).
+	NoNeedWakeup bool
+}
+
+func (o *Options) setDefaults() error {
+	if o.NumFrames == 0 {
+		o.NumFrames = 4096
+	}
+	if o.FrameSize == 0 {
+		o.FrameSize = 4096
+	}
+	if o.RingSize == 0 {
+		o.RingSize = 2048
+	}
+	if o.NumFrames&(o.NumFrames-1) != 0 || o.RingSize&(o.RingSize-1) != 0 || o.NumFrames < 2 {
+		return fmt.Errorf("xsk: NumFrames %d and RingSize %d must be powers of two", o.NumFrames, o.RingSize)
+	}
+	if o.FrameSize != 2048 && o.FrameSize != 4096 {
+		return fmt.Errorf("xsk: FrameSize %d must be 2048 or 4096", o.FrameSize)
+	}
+	if o.RingSize < o.NumFrames/2 {
+		return fmt.Errorf("xsk: RingSize %d cannot hold the %d RX frames", o.RingSize, o.NumFrames/2)
+	}
+	return nil
+}
+
+// Desc is one received or to-be-transmitted frame: its UMEM address and the
+// packet length.
+type Desc struct {
+	Addr uint64
+	Len  uint32
+}
+
+// Socket is an AF_XDP socket bound to one queue of one interface.
+type Socket struct {
+	fd        int
+	ifindex   int
+	queue     int
+	mode      BindMode // the mode actually bound
+	frameSize uint64
+	umem      []byte
+	ringMem   [4][]byte // fill, completion, rx, tx mmaps
+
+	rxMu sync.Mutex
+	// Guarded by rxMu.
+	fill addrRing
+	rx   descRing
+
+	txMu sync.Mutex
+	// Guarded by txMu.
+	comp    addrRing
+	tx      descRing
+	txFree  []uint64 // frames free for transmit (a stack)
+	txInUse int      // frames handed to the kernel, not yet completed
+
+	closeOnce sync.Once
+}
+
+// Open creates an AF_XDP socket with its UMEM and binds it to queue of the
+// interface ifindex.
+func Open(ifindex, queue int, opts Options) (*Socket, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("xsk: socket(AF_XDP): %w", err)
+	}
+	s := &Socket{fd: fd, ifindex: ifindex, queue: queue, frameSize: uint64(opts.FrameSize)}
+	if err := s.setup(opts); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Socket) setup(opts Options) error {
+	size := opts.NumFrames * opts.FrameSize
+	umem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("xsk: mmap UMEM of %d bytes: %w", size, err)
+	}
+	s.umem = umem
+	reg := unix.XDPUmemReg{
+		Addr: uint64(uintptr(unsafe.Pointer(&umem[0]))),
+		Len:  uint64(size),
+		Size: uint32(opts.FrameSize),
+	}
+	if err := setsockopt(s.fd, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+		return fmt.Errorf("xsk: XDP_UMEM_REG: %w", err)
+	}
+	rs := uint32(opts.RingSize)
+	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING, unix.XDP_TX_RING} {
+		if err := unix.SetsockoptInt(s.fd, unix.SOL_XDP, opt, int(rs)); err != nil {
+			return fmt.Errorf("xsk: ring size option %d: %w", opt, err)
+		}
+	}
+	var off unix.XDPMmapOffsets
+	offLen := uint32(unsafe.Sizeof(off))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_XDP, unix.XDP_MMAP_OFFSETS,
+		uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&offLen)), 0); e != 0 {
+		return fmt.Errorf("xsk: XDP_MMAP_OFFSETS: %w", e)
+	}
+	maps := []struct {
+		pgoff    int64
+		off      unix.XDPRingOffset
+		descSize uint64
+	}{
+		{unix.XDP_UMEM_PGOFF_FILL_RING, off.Fr, 8},
+		{unix.XDP_UMEM_PGOFF_COMPLETION_RING, off.Cr, 8},
+		{unix.XDP_PGOFF_RX_RING, off.Rx, uint64(unsafe.Sizeof(unix.XDPDesc{}))},
+		{unix.XDP_PGOFF_TX_RING, off.Tx, uint64(unsafe.Sizeof(unix.XDPDesc{}))},
+	}
+	for i, m := range maps {
+		mem, err := unix.Mmap(s.fd, m.pgoff, int(m.off.Desc+uint64(rs)*m.descSize),
+			unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+		if err != nil {
+			return fmt.Errorf("xsk: mmap ring %d: %w", i, err)
+		}
+		s.ringMem[i] = mem
+	}
+	s.fill = newAddrRing(s.ringMem[0], off.Fr, rs)
+	s.comp = newAddrRing(s.ringMem[1], off.Cr, rs)
+	s.rx = newDescRing(s.ringMem[2], off.Rx, rs)
+	s.tx = newDescRing(s.ringMem[3], off.Tx, rs)
+
+	// Half the frames stock the fill ring, half are for transmit.
+	half := opts.NumFrames / 2
+	n := s.fill.free(uint32(half))
+	for i := uint32(0); i < n; i++ {
+		s.fill.descs[(s.fill.cachedProd+i)&s.fill.mask] = uint64(i) * s.frameSize
+	}
+	s.fill.submit(n)
+	s.txFree = make([]uint64, 0, opts.NumFrames-half)
+	for i := opts.NumFrames - 1; i >= half; i-- {
+		s.txFree = append(s.txFree, uint64(i)*s.frameSize)
+	}
+
+	var flags uint16
+	if !opts.NoNeedWakeup {
+		flags |= unix.XDP_USE_NEED_WAKEUP
+	}
+	bind := func(mode BindMode) error {
+		f := flags
+		switch mode {
+		case BindCopy:
+			f |= unix.XDP_COPY
+		case BindZeroCopy:
+			f |= unix.XDP_ZEROCOPY
+		}
+		return unix.Bind(s.fd, &unix.SockaddrXDP{Flags: f, Ifindex: uint32(s.ifindex), QueueID: uint32(s.queue)})
+	}
+	switch opts.Mode {
+	case BindAuto:
+		err = bind(BindZeroCopy)
+		s.mode = BindZeroCopy
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+			err = bind(BindCopy)
+			s.mode = BindCopy
+		}
+	default:
+		err = bind(opts.Mode)
+		s.mode = opts.Mode
+	}
+	if err != nil {
+		return fmt.Errorf("xsk: bind ifindex %d queue %d (%v): %w", s.ifindex, s.queue, opts.Mode, err)
+	}
+	return nil
+}
+
+func setsockopt(fd, opt int, p unsafe.Pointer, n uintptr) error {
+	_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_XDP, uintptr(opt), uintptr(p), n, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// FD returns the socket's file descriptor, to insert into an XSKMAP.
+func (s *Socket) FD() int { return s.fd }
+
+// Mode returns the bind mode in use (copy or zero-copy).
+func (s *Socket) Mode() BindMode { return s.mode }
+
+// Queue returns the queue the socket is bound to.
+func (s *Socket) Queue() int { return s.queue }
+
+// Frame returns the bytes of a descriptor's packet, valid until the frame
+// is released (RX) or transmitted (TX).
+func (s *Socket) Frame(d Desc) []byte {
+	return s.umem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)]
+}
+
+// Meta returns the n bytes the XDP program placed before the packet with
+// bpf_xdp_adjust_meta (at most 32 in practice).
+func (s *Socket) Meta(d Desc, n int) []byte {
+	frameStart := d.Addr &^ (s.frameSize - 1)
+	if d.Addr-frameStart < uint64(n) {
+		return nil
+	}
+	return s.umem[d.Addr-uint64(n) : d.Addr : d.Addr]
+}
+
+// Receive moves up to len(descs) received packets into descs and returns
+// how many; it never blocks. Each frame must be given back with Release.
+func (s *Socket) Receive(descs []Desc) int {
+	s.rxMu.Lock()
+	defer s.rxMu.Unlock()
+	n := s.rx.avail(uint32(len(descs)))
+	for i := uint32(0); i < n; i++ {
+		d := &s.rx.descs[(s.rx.cachedCons+i)&s.rx.mask]
+		descs[i] = Desc{Addr: d.Addr, Len: d.Len}
+	}
+	if n > 0 {
+		s.rx.release(n)
+	}
+	return int(n)
+}
+
+// Release gives received frames back to the kernel through the fill ring.
+func (s *Socket) Release(descs []Desc) {
+	s.rxMu.Lock()
+	defer s.rxMu.Unlock()
+	// The fill ring is as large as the RX frame population, so there is
+	// always room for every frame we own.
+	n := s.fill.free(uint32(len(descs)))
+	for i := uint32(0); i < n; i++ {
+		// Received addresses may carry an offset (headroom); the fill ring
+		// wants the frame's start.
+		s.fill.descs[(s.fill.cachedProd+i)&s.fill.mask] = descs[i].Addr &^ (s.frameSize - 1)
+	}
+	s.fill.submit(n)
+	if s.fill.needWakeup() {
+		// Kick the kernel's RX processing so it sees the refilled ring.
+		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}, 0)
+	}
+}
+
+// Poll blocks until packets are ready to Receive or timeoutMs passes
+// (negative: forever). It returns whether the RX ring has packets.
+func (s *Socket) Poll(timeoutMs int) (bool, error) {
+	fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, timeoutMs)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("xsk: poll: %w", err)
+		}
+		return n > 0 && fds[0].Revents&unix.POLLIN != 0, nil
+	}
+}
+
+// NextTxFrame returns a free transmit frame (its whole FrameSize buffer and
+// its address), reclaiming completed transmissions first if none is free.
+// ok is false when every TX frame is in flight.
+func (s *Socket) NextTxFrame() (addr uint64, buf []byte, ok bool) {
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
+	if len(s.txFree) == 0 {
+		s.reclaimLocked()
+		if len(s.txFree) == 0 {
+			return 0, nil, false
+		}
+	}
+	addr = s.txFree[len(s.txFree)-1]
+	s.txFree = s.txFree[:len(s.txFree)-1]
+	return addr, s.umem[addr : addr+s.frameSize : addr+s.frameSize], true
+}
+
+// ReturnTxFrame gives back a frame from NextTxFrame that will not be sent.
+func (s *Socket) ReturnTxFrame(addr uint64) {
+	s.txMu.Lock()
+	s.txFree = append(s.txFree, addr)
+	s.txMu.Unlock()
+}
+
+// Transmit queues frames (from NextTxFrame, Len set) for sending and kicks
+// the kernel when it needs it. It returns how many were queued; the rest
+// (TX ring full) stay owned by the caller, who may retry or ReturnTxFrame.
+func (s *Socket) Transmit(descs []Desc) (int, error) {
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
+	s.reclaimLocked()
+	n := s.tx.free(uint32(len(descs)))
+	for i := uint32(0); i < n; i++ {
+		s.tx.descs[(s.tx.cachedProd+i)&s.tx.mask] = unix.XDPDesc{Addr: descs[i].Addr, Len: descs[i].Len}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	s.tx.submit(n)
+	s.txInUse += int(n)
+	// Copy mode (veth) sends only on a kick; zero-copy drivers ask through
+	// need_wakeup.
+	if s.mode == BindCopy || s.tx.needWakeup() {
+		if err := s.kick(); err != nil {
+			return int(n), err
+		}
+	}
+	return int(n), nil
+}
+
+func (s *Socket) kick() error {
+	for {
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.ENETDOWN:
+			// The kernel is busy sending or out of buffers: the frames stay
+			// queued and go with the next kick.
+			return nil
+		case unix.EINTR:
+			continue
+		default:
+			return fmt.Errorf("xsk: TX kick: %w", e)
+		}
+	}
+}
+
+// Reclaim drains the completion ring, returning sent frames to the free
+// list, and returns how many frames are still in flight.
+func (s *Socket) Reclaim() int {
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
+	s.reclaimLocked()
+	return s.txInUse
+}
+
+func (s *Socket) reclaimLocked() {
+	n := s.comp.avail(s.comp.size)
+	for i := uint32(0); i < n; i++ {
+		s.txFree = append(s.txFree, s.comp.descs[(s.comp.cachedCons+i)&s.comp.mask])
+	}
+	if n > 0 {
+		s.comp.release(n)
+		s.txInUse -= int(n)
+	}
+}
+
+// Stats returns the kernel's XDP_STATISTICS for the socket.
+func (s *Socket) Stats() (unix.XDPStatistics, error) {
+	var st unix.XDPStatistics
+	l := uint32(unsafe.Sizeof(st))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_XDP, unix.XDP_STATISTICS,
+		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&l)), 0); e != 0 {
+		return st, fmt.Errorf("xsk: XDP_STATISTICS: %w", e)
+	}
+	return st, nil
+}
+
+// Close unbinds the socket and unmaps its rings and UMEM. Frames returned
+// by Frame must not be used afterwards.
+func (s *Socket) Close() error {
+	s.closeOnce.Do(func() {
+		s.rxMu.Lock()
+		s.txMu.Lock()
+		defer s.rxMu.Unlock()
+		defer s.txMu.Unlock()
+		unix.Close(s.fd)
+		for i, m := range s.ringMem {
+			if m != nil {
+				unix.Munmap(m)
+				s.ringMem[i] = nil
+			}
+		}
+		if s.umem != nil {
+			unix.Munmap(s.umem)
+			s.umem = nil
+		}
+	})
+	return nil
+}
