@@ -1,0 +1,222 @@
+package mr
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// Op is the kind of a remote request as the target sees it.
+type Op uint8
+
+// Remote operation kinds.
+const (
+	OpRead          Op = iota // RMA read: the region is the source
+	OpWrite                   // RMA write: the region is the destination
+	OpAtomic                  // atomic without result: the region is modified
+	OpFetchAtomic             // fetching atomic: modified and its old value returned
+	OpCompareAtomic           // compare atomic: modified and its old value returned
+)
+
+var opNames = [...]string{"read", "write", "atomic", "fetch-atomic", "compare-atomic"}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// Access returns the access bits a region must grant for o: FI_REMOTE_READ
+// to be read, FI_REMOTE_WRITE to be written or atomically modified, both
+// when an atomic also returns the previous contents. Unknown kinds need
+// every remote bit and then some, so they are always refused.
+func (o Op) Access() fi.Flags {
+	switch o {
+	case OpRead:
+		return fi.REMOTE_READ
+	case OpWrite, OpAtomic:
+		return fi.REMOTE_WRITE
+	case OpFetchAtomic, OpCompareAtomic:
+		return fi.REMOTE_READ | fi.REMOTE_WRITE
+	}
+	return ^fi.Flags(0)
+}
+
+// Denial is why a remote request was refused. It is an error that unwraps
+// to the errno the initiator gets.
+type Denial uint8
+
+// Reasons for refusing a remote request.
+const (
+	UnknownKey     Denial = iota + 1 // no such key: never registered, closed, or not completed
+	OutOfRange                       // the range leaves the region, or wraps
+	AccessDenied                     // the region does not grant the access
+	RegionDisabled                   // not enabled yet, or being refreshed
+	AuthKeyDenied                    // the peer's authorization key differs
+)
+
+var denials = [...]struct {
+	text  string
+	errno fi.Errno
+}{
+	UnknownKey:     {"unknown memory region key", fi.EKEYREJECTED},
+	OutOfRange:     {"address range outside the memory region", fi.EFAULT},
+	AccessDenied:   {"access not granted by the memory region", fi.EACCES},
+	RegionDisabled: {"memory region disabled", fi.EOPBADSTATE},
+	AuthKeyDenied:  {"authorization key does not match the memory region", fi.EACCES},
+}
+
+func (d Denial) valid() bool { return d > 0 && int(d) < len(denials) }
+
+// Errno returns the libfabric error the initiator is told.
+func (d Denial) Errno() fi.Errno {
+	if !d.valid() {
+		return fi.EOTHER
+	}
+	return denials[d].errno
+}
+
+func (d Denial) Error() string {
+	if !d.valid() {
+		return fmt.Sprintf("mr: denial %d", uint8(d))
+	}
+	return "mr: " + denials[d].text
+}
+
+// Unwrap lets errors.Is(err, fi.EACCES) and fi.ErrnoOf see the errno.
+func (d Denial) Unwrap() error { return d.Errno() }
+
+// The denials as error values, so returning one does not allocate.
+var (
+	errUnknownKey     error = UnknownKey
+	errOutOfRange     error = OutOfRange
+	errAccessDenied   error = AccessDenied
+	errRegionDisabled error = RegionDisabled
+	errAuthKeyDenied  error = AuthKeyDenied
+)
+
+// Span is the part of a region a request may operate on: Bufs[:N] are
+// sub-slices of the registered buffers that together are exactly the
+// requested bytes, in address order.
+type Span struct {
+	MR   *MR // the region, e.g. for CountRemoteWrite
+	N    int
+	Bufs [IOVLimit][]byte
+}
+
+// Len returns the number of bytes spanned.
+func (s *Span) Len() int {
+	n := 0
+	for _, b := range s.Bufs[:s.N] {
+		n += len(b)
+	}
+	return n
+}
+
+// Lookup vets a remote request on the target: may a peer apply access
+// (see Op.Access) to length bytes at addr (a region offset, or a virtual
+// address with FI_MR_VIRT_ADDR) of the region with key? It answers the
+// bytes to operate on, or a Denial. It takes no locks, does not allocate,
+// and refuses a key from the moment its Close returns. Regions with an
+// authorization key are refused; use LookupAuth for them. A length of 0 is
+// allowed anywhere from the region's start to one past its end.
+func (t *Table) Lookup(key, addr, length uint64, access fi.Flags) (Span, error) {
+	return t.LookupAuth(key, addr, length, access, nil)
+}
+
+// LookupAuth is Lookup for a peer that presents authKey: the region must
+// have the same authorization key (none, when authKey is empty).
+func (t *Table) LookupAuth(key, addr, length uint64, access fi.Flags, authKey []byte) (Span, error) {
+	var sp Span
+	m := t.index.Load().find(key)
+	if m == nil {
+		return sp, errUnknownKey
+	}
+	st := m.state.Load()
+	if st&(stComplete|stClosed) != stComplete {
+		return sp, errUnknownKey
+	}
+	if st != stComplete|stEnabled {
+		return sp, errRegionDisabled
+	}
+	if access == 0 || access&^(fi.REMOTE_READ|fi.REMOTE_WRITE) != 0 || access&^m.access != 0 {
+		return sp, errAccessDenied
+	}
+	if !bytes.Equal(m.authKey, authKey) {
+		return sp, errAuthKeyDenied
+	}
+	end := addr + length
+	if end < addr || addr < m.base || end > m.base+m.length {
+		return sp, errOutOfRange
+	}
+	sp.MR = m
+	for pos := addr; pos < end; {
+		next := pos
+		for i := range m.segs {
+			s := &m.segs[i]
+			if off := pos - s.start; off < uint64(len(s.buf)) {
+				take := min(end-pos, uint64(len(s.buf))-off)
+				if sp.N == IOVLimit {
+					// Only overlapping buffers can need more pieces than
+					// there are buffers; refuse rather than truncate.
+					return Span{}, errOutOfRange
+				}
+				sp.Bufs[sp.N] = s.buf[off : off+take]
+				sp.N++
+				next = pos + take
+				break
+			}
+		}
+		if next == pos { // a gap between buffers (FI_MR_VIRT_ADDR)
+			return Span{}, errOutOfRange
+		}
+		pos = next
+	}
+	return sp, nil
+}
+
+// Errors of CheckLocal, allocated once.
+var (
+	errDescMissing  = fmt.Errorf("mr: FI_MR_LOCAL: buffer needs a descriptor: %w", fi.EINVAL)
+	errDescForeign  = fmt.Errorf("mr: descriptor of another domain: %w", fi.EINVAL)
+	errDescClosed   = fmt.Errorf("mr: descriptor of a closed or incomplete region: %w", fi.EINVAL)
+	errDescDisabled = fmt.Errorf("mr: descriptor of a disabled region: %w", fi.EOPBADSTATE)
+	errDescRange    = fmt.Errorf("mr: buffer outside the descriptor's region: %w", fi.EFAULT)
+	errDescAccess   = fmt.Errorf("mr: descriptor's region lacks the local access: %w", fi.EACCES)
+)
+
+// CheckLocal vets the desc an application passed with a local buffer of a
+// data transfer: with FI_MR_LOCAL it must describe an enabled region of
+// this domain whose buffers cover buf and which grants access (FI_SEND for
+// a send source, FI_RECV for a receive buffer, FI_READ for an RMA read
+// result, FI_WRITE for an RMA write source). Without FI_MR_LOCAL desc is
+// ignored. It does not allocate.
+func (t *Table) CheckLocal(desc Desc, buf []byte, access fi.Flags) error {
+	if t.mode&ModeLocal == 0 {
+		return nil
+	}
+	m := desc.m
+	switch {
+	case m == nil:
+		if len(buf) == 0 {
+			return nil
+		}
+		return errDescMissing
+	case m.table != t:
+		return errDescForeign
+	}
+	st := m.state.Load()
+	switch {
+	case st&(stComplete|stClosed) != stComplete:
+		return errDescClosed
+	case st != stComplete|stEnabled:
+		return errDescDisabled
+	case access&^m.access != 0:
+		return errDescAccess
+	case len(buf) > 0 && !m.covers(addrOf(buf), uint64(len(buf))):
+		return errDescRange
+	}
+	return nil
+}

@@ -1,0 +1,355 @@
+package mr
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// Counter is what an MR needs from a completion counter bound to it with
+// FI_REMOTE_WRITE: a way to count the remote writes that modify the region,
+// and whether it is still open (an MR does not close while a bound counter
+// is open, fi_mr(3) fi_close).
+type Counter interface {
+	fi.FID // of class fi.ClassCntr
+	Add(v uint64) error
+	Closed() bool
+}
+
+// Endpoint is what an MR needs from an endpoint bound to it: whether it is
+// still open (FI_EBUSY on Close while it is).
+type Endpoint interface {
+	fi.FID // of class fi.ClassEP
+	Closed() bool
+}
+
+// MR state bits, in MR.state. Lookup admits a region only when the word
+// is exactly stComplete|stEnabled.
+const (
+	stComplete = 1 << iota // registration (and its mirror entry) completed
+	stEnabled              // enabled: from the start, or by Enable
+	stStale                // Refresh in progress, or failed: refused
+	stClosed               // closed: refused, key released
+	stFailed               // asynchronous registration failed
+)
+
+// segment is one registered buffer.
+type segment struct {
+	buf   []byte
+	start uint64 // remote address of buf[0]: region offset, or va with FI_MR_VIRT_ADDR
+	va    uint64 // virtual address of buf[0]
+}
+
+// doneChan is the done channel of synchronous registrations: closed.
+var doneChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// MR is a registered memory region (struct fid_mr).
+type MR struct {
+	fi.FIDBase
+
+	// Set at registration, then read-only.
+	table          *Table
+	key            uint64
+	access         fi.Flags
+	regFlags       fi.Flags
+	base, length   uint64 // remote extent: [base, base+length)
+	size           uint64 // bytes registered
+	segs           []segment
+	regionID       uint32
+	authKey        []byte
+	explicitEnable bool          // created disabled: needs Enable
+	done           chan struct{} // closed once the registration completed or failed
+
+	state atomic.Uint32 // st* bits; written under mu (or before done closes)
+	// counters bound with FI_REMOTE_WRITE, read by CountRemoteWrite without
+	// locks; replaced (copy on write) under mu.
+	counters atomic.Pointer[[]Counter]
+
+	mu sync.Mutex
+	// The fields below are guarded by mu.
+	eps    []Endpoint
+	cntrs  []Counter
+	closed bool // Close has run (or is past its checks)
+}
+
+// Desc is a local memory descriptor (fi_mr_desc's void *). The zero Desc
+// is NULL.
+type Desc struct{ m *MR }
+
+// MR returns the region d describes, nil for the zero Desc.
+func (d Desc) MR() *MR { return d.m }
+
+// Desc is fi_mr_desc.
+func (m *MR) Desc() Desc { return Desc{m} }
+
+// Key is fi_mr_key: the key peers use, or fi.KeyNotAvail while an
+// asynchronous registration has not completed, after it failed or the
+// region was closed, and always with FI_MR_RAW (use RawAttr).
+func (m *MR) Key() uint64 {
+	if m.state.Load()&(stComplete|stClosed) != stComplete || m.table.mode&ModeRaw != 0 {
+		return fi.KeyNotAvail
+	}
+	return m.key
+}
+
+// Access returns the access bits of the registration.
+func (m *MR) Access() fi.Flags { return m.access }
+
+// Len returns the number of bytes registered.
+func (m *MR) Len() uint64 { return m.size }
+
+// Base returns the lowest address peers use: 0, or with FI_MR_VIRT_ADDR the
+// lowest virtual address of the region.
+func (m *MR) Base() uint64 { return m.base }
+
+// RegionID returns the xdpfab-wide region id (mr_value.region_id).
+func (m *MR) RegionID() uint32 { return m.regionID }
+
+// AuthKey returns the authorization key of the region (nil: none).
+func (m *MR) AuthKey() []byte { return m.authKey }
+
+// Enabled reports whether peers may access the region now.
+func (m *MR) Enabled() bool { return m.state.Load() == stComplete|stEnabled }
+
+// RawAttr is fi_mr_raw_attr: it stores the raw key in rawKey and returns
+// the base address peers use and the raw key size. A rawKey shorter than the
+// key fails with FI_ETOOSMALL, still answering the size needed.
+func (m *MR) RawAttr(rawKey []byte, flags fi.Flags) (baseAddr uint64, keySize int, err error) {
+	if flags != 0 {
+		return 0, KeySize, fmt.Errorf("mr raw attr: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
+	}
+	switch st := m.state.Load(); {
+	case st&(stClosed|stFailed) != 0:
+		return 0, KeySize, fmt.Errorf("mr raw attr: region closed or failed: %w", fi.EINVAL)
+	case st&stComplete == 0:
+		return 0, KeySize, fmt.Errorf("mr raw attr: registration not completed: %w", fi.EOPBADSTATE)
+	}
+	if len(rawKey) < KeySize {
+		return m.base, KeySize, fmt.Errorf("mr raw attr: buffer of %d bytes, key needs %d: %w", len(rawKey), KeySize, fi.ETOOSMALL)
+	}
+	binary.LittleEndian.PutUint64(rawKey, m.key)
+	return m.base, KeySize, nil
+}
+
+// lockCompleted waits for the registration to finish and locks m. It fails
+// when the region is closed or its registration failed.
+func (m *MR) lockCompleted(op string) error {
+	<-m.done
+	m.mu.Lock()
+	if m.closed || m.state.Load()&stFailed != 0 {
+		m.mu.Unlock()
+		return fmt.Errorf("%s: region closed or its registration failed: %w", op, fi.EINVAL)
+	}
+	return nil
+}
+
+// Bind is fi_mr_bind: it associates the region with a counter (flags
+// fi.REMOTE_WRITE: the counter advances on every remote write or atomic
+// that modifies the region, see CountRemoteWrite) or with an endpoint
+// (flags 0; needed with FI_MR_ENDPOINT before Enable).
+func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
+	if obj == nil {
+		return fmt.Errorf("mr bind: nil object: %w", fi.EINVAL)
+	}
+	if err := m.lockCompleted("mr bind"); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	if m.explicitEnable && m.state.Load()&stEnabled != 0 {
+		return fmt.Errorf("mr bind: region already enabled: %w", fi.EOPBADSTATE)
+	}
+	switch obj.Class() {
+	case fi.ClassCntr:
+		c, ok := obj.(Counter)
+		if !ok {
+			return fmt.Errorf("mr bind: %T is not a counter: %w", obj, fi.EINVAL)
+		}
+		switch {
+		case flags&^(fi.REMOTE_WRITE|fi.REMOTE_READ) != 0:
+			return fmt.Errorf("mr bind: counter flags %#x: %w", uint64(flags&^(fi.REMOTE_WRITE|fi.REMOTE_READ)), fi.EBADFLAGS)
+		case flags&fi.REMOTE_READ != 0:
+			return fmt.Errorf("mr bind: counting remote reads is not supported: %w", fi.ENOSYS)
+		case flags == 0:
+			return fmt.Errorf("mr bind: counter needs FI_REMOTE_WRITE: %w", fi.EINVAL)
+		case m.table.mode&ModeRMAEvent != 0 && m.regFlags&fi.RMA_EVENT == 0:
+			return fmt.Errorf("mr bind: FI_MR_RMA_EVENT: region not registered with FI_RMA_EVENT: %w", fi.EINVAL)
+		case c.Closed():
+			return fmt.Errorf("mr bind: counter closed: %w", fi.EINVAL)
+		case slices.Contains(m.cntrs, c):
+			return fmt.Errorf("mr bind: counter already bound: %w", fi.EALREADY)
+		}
+		m.cntrs = append(m.cntrs, c)
+		cs := slices.Clone(m.cntrs)
+		m.counters.Store(&cs)
+	case fi.ClassEP:
+		ep, ok := obj.(Endpoint)
+		if !ok {
+			return fmt.Errorf("mr bind: %T is not an endpoint: %w", obj, fi.EINVAL)
+		}
+		switch {
+		case flags != 0:
+			return fmt.Errorf("mr bind: endpoint flags %#x, want 0: %w", uint64(flags), fi.EBADFLAGS)
+		case ep.Closed():
+			return fmt.Errorf("mr bind: endpoint closed: %w", fi.EINVAL)
+		case slices.Contains(m.eps, ep):
+			return fmt.Errorf("mr bind: endpoint already bound: %w", fi.EALREADY)
+		}
+		m.eps = append(m.eps, ep)
+	default:
+		return fmt.Errorf("mr bind: binding to %v is not supported: %w", obj.Class(), fi.ENOSYS)
+	}
+	return nil
+}
+
+// CountRemoteWrite advances every counter bound with FI_REMOTE_WRITE by
+// one. The target datapath calls it after a remote RMA write or atomic
+// modified the region. It does not allocate.
+func (m *MR) CountRemoteWrite() {
+	if cs := m.counters.Load(); cs != nil {
+		for _, c := range *cs {
+			_ = c.Add(1) // a counter's Add does not fail for a valid value
+		}
+	}
+}
+
+// Enable is fi_mr_enable. Regions created disabled — registered with
+// FI_RMA_EVENT under FI_MR_RMA_EVENT, or any region under FI_MR_ENDPOINT,
+// which must first be bound to an open endpoint (else FI_EOPBADSTATE) —
+// become accessible; other regions are enabled already and Enable is a
+// no-op.
+func (m *MR) Enable() error {
+	if err := m.lockCompleted("mr enable"); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	st := m.state.Load()
+	if st&stEnabled != 0 {
+		return nil
+	}
+	if m.table.mode&ModeEndpoint != 0 && !slices.ContainsFunc(m.eps, func(ep Endpoint) bool { return !ep.Closed() }) {
+		return fmt.Errorf("mr enable: FI_MR_ENDPOINT: region not bound to an open endpoint: %w", fi.EOPBADSTATE)
+	}
+	if err := m.table.mirrorUpdate(m, st&stStale == 0); err != nil {
+		return fmt.Errorf("mr enable: %w", err)
+	}
+	m.state.Store(st | stEnabled)
+	return nil
+}
+
+// Refresh is fi_mr_refresh: after the pages under the region changed
+// (FI_MR_MMU_NOTIFY) it disables the region, faults in the pages of iov (or
+// of the whole region when iov is empty), and re-enables the region.
+// Buffers of iov must lie within the region. When pages are no longer
+// mapped it fails with FI_EFAULT and the region stays disabled until a
+// Refresh succeeds.
+func (m *MR) Refresh(iov [][]byte, flags fi.Flags) error {
+	if flags != 0 {
+		return fmt.Errorf("mr refresh: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
+	}
+	for i, b := range iov {
+		if len(b) == 0 || !m.covers(addrOf(b), uint64(len(b))) {
+			return fmt.Errorf("mr refresh: buffer %d is not within the region: %w", i, fi.EINVAL)
+		}
+	}
+	if err := m.lockCompleted("mr refresh"); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	st := m.state.Load()
+	m.state.Store(st | stStale) // peers fail while the refresh is occurring
+	if st&stEnabled != 0 && st&stStale == 0 {
+		if err := m.table.mirrorUpdate(m, false); err != nil {
+			return fmt.Errorf("mr refresh: %w", err)
+		}
+	}
+	write := m.access&(fi.REMOTE_WRITE|fi.RECV|fi.READ) != 0
+	if len(iov) == 0 {
+		iov = make([][]byte, len(m.segs))
+		for i, s := range m.segs {
+			iov[i] = s.buf
+		}
+	}
+	for i, b := range iov {
+		if err := populate(b, write); err != nil {
+			return fmt.Errorf("mr refresh: buffer %d: %v: %w", i, err, fi.EFAULT)
+		}
+	}
+	if st&stEnabled != 0 {
+		if err := m.table.mirrorUpdate(m, true); err != nil {
+			return fmt.Errorf("mr refresh: %w", err)
+		}
+	}
+	m.state.Store(st &^ stStale)
+	return nil
+}
+
+// Close is fi_close: it deregisters the region. From the moment it returns
+// the key is refused — by Lookup and by the XDP program — and may be
+// registered again. It fails with FI_EBUSY while a bound endpoint or
+// counter is open. Closing a region whose asynchronous registration failed
+// only releases the handle. If the mirror cannot delete the entry the
+// region is closed all the same (Lookup refuses it; the XDP program
+// defers to Lookup for entries it keeps) and the error is returned.
+func (m *MR) Close() error {
+	<-m.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("mr close: already closed: %w", fi.EINVAL)
+	}
+	st := m.state.Load()
+	if st&stFailed != 0 {
+		m.closed = true
+		m.state.Store(st | stClosed)
+		return nil
+	}
+	for _, ep := range m.eps {
+		if !ep.Closed() {
+			return fmt.Errorf("mr close: bound endpoint still open: %w", fi.EBUSY)
+		}
+	}
+	for _, c := range m.cntrs {
+		if !c.Closed() {
+			return fmt.Errorf("mr close: bound counter still open: %w", fi.EBUSY)
+		}
+	}
+	m.closed = true
+	m.state.Store(st | stClosed) // Lookup refuses from here on
+	err := m.table.mirrorDelete(m)
+	t := m.table
+	t.mu.Lock()
+	t.remove(m)
+	t.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("mr close: %w", err)
+	}
+	return nil
+}
+
+// covers reports whether every byte of [va, va+n) lies in the region's
+// buffers (by virtual address).
+func (m *MR) covers(va, n uint64) bool {
+	end := va + n
+	if end < va {
+		return false
+	}
+	for pos := va; pos < end; {
+		next := pos
+		for i := range m.segs {
+			s := &m.segs[i]
+			if pos-s.va < uint64(len(s.buf)) {
+				next = min(end, s.va+uint64(len(s.buf)))
+				break
+			}
+		}
+		if next == pos {
+			return false
+		}
+		pos = next
+	}
+	return true
+}

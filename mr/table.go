@@ -1,0 +1,611 @@
+// Package mr implements libfabric memory registration, fi_mr(3).
+//
+// A Table is the MR registry of one domain: fi_mr_reg, fi_mr_regv and
+// fi_mr_regattr are its Reg, RegV and RegAttr, fi_mr_map_raw and
+// fi_mr_unmap_key its MapRaw and UnmapKey, and each registration is an *MR
+// (fi_mr_desc, fi_mr_key, fi_mr_raw_attr, fi_mr_bind, fi_mr_refresh,
+// fi_mr_enable, fi_close). A region is one or more Go byte slices addressed
+// by peers as one range, either 0-based (the default) or by virtual address
+// (FI_MR_VIRT_ADDR). The target side of the datapath vets every incoming
+// request with Table.Lookup, lock-free and allocation-free, which answers
+// the slices to operate on or a Denial carrying the errno the initiator
+// gets; the XDP program vets the same requests earlier from the BPF map
+// mr_map, which the Table keeps in step through a Mirror on every
+// registration, enable, refresh and close, before the call returns. The
+// domain's mr_mode bits (Mode) select the rules of fi_mr(3); binding an EQ
+// with FI_REG_MR makes registration asynchronous.
+//
+// Memory: a registered slice stays reachable and in place while the *MR
+// exists, because the MR holds it and Go's collector does not move heap
+// objects (a slice passed to Reg escapes to the heap, so it is never on a
+// goroutine stack that could move). Memory that is not Go's — unix.Mmap,
+// C allocations — is the caller's to keep mapped until Close returns; after
+// changing its pages call Refresh. After Close the Table drops the region,
+// but the buffers stay reachable for as long as the caller holds the *MR.
+//
+// Provider choices, where fi_mr(3) leaves them to the provider:
+//
+//   - Keys are 8 bytes (KeySize). Any requested key but FI_KEY_NOTAVAIL is in
+//     range; that one is FI_EKEYREJECTED, a live one FI_ENOKEY. With
+//     FI_MR_PROV_KEY the requested key is ignored and the Table returns
+//     keys that are unique for its lifetime (a bijective mix of a counter
+//     and a random seed: not sequential, never reissued, not a secret).
+//   - Addressing: by default a region of several buffers is their
+//     concatenation, offsets 0..len-1. With FI_MR_VIRT_ADDR every byte is
+//     addressed by its own virtual address, so a request must lie within
+//     the buffers (gaps between them are out of range); mr_map holds the
+//     extent [lowest address, highest end).
+//   - Refusals of remote requests (Denial): unknown, closed or not yet
+//     completed key FI_EKEYREJECTED; range outside the region, or wrapping
+//     FI_EFAULT; access not granted, or an auth key that differs FI_EACCES;
+//     region disabled (FI_MR_RMA_EVENT/FI_MR_ENDPOINT before Enable, during
+//     or after a failed Refresh) FI_EOPBADSTATE. Remote reads need
+//     FI_REMOTE_READ, writes and atomics FI_REMOTE_WRITE, fetching and
+//     compare atomics both (Op.Access).
+//   - FI_MR_LOCAL: CheckLocal requires a descriptor of this domain that
+//     covers the buffer with the local access bit (FI_SEND, FI_RECV,
+//     FI_READ, FI_WRITE); a nil descriptor passes only for an empty buffer.
+//     (fi_mr(3) also says desc may be "valid or NULL" with FI_MR_LOCAL set
+//     and FI_MR_HMEM unset, contradicting the definition of FI_MR_LOCAL;
+//     we keep the stricter rule.) Without FI_MR_LOCAL desc is ignored.
+//   - FI_MR_ALLOCATED: registration checks with mincore(2) that every page
+//     is resident and fails with FI_EFAULT otherwise.
+//   - Refresh is accepted in every mode and required by FI_MR_MMU_NOTIFY: it
+//     disables the region, faults its pages in (MADV_POPULATE_*), and
+//     re-enables it; when the pages are gone it fails with FI_EFAULT and the
+//     region stays disabled until a Refresh succeeds.
+//   - Bind: counters with FI_REMOTE_WRITE (FI_REMOTE_READ events are
+//     FI_ENOSYS), endpoints with flags 0, anything else FI_ENOSYS. With
+//     FI_MR_RMA_EVENT a counter needs a region registered with
+//     FI_RMA_EVENT. Regions created disabled take no bindings once
+//     enabled; regions enabled from the start accept counters at any time.
+//     Close fails with FI_EBUSY while a bound endpoint or counter is open.
+//   - Only FI_HMEM_SYSTEM memory: other ifaces are FI_ENOSYS even without
+//     FI_HMEM (the page lets a provider ignore iface then; silently
+//     treating device memory as host memory would be worse). FI_RMA_PMEM is
+//     FI_EBADFLAGS: nothing here makes writes persistent.
+//   - Raw keys (fi_mr_raw_attr) are the 8-byte little-endian key; MapRaw
+//     returns it and counts the mapping until UnmapKey; a Table with mapped
+//     keys or open regions does not close (FI_EBUSY).
+//   - Auth keys: a region takes attr.AuthKey, or the domain's when empty;
+//     LookupAuth admits only peers presenting the same key, Lookup only
+//     regions without one.
+//   - At most MaxRegions regions (mr_map's size by default), then FI_ENOMR.
+//
+// A Table and its MRs are safe for concurrent use.
+package mr
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/eq"
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// Domain attributes of memory registration.
+const (
+	// IOVLimit is mr_iov_limit: the most buffers one region may hold.
+	IOVLimit = 8
+	// KeySize is mr_key_size: the size of keys and raw keys in bytes.
+	KeySize = 8
+	// DefaultMaxRegions is the default limit of live regions, the size of
+	// mr_map in bpf/xdpfab.c.
+	DefaultMaxRegions = 1 << 20
+)
+
+// accessBits are the access permissions fi_mr(3) defines.
+const accessBits = fi.SEND | fi.RECV | fi.READ | fi.WRITE | fi.REMOTE_READ | fi.REMOTE_WRITE
+
+// regFlags are the registration flags supported.
+const regFlags = fi.RMA_EVENT
+
+// Config describes the domain a Table belongs to.
+type Config struct {
+	Mode     Mode   // the domain's mr_mode, as fi_getinfo reports it
+	DomainID uint32 // xdpfab-wide id of the domain: the domain_id of mr_map keys
+	// Mirror is kept in step with the keys (usually a *MapMirror); nil
+	// keeps none.
+	Mirror Mirror
+	// AuthKey is the domain's authorization key, used by registrations
+	// that give none; empty means none.
+	AuthKey []byte
+	// Owner is the object bound to an EQ on the Table's behalf (the
+	// domain); nil binds the Table's own identity.
+	Owner fi.FID
+	// MaxRegions limits live regions; 0 means DefaultMaxRegions.
+	MaxRegions int
+}
+
+// Table is the MR registry of one domain.
+type Table struct {
+	mode       Mode // effective (FI_MR_BASIC resolved)
+	domainID   uint32
+	mirror     Mirror
+	authKey    []byte
+	owner      fi.FID
+	maxRegions int
+	keySeed    uint64
+
+	// index maps keys to regions for Lookup, which reads it without locks.
+	// It is replaced (grown, rehashed) and its slots written under mu.
+	index atomic.Pointer[keyIndex]
+
+	mu sync.Mutex
+	// The fields below are guarded by mu.
+	live    int            // regions in index, pending ones included
+	tombs   int            // tombstoned slots in index
+	nextKey uint64         // FI_MR_PROV_KEY counter
+	mapped  map[uint64]int // fi_mr_map_raw'd keys and their map counts
+	events  *eq.EQ         // bound with FI_REG_MR: registration is asynchronous
+	closed  bool
+}
+
+// nextRegionID numbers regions xdpfab-wide (mr_value.region_id); 0 is unused.
+var nextRegionID atomic.Uint32
+
+// NewTable opens the MR registry of a domain.
+func NewTable(cfg Config) (*Table, error) {
+	mode, err := cfg.Mode.Effective()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxRegions < 0 {
+		return nil, fmt.Errorf("mr table: max regions %d: %w", cfg.MaxRegions, fi.EINVAL)
+	}
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("mr table: key seed: %w", err)
+	}
+	t := &Table{
+		mode:       mode,
+		domainID:   cfg.DomainID,
+		mirror:     cfg.Mirror,
+		authKey:    append([]byte(nil), cfg.AuthKey...),
+		owner:      cfg.Owner,
+		maxRegions: cfg.MaxRegions,
+		keySeed:    binary.LittleEndian.Uint64(seed[:]),
+		mapped:     map[uint64]int{},
+	}
+	if t.maxRegions == 0 {
+		t.maxRegions = DefaultMaxRegions
+	}
+	if t.owner == nil {
+		b := fi.NewFIDBase(fi.ClassDomain, nil)
+		t.owner = &b
+	}
+	t.index.Store(newKeyIndex(minIndexSize))
+	return t, nil
+}
+
+// Mode returns the effective mr_mode: what the domain reports and enforces.
+func (t *Table) Mode() Mode { return t.mode }
+
+// DomainID returns the domain id used in mr_map keys.
+func (t *Table) DomainID() uint32 { return t.domainID }
+
+// IOVLimit returns mr_iov_limit.
+func (t *Table) IOVLimit() int { return IOVLimit }
+
+// KeySize returns mr_key_size.
+func (t *Table) KeySize() int { return KeySize }
+
+// Count returns the number of live regions (pending asynchronous ones
+// included).
+func (t *Table) Count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.live
+}
+
+// BindEQ is fi_domain_bind(domain, eq, FI_REG_MR): from now on
+// registrations complete asynchronously, reporting FI_MR_COMPLETE (or an
+// error entry) on q. flags must be fi.REG_MR.
+func (t *Table) BindEQ(q *eq.EQ, flags fi.Flags) error {
+	if q == nil {
+		return fmt.Errorf("mr bind eq: nil EQ: %w", fi.EINVAL)
+	}
+	if flags != fi.REG_MR {
+		return fmt.Errorf("mr bind eq: flags %#x, want FI_REG_MR: %w", uint64(flags), fi.EBADFLAGS)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return fmt.Errorf("mr bind eq: table closed: %w", fi.EINVAL)
+	}
+	if t.events != nil {
+		return fmt.Errorf("mr bind eq: an EQ is already bound: %w", fi.EALREADY)
+	}
+	if err := q.Ref(t.owner); err != nil {
+		return fmt.Errorf("mr bind eq: %w", err)
+	}
+	t.events = q
+	return nil
+}
+
+// Close releases the Table (the domain's fi_close). It fails with FI_EBUSY
+// while regions are open or raw keys mapped, and unbinds the EQ.
+func (t *Table) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return fmt.Errorf("mr table close: already closed: %w", fi.EINVAL)
+	}
+	if t.live > 0 {
+		return fmt.Errorf("mr table close: %d region(s) open: %w", t.live, fi.EBUSY)
+	}
+	if n := len(t.mapped); n > 0 {
+		return fmt.Errorf("mr table close: %d raw key(s) mapped: %w", n, fi.EBUSY)
+	}
+	if t.events != nil {
+		t.events.Unref(t.owner)
+		t.events = nil
+	}
+	t.closed = true
+	return nil
+}
+
+// Attr is fi_mr_attr. The buffers of IOV make up the region; iov_count and
+// auth_key_size are the slice lengths.
+type Attr struct {
+	IOV          [][]byte
+	Access       fi.Flags // FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_READ, FI_REMOTE_WRITE
+	Offset       uint64   // reserved: must be 0
+	RequestedKey uint64   // ignored with FI_MR_PROV_KEY
+	Context      any      // returned with the FI_MR_COMPLETE event
+	AuthKey      []byte   // empty: the domain's
+	Iface        HMEMIface
+	Device       uint64 // device union; ignored for FI_HMEM_SYSTEM
+}
+
+// Reg is fi_mr_reg: it registers buf.
+func (t *Table) Reg(buf []byte, access fi.Flags, offset, requestedKey uint64, flags fi.Flags, context any) (*MR, error) {
+	iov := [1][]byte{buf}
+	return t.register("mr reg", &Attr{IOV: iov[:], Access: access, Offset: offset,
+		RequestedKey: requestedKey, Context: context}, flags)
+}
+
+// RegV is fi_mr_regv: it registers the buffers of iov as one region.
+func (t *Table) RegV(iov [][]byte, access fi.Flags, offset, requestedKey uint64, flags fi.Flags, context any) (*MR, error) {
+	return t.register("mr regv", &Attr{IOV: iov, Access: access, Offset: offset,
+		RequestedKey: requestedKey, Context: context}, flags)
+}
+
+// RegAttr is fi_mr_regattr.
+func (t *Table) RegAttr(attr *Attr, flags fi.Flags) (*MR, error) {
+	if attr == nil {
+		return nil, fmt.Errorf("mr regattr: nil attr: %w", fi.EINVAL)
+	}
+	return t.register("mr regattr", attr, flags)
+}
+
+func (t *Table) register(op string, a *Attr, flags fi.Flags) (*MR, error) {
+	switch {
+	case flags&^regFlags != 0:
+		return nil, fmt.Errorf("%s: flags %#x: %w", op, uint64(flags&^regFlags), fi.EBADFLAGS)
+	case a.Offset != 0:
+		return nil, fmt.Errorf("%s: offset %d is reserved and must be 0: %w", op, a.Offset, fi.EINVAL)
+	case len(a.IOV) == 0 || len(a.IOV) > IOVLimit:
+		return nil, fmt.Errorf("%s: %d buffers, want 1..%d: %w", op, len(a.IOV), IOVLimit, fi.EINVAL)
+	case a.Access&^accessBits != 0:
+		return nil, fmt.Errorf("%s: access %#x: %w", op, uint64(a.Access&^accessBits), fi.EINVAL)
+	case a.Iface != HMEMSystem:
+		return nil, fmt.Errorf("%s: iface %v: only FI_HMEM_SYSTEM memory is supported: %w", op, a.Iface, fi.ENOSYS)
+	case t.mode&ModeProvKey == 0 && a.RequestedKey == fi.KeyNotAvail:
+		return nil, fmt.Errorf("%s: requested key %#x out of range: %w", op, a.RequestedKey, fi.EKEYREJECTED)
+	}
+	m := &MR{
+		FIDBase:  fi.NewFIDBase(fi.ClassMR, a.Context),
+		table:    t,
+		access:   a.Access,
+		regFlags: flags,
+		regionID: nextRegionID.Add(1),
+		done:     doneChan,
+	}
+	if m.regionID == 0 { // wrapped: 0 is reserved
+		m.regionID = nextRegionID.Add(1)
+	}
+	m.segs = make([]segment, len(a.IOV))
+	var off uint64
+	lo, hi := ^uint64(0), uint64(0)
+	for i, b := range a.IOV {
+		if len(b) == 0 {
+			return nil, fmt.Errorf("%s: buffer %d is empty (len must be > 0): %w", op, i, fi.EINVAL)
+		}
+		va := addrOf(b)
+		end := va + uint64(len(b))
+		lo, hi = min(lo, va), max(hi, end)
+		m.segs[i] = segment{buf: b[:len(b):len(b)], start: off, va: va}
+		off += uint64(len(b))
+	}
+	m.size = off
+	if t.mode&ModeVirtAddr != 0 {
+		for i := range m.segs {
+			m.segs[i].start = m.segs[i].va
+		}
+		m.base, m.length = lo, hi-lo
+	} else {
+		m.base, m.length = 0, off
+	}
+	if t.mode&ModeAllocated != 0 {
+		for i, s := range m.segs {
+			ok, err := resident(s.buf)
+			if err != nil || !ok {
+				return nil, fmt.Errorf("%s: FI_MR_ALLOCATED: buffer %d is not backed by physical pages: %w", op, i, fi.EFAULT)
+			}
+		}
+	}
+	m.authKey = t.authKey
+	if len(a.AuthKey) > 0 {
+		m.authKey = append([]byte(nil), a.AuthKey...)
+	}
+	// Regions associated with RMA events or endpoints start disabled.
+	m.explicitEnable = t.mode&ModeEndpoint != 0 || (t.mode&ModeRMAEvent != 0 && flags&fi.RMA_EVENT != 0)
+
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%s: domain closed: %w", op, fi.EINVAL)
+	}
+	if t.live >= t.maxRegions {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%s: %d regions registered: %w", op, t.live, fi.ENOMR)
+	}
+	if t.mode&ModeProvKey != 0 {
+		m.key = t.provKey()
+	} else {
+		m.key = a.RequestedKey
+		if t.index.Load().find(m.key) != nil {
+			t.mu.Unlock()
+			return nil, fmt.Errorf("%s: key %#x is in use: %w", op, m.key, fi.ENOKEY)
+		}
+	}
+	t.insert(m)
+	q := t.events
+	t.mu.Unlock()
+
+	if q == nil {
+		if err := t.publish(m); err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		return m, nil
+	}
+	// Asynchronous: the handle is complete before the event can exist.
+	m.done = make(chan struct{})
+	ctx := a.Context
+	go func() {
+		err := t.publish(m)
+		close(m.done)
+		if err != nil {
+			// The EQ reports what the call could not; if the EQ is
+			// overrun or closed there is nobody left to tell.
+			_ = q.PostErr(eq.ErrEntry{FID: m, Context: ctx, Err: fi.ErrnoOf(err)})
+			return
+		}
+		_ = q.Post(eq.Entry{Event: eq.MRComplete, FID: m, Context: ctx})
+	}()
+	return m, nil
+}
+
+// publish completes a registration: it writes the mirror entry and makes
+// the key usable, or withdraws the key when the mirror refuses it.
+func (t *Table) publish(m *MR) error {
+	if err := t.mirrorUpdate(m, !m.explicitEnable); err != nil {
+		m.state.Store(stFailed)
+		t.mu.Lock()
+		t.remove(m)
+		t.mu.Unlock()
+		return err
+	}
+	st := uint32(stComplete)
+	if !m.explicitEnable {
+		st |= stEnabled
+	}
+	m.state.Store(st)
+	return nil
+}
+
+func (t *Table) mirrorKey(m *MR) bpf.XdpfabMrKey {
+	return bpf.XdpfabMrKey{DomainId: t.domainID, Key: m.key}
+}
+
+func (t *Table) mirrorUpdate(m *MR, enabled bool) error {
+	if t.mirror == nil {
+		return nil
+	}
+	k := t.mirrorKey(m)
+	v := bpf.XdpfabMrValue{Base: m.base, Len: m.length, Access: uint32(m.access), RegionId: m.regionID}
+	if enabled {
+		v.Flags = RegionEnabled
+	}
+	if err := t.mirror.Update(&k, &v); err != nil {
+		return mirrorError("update", err)
+	}
+	return nil
+}
+
+func (t *Table) mirrorDelete(m *MR) error {
+	if t.mirror == nil {
+		return nil
+	}
+	k := t.mirrorKey(m)
+	if err := t.mirror.Delete(&k); err != nil {
+		return mirrorError("delete", err)
+	}
+	return nil
+}
+
+// mirrorError maps a mirror failure to a libfabric errno: a full map is
+// FI_ENOMR (registration limit exceeded).
+func mirrorError(op string, err error) error {
+	var se syscall.Errno
+	switch {
+	case errors.Is(err, syscall.E2BIG):
+		return fmt.Errorf("mr map %s: %w (%v)", op, fi.ENOMR, err)
+	case errors.As(err, &se):
+		return fmt.Errorf("mr map %s: %w", op, fi.Errno(se))
+	}
+	return fmt.Errorf("mr map %s: %w (%v)", op, fi.EIO, err)
+}
+
+// provKey returns a key no region of this Table has had; t.mu is held.
+// A bijective mix of a counter gives unique, non-sequential keys.
+func (t *Table) provKey() uint64 {
+	for {
+		t.nextKey++
+		k := mix64(t.nextKey + t.keySeed)
+		if k != fi.KeyNotAvail && t.index.Load().find(k) == nil {
+			return k
+		}
+	}
+}
+
+// mix64 is SplitMix64's finalizer, a bijection of uint64.
+func mix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// MapRaw is fi_mr_map_raw: it converts a peer's raw key (RawAttr) into the
+// key to use in data transfers, and records the mapping until UnmapKey.
+func (t *Table) MapRaw(baseAddr uint64, rawKey []byte, flags fi.Flags) (uint64, error) {
+	if flags != 0 {
+		return 0, fmt.Errorf("mr map raw: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
+	}
+	if len(rawKey) != KeySize {
+		return 0, fmt.Errorf("mr map raw: key size %d, want %d: %w", len(rawKey), KeySize, fi.EINVAL)
+	}
+	key := binary.LittleEndian.Uint64(rawKey)
+	if key == fi.KeyNotAvail {
+		return 0, fmt.Errorf("mr map raw: key %#x: %w", key, fi.EINVAL)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return 0, fmt.Errorf("mr map raw: domain closed: %w", fi.EINVAL)
+	}
+	t.mapped[key]++
+	return key, nil
+}
+
+// UnmapKey is fi_mr_unmap_key: it releases one MapRaw of key.
+func (t *Table) UnmapKey(key uint64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.mapped[key]
+	if !ok {
+		return fmt.Errorf("mr unmap key: %#x is not mapped: %w", key, fi.EINVAL)
+	}
+	if n == 1 {
+		delete(t.mapped, key)
+	} else {
+		t.mapped[key] = n - 1
+	}
+	return nil
+}
+
+// IsMapped reports whether key has been mapped with MapRaw and not yet
+// unmapped: with FI_MR_RAW an initiator may target only such keys.
+func (t *Table) IsMapped(key uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mapped[key] > 0
+}
+
+// keyIndex is an open-addressing hash table of regions by key (linear
+// probing). Readers load slots atomically without locks; writers hold
+// Table.mu, and never modify an index once a newer one is stored, so a
+// reader holding an old index sees a consistent (if stale) snapshot — the
+// region's own state word then refuses anything closed since.
+type keyIndex struct {
+	slots []atomic.Pointer[MR]
+	shift uint8 // 64 - log2(len(slots))
+}
+
+const minIndexSize = 64
+
+// tombstone marks a deleted slot so probe chains stay intact.
+var tombstone = new(MR)
+
+func newKeyIndex(size int) *keyIndex {
+	return &keyIndex{slots: make([]atomic.Pointer[MR], size), shift: uint8(64 - bits.TrailingZeros(uint(size)))}
+}
+
+func (ix *keyIndex) home(key uint64) uint64 { return (key * 0x9E3779B97F4A7C15) >> ix.shift }
+
+func (ix *keyIndex) find(key uint64) *MR {
+	mask := uint64(len(ix.slots) - 1)
+	for i := ix.home(key); ; i = (i + 1) & mask {
+		m := ix.slots[i].Load()
+		if m == nil {
+			return nil
+		}
+		if m.key == key && m != tombstone {
+			return m
+		}
+	}
+}
+
+// insert adds m, whose key is absent; t.mu is held. The index stays at most
+// half full (tombstones included) so probes are short and always end.
+func (t *Table) insert(m *MR) {
+	ix := t.index.Load()
+	if (t.live+t.tombs+1)*2 > len(ix.slots) {
+		size := minIndexSize
+		for size < (t.live+1)*4 {
+			size *= 2
+		}
+		nix := newKeyIndex(size)
+		for i := range ix.slots {
+			if o := ix.slots[i].Load(); o != nil && o != tombstone {
+				nix.put(o)
+			}
+		}
+		t.index.Store(nix)
+		t.tombs = 0
+		ix = nix
+	}
+	if ix.put(m) {
+		t.tombs--
+	}
+	t.live++
+}
+
+// put stores m in the first free or tombstoned slot of its probe chain and
+// reports whether that slot was a tombstone.
+func (ix *keyIndex) put(m *MR) bool {
+	mask := uint64(len(ix.slots) - 1)
+	for i := ix.home(m.key); ; i = (i + 1) & mask {
+		o := ix.slots[i].Load()
+		if o == nil || o == tombstone {
+			ix.slots[i].Store(m)
+			return o == tombstone
+		}
+	}
+}
+
+// remove deletes m from the index; t.mu is held.
+func (t *Table) remove(m *MR) {
+	ix := t.index.Load()
+	mask := uint64(len(ix.slots) - 1)
+	for i := ix.home(m.key); ; i = (i + 1) & mask {
+		o := ix.slots[i].Load()
+		if o == nil {
+			return
+		}
+		if o == m {
+			ix.slots[i].Store(tombstone)
+			t.live--
+			t.tombs++
+			return
+		}
+	}
+}
