@@ -4,11 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xdpfab/xdpfab/internal/testenv"
@@ -48,27 +51,423 @@ func TestSpecLayout(t *testing.T) {
 	require.Equal(t, uint32(32), mr.ValueSize)
 	require.Equal(t, ebpf.PerCPUArray, spec.Maps[XdpfabMapCounters].Type)
 	require.Equal(t, uint32(XdpfabXdpfabCounterCNT_MAX), spec.Maps[XdpfabMapCounters].MaxEntries)
+	ports := spec.Maps[XdpfabMapPorts]
+	require.Equal(t, uint32(2), ports.KeySize)
+	require.Equal(t, uint32(16), ports.ValueSize)
+	require.Equal(t, ebpf.XSKMap, spec.Maps[XdpfabMapXsks].Type)
+	require.Equal(t, uint32(XSKMaxQueues), spec.Maps[XdpfabMapXsks].MaxEntries)
+
+	var meta *btf.Struct
+	require.NoError(t, spec.Types.TypeByName("xdp_meta", &meta))
+	require.Equal(t, uint32(MetaLen), meta.Size)
+	require.LessOrEqual(t, meta.Size, uint32(32), "the kernel allows at most 32 bytes of XDP metadata")
+	require.Zero(t, meta.Size%4, "XDP metadata length must be a multiple of 4")
+	last := meta.Members[len(meta.Members)-1]
+	require.Equal(t, "magic", last.Name)
+	require.Equal(t, btf.Bits((MetaLen-4)*8), last.Offset, "magic must end the metadata, next to the packet")
 }
 
-// TestProgramRuns loads the program and runs it on a crafted frame with
-// BPF_PROG_TEST_RUN, checking the action and the per-CPU counters.
-func TestProgramRuns(t *testing.T) {
-	testenv.RequirePriv(t)
-	var objs XdpfabObjects
-	require.NoError(t, LoadXdpfabObjects(&objs, nil))
-	defer objs.Close()
-
-	frame := make([]byte, 64) // not IPv4/IPv6: passes
-	frame[12], frame[13] = 0x08, 0x06
-	ret, err := objs.XdpfabXdp.Run(&ebpf.RunOptions{Data: frame})
+// TestCounterNamesInSync checks that every enumerator of the C enums in the
+// compiled object has a Go name and description, and vice versa.
+func TestCounterNamesInSync(t *testing.T) {
+	spec, err := LoadXdpfab()
 	require.NoError(t, err)
-	require.Equal(t, uint32(2), ret, "XDP_PASS")
-
-	var perCPU []uint64
-	require.NoError(t, objs.Counters.Lookup(XdpfabXdpfabCounterCNT_PASS_NOT_OURS, &perCPU))
-	var total uint64
-	for _, v := range perCPU {
-		total += v
+	for _, tc := range []struct {
+		enum  string
+		max   string
+		table []enumInfo
+	}{
+		{"xdpfab_counter", "CNT_MAX", counterInfo[:]},
+		{"xdpfab_reason", "REASON_MAX", reasonInfo[:]},
+	} {
+		t.Run(tc.enum, func(t *testing.T) {
+			var e *btf.Enum
+			require.NoError(t, spec.Types.TypeByName(tc.enum, &e))
+			seen := map[uint64]bool{}
+			for _, v := range e.Values {
+				if v.Name == tc.max {
+					require.Equal(t, uint64(len(tc.table)), v.Value, "%s: Go table length", tc.max)
+					continue
+				}
+				require.Less(t, v.Value, uint64(len(tc.table)), "C enumerator %s has no Go name", v.Name)
+				info := tc.table[v.Value]
+				require.Equal(t, v.Name, info.cName, "Go entry %d names another enumerator", v.Value)
+				require.NotEmpty(t, info.name)
+				require.NotEmpty(t, info.desc)
+				seen[v.Value] = true
+			}
+			names := map[string]bool{}
+			for i, info := range tc.table {
+				require.True(t, seen[uint64(i)], "Go entry %d (%s) is not in the C enum", i, info.cName)
+				require.False(t, names[info.name], "duplicate name %s", info.name)
+				names[info.name] = true
+			}
+		})
 	}
-	require.Equal(t, uint64(1), total)
+	require.Len(t, Counters(), int(XdpfabXdpfabCounterCNT_MAX))
+	require.Equal(t, "drop_unknown_peer", XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER.String())
+	require.Equal(t, "mr_range", XdpfabXdpfabReasonREASON_MR_RANGE.String())
+}
+
+// xdpMd is struct xdp_md, the context BPF_PROG_TEST_RUN takes and returns:
+// on return Data is the length of the metadata in front of the packet.
+type xdpMd struct {
+	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
+}
+
+const (
+	xdpAborted = 0
+	xdpDrop    = 1
+	xdpPass    = 2
+)
+
+var (
+	peer4     = netip.MustParseAddrPort("10.200.0.1:5000")
+	peer6     = netip.MustParseAddrPort("[fd00::1]:5000")
+	stranger4 = netip.MustParseAddrPort("10.200.0.9:5000")
+	self4     = netip.MustParseAddr("10.200.0.2")
+	self6     = netip.MustParseAddr("fd00::2")
+)
+
+const (
+	portStrict = 4791
+	portLoose  = 4792
+	portOther  = 9999
+	avID       = 1
+	domainID   = 3
+
+	remoteRead  = 1 << 12
+	remoteWrite = 1 << 13
+
+	keyRW       = 0x100 // [0x1000, 0x2000) read+write, region 9
+	keyWO       = 0x200 // write only, region 10
+	keyDisabled = 0x300 // not enabled, region 11
+	keyRO       = 0x400 // read only, region 12
+	keyOther    = 0x500 // registered in another domain
+)
+
+func loadTestObjects(t *testing.T) *XdpfabObjects {
+	t.Helper()
+	testenv.RequirePriv(t)
+	spec, err := LoadXdpfab()
+	require.NoError(t, err)
+	// Small maps: the test needs a handful of entries.
+	spec.Maps[XdpfabMapAvMap].MaxEntries = 64
+	spec.Maps[XdpfabMapMrMap].MaxEntries = 64
+	var objs XdpfabObjects
+	require.NoError(t, spec.LoadAndAssign(&objs, nil))
+	t.Cleanup(func() { objs.Close() })
+
+	for port, flags := range map[uint16]uint32{portStrict: PortStrict, portLoose: 0} {
+		require.NoError(t, objs.Ports.Put(htons(port), XdpfabPortConfig{AvId: avID, DomainId: domainID, Flags: flags}))
+	}
+	for ap, fiAddr := range map[netip.AddrPort]uint64{peer4: 42, peer6: 43} {
+		require.NoError(t, objs.AvMap.Put(avKey(avID, ap), XdpfabAvValue{FiAddr: fiAddr, AuthKeyId: 7}))
+	}
+	for key, v := range map[XdpfabMrKey]XdpfabMrValue{
+		{DomainId: domainID, Key: keyRW}:        {Base: 0x1000, Len: 0x1000, Access: remoteRead | remoteWrite, RegionId: 9, Flags: 1},
+		{DomainId: domainID, Key: keyWO}:        {Base: 0, Len: 0x100, Access: remoteWrite, RegionId: 10, Flags: 1},
+		{DomainId: domainID, Key: keyDisabled}:  {Base: 0, Len: 0x100, Access: remoteRead | remoteWrite, RegionId: 11},
+		{DomainId: domainID, Key: keyRO}:        {Base: 0, Len: 0x100, Access: remoteRead, RegionId: 12, Flags: 1},
+		{DomainId: domainID + 1, Key: keyOther}: {Base: 0, Len: 0x100, Access: remoteRead | remoteWrite, RegionId: 13, Flags: 1},
+	} {
+		require.NoError(t, objs.MrMap.Put(key, v))
+	}
+	return &objs
+}
+
+func htons(p uint16) uint16 { return p<<8 | p>>8 }
+
+func avKey(av uint32, ap netip.AddrPort) XdpfabAvKey {
+	return XdpfabAvKey{AvId: av, Port: htons(ap.Port()), Addr: ap.Addr().As16()}
+}
+
+func readCounters(t *testing.T, m *ebpf.Map) []uint64 {
+	t.Helper()
+	out := make([]uint64, XdpfabXdpfabCounterCNT_MAX)
+	for c := range out {
+		var perCPU []uint64
+		require.NoError(t, m.Lookup(uint32(c), &perCPU))
+		for _, v := range perCPU {
+			out[c] += v
+		}
+	}
+	return out
+}
+
+// runResult is what one BPF_PROG_TEST_RUN returned.
+type runResult struct {
+	action uint32
+	meta   []byte // metadata in front of the output packet
+	out    []byte // the output packet
+}
+
+func run(t *testing.T, prog *ebpf.Program, data []byte) runResult {
+	t.Helper()
+	in := xdpMd{DataEnd: uint32(len(data))}
+	var ctxOut xdpMd
+	opts := ebpf.RunOptions{
+		Data:       data,
+		DataOut:    make([]byte, len(data)+64),
+		Context:    in,
+		ContextOut: &ctxOut,
+	}
+	act, err := prog.Run(&opts)
+	require.NoError(t, err)
+	require.LessOrEqual(t, int(ctxOut.Data), len(opts.DataOut))
+	return runResult{action: act, meta: opts.DataOut[:ctxOut.Data], out: opts.DataOut[ctxOut.Data:]}
+}
+
+// wantMeta is the metadata a case expects.
+type wantMeta struct {
+	fiAddr  uint64
+	flags   uint8
+	reason  Reason
+	badOps  uint16
+	region  uint32
+	authKey uint32
+}
+
+func known(flags uint8, reason Reason, badOps uint16, region uint32) *wantMeta {
+	return &wantMeta{fiAddr: 42, authKey: 7, flags: flags, reason: reason, badOps: badOps, region: region}
+}
+
+func udp(src netip.AddrPort, dport uint16, payload []byte) frame {
+	dst := self4
+	if src.Addr().Is6() {
+		dst = self6
+	}
+	return frame{src: src, dst: netip.AddrPortFrom(dst, dport), payload: payload}
+}
+
+const (
+	cntTotal     = XdpfabXdpfabCounterCNT_RX_TOTAL
+	cntNotIP     = XdpfabXdpfabCounterCNT_PASS_NOT_IP
+	cntNotUDP    = XdpfabXdpfabCounterCNT_PASS_NOT_UDP
+	cntFrag      = XdpfabXdpfabCounterCNT_PASS_FRAGMENT
+	cntMalformed = XdpfabXdpfabCounterCNT_PASS_MALFORMED
+	cntOtherPort = XdpfabXdpfabCounterCNT_PASS_OTHER_PORT
+	cntKnown     = XdpfabXdpfabCounterCNT_PEER_KNOWN
+	cntUnknown   = XdpfabXdpfabCounterCNT_PEER_UNKNOWN
+	cntDropPeer  = XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER
+	cntReqOK     = XdpfabXdpfabCounterCNT_REQ_OK
+	cntBadHdr    = XdpfabXdpfabCounterCNT_REQ_BAD_HEADER
+	cntNoKey     = XdpfabXdpfabCounterCNT_REQ_MR_NO_KEY
+	cntDisabled  = XdpfabXdpfabCounterCNT_REQ_MR_DISABLED
+	cntRange     = XdpfabXdpfabCounterCNT_REQ_MR_RANGE
+	cntAccess    = XdpfabXdpfabCounterCNT_REQ_MR_ACCESS
+	cntNoXSK     = XdpfabXdpfabCounterCNT_PASS_NO_XSK
+
+	rOK       = XdpfabXdpfabReasonREASON_OK
+	rBadHdr   = XdpfabXdpfabReasonREASON_BAD_HEADER
+	rNoKey    = XdpfabXdpfabReasonREASON_MR_NO_KEY
+	rDisabled = XdpfabXdpfabReasonREASON_MR_DISABLED
+	rRange    = XdpfabXdpfabReasonREASON_MR_RANGE
+	rAccess   = XdpfabXdpfabReasonREASON_MR_ACCESS
+
+	vetted  = MetaVetted
+	unknown = MetaPeerUnknown
+)
+
+// TestProgram runs the XDP program with BPF_PROG_TEST_RUN on crafted
+// packets and checks the action, the output bytes (always the input
+// unchanged), the metadata and which counters moved.
+func TestProgram(t *testing.T) {
+	objs := loadTestObjects(t)
+
+	msg := request(msgOp(16))
+	goodWrite := request(writeOp(keyRW, 0x1800, 64))
+	tcpish := make([]byte, 20)
+	icmpEcho := []byte{8, 0, 0xf7, 0xff, 0, 0, 0, 0}
+	arp := make([]byte, 28)
+	atomicU64 := func(opcode, access uint8, key, addr uint64, count uint32, lenMul, resp uint32) wireOp {
+		return wireOp{opcode: opcode, access: access, datatype: dtUint64, rkey: key, addr: addr, count: count,
+			len: 8 * count * lenMul, respLen: resp}
+	}
+	truncatedDesc := request(writeOp(keyRW, 0x1000, 0))[:40+20]
+	lyingLen := request(writeOp(keyRW, 0x1000, 8))
+	lyingLen = lyingLen[:len(lyingLen)-1]
+
+	// Each case names the counters besides CNT_RX_TOTAL that must move by one.
+	cases := []struct {
+		name     string
+		frame    frame
+		action   uint32
+		meta     *wantMeta // nil: no metadata
+		counters []Counter
+	}{
+		// Not ours: passed unchanged, no metadata.
+		{"arp", frame{etherType: 0x0806, payload: arp}, xdpPass, nil, []Counter{cntNotIP}},
+		{"icmp", frame{src: peer4, dst: netip.AddrPortFrom(self4, 0), proto: 1, payload: icmpEcho}, xdpPass, nil, []Counter{cntNotUDP}},
+		{"tcp to an xdpfab port", frame{src: peer4, dst: netip.AddrPortFrom(self4, portStrict), proto: 6, payload: tcpish}, xdpPass, nil, []Counter{cntNotUDP}},
+		{"udp other port", udp(peer4, portOther, msg), xdpPass, nil, []Counter{cntOtherPort}},
+		{"udp other port from stranger", udp(stranger4, portOther, msg), xdpPass, nil, []Counter{cntOtherPort}},
+		{"ipv6 udp other port", udp(peer6, portOther, msg), xdpPass, nil, []Counter{cntOtherPort}},
+		{"ipv4 fragment MF", withFrag(udp(peer4, portStrict, msg), 0x2000), xdpPass, nil, []Counter{cntFrag}},
+		{"ipv4 fragment offset", withFrag(udp(peer4, portStrict, msg), 0x0010), xdpPass, nil, []Counter{cntFrag}},
+		{"ipv6 fragment header", withV6Frag(udp(peer6, portStrict, msg)), xdpPass, nil, []Counter{cntFrag}},
+		{"ipv4 ihl below 5", withIHL(udp(peer4, portStrict, msg), 4), xdpPass, nil, []Counter{cntMalformed}},
+		{"udp length below 8", withUDPLen(udp(peer4, portStrict, msg), 7), xdpPass, nil, []Counter{cntMalformed}},
+		{"udp length beyond ip", withUDPLen(udp(peer4, portStrict, msg), 8+len(msg)+1), xdpPass, nil, []Counter{cntMalformed}},
+		{"ip length beyond frame", withIPLen(udp(peer4, portStrict, msg), 20+8+len(msg)+1), xdpPass, nil, []Counter{cntMalformed}},
+
+		// Peers.
+		{"known peer msg, strict port", udp(peer4, portStrict, msg), xdpPass, known(vetted, rOK, 0, 0), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"known peer, loose port", udp(peer4, portLoose, msg), xdpPass, known(vetted, rOK, 0, 0), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"unknown peer, strict port", udp(stranger4, portStrict, msg), xdpDrop, nil, []Counter{cntDropPeer}},
+		{"unknown port of known ip, strict", udp(netip.AddrPortFrom(peer4.Addr(), 5001), portStrict, msg), xdpDrop, nil, []Counter{cntDropPeer}},
+		{"unknown peer, loose port", udp(stranger4, portLoose, msg), xdpPass,
+			&wantMeta{fiAddr: math.MaxUint64, flags: unknown | vetted}, []Counter{cntUnknown, cntReqOK, cntNoXSK}},
+		{"vlan known peer", withVLAN(udp(peer4, portStrict, goodWrite)), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"vlan unknown peer strict", withVLAN(udp(stranger4, portStrict, msg)), xdpDrop, nil, []Counter{cntDropPeer}},
+		{"ipv4 options", withOptions(udp(peer4, portStrict, goodWrite), 8), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"ipv6 known peer", udp(peer6, portStrict, goodWrite), xdpPass,
+			&wantMeta{fiAddr: 43, authKey: 7, flags: vetted, region: 9}, []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"ipv6 unknown peer strict", udp(netip.MustParseAddrPort("[fd00::9]:5000"), portStrict, msg), xdpDrop, nil, []Counter{cntDropPeer}},
+		{"vlan ipv6 known peer", withVLAN(udp(peer6, portStrict, msg)), xdpPass,
+			&wantMeta{fiAddr: 43, authKey: 7, flags: vetted}, []Counter{cntKnown, cntReqOK, cntNoXSK}},
+
+		// Not requests: not vetted.
+		{"response", udp(peer4, portStrict, wireHeader(2, 0)), xdpPass, known(0, rOK, 0, 0), []Counter{cntKnown, cntNoXSK}},
+		{"ack", udp(peer4, portStrict, wireHeader(3, 0)), xdpPass, known(0, rOK, 0, 0), []Counter{cntKnown, cntNoXSK}},
+		{"not xdpfab payload", udp(peer4, portStrict, []byte("hello, this is not xdpfab at all, not even close....")), xdpPass,
+			known(vetted, rBadHdr, 0, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+		{"short payload", udp(peer4, portStrict, msg[:39]), xdpPass, known(vetted, rBadHdr, 0, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+		{"empty payload", udp(peer4, portStrict, nil), xdpPass, known(vetted, rBadHdr, 0, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+
+		// RMA vetting.
+		{"write good", udp(peer4, portStrict, goodWrite), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"write to region end", udp(peer4, portStrict, request(writeOp(keyRW, 0x1fc0, 64))), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"read good", udp(peer4, portStrict, request(readOp(keyRW, 0x1000, 0x1000))), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"bad key", udp(peer4, portStrict, request(writeOp(0x999, 0x1000, 8))), xdpPass, known(vetted, rNoKey, 1, 0), []Counter{cntKnown, cntNoKey, cntNoXSK}},
+		{"key of another domain", udp(peer4, portStrict, request(readOp(keyOther, 0, 8))), xdpPass, known(vetted, rNoKey, 1, 0), []Counter{cntKnown, cntNoKey, cntNoXSK}},
+		{"disabled region", udp(peer4, portStrict, request(readOp(keyDisabled, 0, 8))), xdpPass, known(vetted, rDisabled, 1, 11), []Counter{cntKnown, cntDisabled, cntNoXSK}},
+		{"below base", udp(peer4, portStrict, request(readOp(keyRW, 0xfff, 8))), xdpPass, known(vetted, rRange, 1, 9), []Counter{cntKnown, cntRange, cntNoXSK}},
+		{"past end", udp(peer4, portStrict, request(writeOp(keyRW, 0x1fc1, 64))), xdpPass, known(vetted, rRange, 1, 9), []Counter{cntKnown, cntRange, cntNoXSK}},
+		{"longer than region", udp(peer4, portStrict, request(readOp(keyRW, 0x1000, 0x1001))), xdpPass, known(vetted, rRange, 1, 9), []Counter{cntKnown, cntRange, cntNoXSK}},
+		{"addr+len overflows", udp(peer4, portStrict, request(readOp(keyRW, math.MaxUint64-3, 8))), xdpPass, known(vetted, rRange, 1, 9), []Counter{cntKnown, cntRange, cntNoXSK}},
+		{"read of write-only", udp(peer4, portStrict, request(readOp(keyWO, 0, 8))), xdpPass, known(vetted, rAccess, 1, 10), []Counter{cntKnown, cntAccess, cntNoXSK}},
+		{"write of read-only", udp(peer4, portStrict, request(writeOp(keyRO, 0, 8))), xdpPass, known(vetted, rAccess, 1, 12), []Counter{cntKnown, cntAccess, cntNoXSK}},
+		{"access byte disagrees with opcode", udp(peer4, portStrict, request(wireOp{opcode: opWrite, access: accR, len: 8, rkey: keyRW, addr: 0x1000})), xdpPass,
+			known(vetted, rBadHdr, 1, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+		{"unknown opcode", udp(peer4, portStrict, request(wireOp{opcode: 9})), xdpPass, known(vetted, rBadHdr, 1, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+		{"bad op among good", udp(peer4, portStrict, request(writeOp(keyRW, 0x1000, 8), readOp(keyWO, 0, 8), readOp(keyRW, 0x3000, 8), msgOp(4))), xdpPass,
+			known(vetted, rAccess, 0b110, 9), []Counter{cntKnown, cntAccess, cntNoXSK}},
+		{"sixteen good ops", udp(peer4, portStrict, request(repeat(readOp(keyRW, 0x1000, 8), 16)...)), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"seventeen ops", udp(peer4, portStrict, request(repeat(readOp(keyRW, 0x1000, 8), 17)...)), xdpPass, known(vetted, rBadHdr, 0, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+		{"zero ops", udp(peer4, portStrict, request()), xdpPass, known(vetted, rBadHdr, 0, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+		{"descriptor truncated", udp(peer4, portStrict, truncatedDesc), xdpPass, known(vetted, rBadHdr, 0, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+		{"payload shorter than Len", udp(peer4, portStrict, lyingLen), xdpPass, known(vetted, rBadHdr, 0, 9), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+
+		// Atomics.
+		{"atomic good", udp(peer4, portStrict, request(atomicU64(opAtomic, accW, keyRW, 0x1000, 4, 1, 0))), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"atomic on read-only", udp(peer4, portStrict, request(atomicU64(opAtomic, accW, keyRO, 0, 1, 1, 0))), xdpPass, known(vetted, rAccess, 1, 12), []Counter{cntKnown, cntAccess, cntNoXSK}},
+		{"fetch atomic good", udp(peer4, portStrict, request(atomicU64(opFetchAtomic, accR|accW, keyRW, 0x1ff8, 1, 1, 8))), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"fetch atomic on write-only", udp(peer4, portStrict, request(atomicU64(opFetchAtomic, accR|accW, keyWO, 0, 1, 1, 8))), xdpPass, known(vetted, rAccess, 1, 10), []Counter{cntKnown, cntAccess, cntNoXSK}},
+		{"fetch atomic past end", udp(peer4, portStrict, request(atomicU64(opFetchAtomic, accR|accW, keyRW, 0x1ffc, 1, 1, 8))), xdpPass, known(vetted, rRange, 1, 9), []Counter{cntKnown, cntRange, cntNoXSK}},
+		{"compare atomic good", udp(peer4, portStrict, request(atomicU64(opCompareAtomic, accR|accW, keyRW, 0x1000, 2, 2, 16))), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"atomic count disagrees with len", udp(peer4, portStrict, request(atomicU64(opAtomic, accW, keyRW, 0x1000, 4, 2, 0))), xdpPass, known(vetted, rBadHdr, 1, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+		{"atomic unknown datatype", udp(peer4, portStrict, request(wireOp{opcode: opAtomic, access: accW, datatype: 99, count: 1, len: 8, rkey: keyRW, addr: 0x1000})), xdpPass,
+			known(vetted, rBadHdr, 1, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+		{"atomic uint32 range", udp(peer4, portStrict, request(wireOp{opcode: opAtomic, access: accW, datatype: dtUint32, count: 2, len: 8, rkey: keyRW, addr: 0x1ff8})), xdpPass,
+			known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			data := tc.frame.build()
+			before := readCounters(t, objs.Counters)
+			res := run(t, objs.XdpfabXdp, data)
+			after := readCounters(t, objs.Counters)
+
+			require.Equal(t, tc.action, res.action, "XDP action")
+			require.Equal(t, data, res.out, "the packet must leave unchanged")
+			if tc.meta == nil {
+				require.Empty(t, res.meta, "no metadata expected")
+			} else {
+				require.Len(t, res.meta, MetaLen)
+				m, ok := ParseMeta(res.meta)
+				require.True(t, ok, "metadata magic")
+				require.Equal(t, *tc.meta, wantMeta{fiAddr: m.FiAddr, flags: m.Flags, reason: Reason(m.Reason),
+					badOps: m.BadOps, region: m.RegionId, authKey: m.AuthKeyId})
+			}
+			want := make([]uint64, len(before))
+			want[cntTotal] = 1
+			for _, c := range tc.counters {
+				want[c]++
+			}
+			delta := make([]uint64, len(before))
+			for i := range delta {
+				delta[i] = after[i] - before[i]
+			}
+			require.Equal(t, counterMap(want), counterMap(delta), "counters moved")
+		})
+	}
+}
+
+// TestProgramTruncated cuts well-formed xdpfab frames at every length from
+// the Ethernet header on: each must pass to the stack unchanged, counted
+// as malformed, never vetted or dropped.
+func TestProgramTruncated(t *testing.T) {
+	objs := loadTestObjects(t)
+	for _, f := range []frame{
+		udp(peer4, portStrict, request(writeOp(keyRW, 0x1000, 8))),
+		udp(stranger4, portStrict, request(writeOp(keyRW, 0x1000, 8))),
+		withVLAN(udp(peer4, portStrict, request(readOp(keyRW, 0x1000, 8)))),
+		withOptions(udp(peer4, portStrict, request(msgOp(4))), 12),
+		udp(peer6, portStrict, request(writeOp(keyRW, 0x1000, 8))),
+	} {
+		full := f.build()
+		for n := 14; n < len(full); n++ {
+			data := full[:n]
+			before := readCounters(t, objs.Counters)
+			res := run(t, objs.XdpfabXdp, data)
+			after := readCounters(t, objs.Counters)
+			require.Equal(t, uint32(xdpPass), res.action, "len %d of %d", n, len(full))
+			require.Equal(t, data, res.out)
+			require.Empty(t, res.meta)
+			require.Equal(t, uint64(1), after[cntMalformed]-before[cntMalformed], "len %d of %d", n, len(full))
+			require.Equal(t, uint64(2), sum(after)-sum(before), "len %d: only rx_total and pass_malformed move", n)
+		}
+	}
+}
+
+func sum(v []uint64) (s uint64) {
+	for _, n := range v {
+		s += n
+	}
+	return s
+}
+
+func counterMap(v []uint64) map[string]uint64 {
+	m := map[string]uint64{}
+	for i, n := range v {
+		if n != 0 {
+			m[Counter(i).Name()] = n
+		}
+	}
+	return m
+}
+
+func repeat(op wireOp, n int) []wireOp {
+	ops := make([]wireOp, n)
+	for i := range ops {
+		ops[i] = op
+	}
+	return ops
+}
+
+func withVLAN(f frame) frame           { f.vlan = true; return f }
+func withFrag(f frame, v uint16) frame { f.fragOff = v; return f }
+func withV6Frag(f frame) frame         { f.v6Frag = true; return f }
+func withIHL(f frame, ihl int) frame   { f.ihl = ihl; return f }
+func withUDPLen(f frame, n int) frame  { f.udpLen = n; return f }
+func withIPLen(f frame, n int) frame   { f.ipLen = n; return f }
+func withOptions(f frame, n int) frame { f.ipOptions = n; return f }
+
+// TestXSKProbeEmpty runs the queue-occupancy probe on an empty XSKMAP.
+func TestXSKProbeEmpty(t *testing.T) {
+	objs := loadTestObjects(t)
+	res := run(t, objs.XskProbe, make([]byte, 14))
+	require.Equal(t, uint32(xdpPass), res.action)
+	require.Equal(t, make([]byte, 14), res.out, "no queue bound: bitmap zero")
 }

@@ -2,11 +2,35 @@
 
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * xdpfab's XDP program. This first version declares the maps the AV and MR
- * packages keep in step and passes every packet to the stack, counting it;
- * parsing, steering and vetting come with the XDP datapath.
+ * xdpfab's XDP program.
+ *
+ * It parses Ethernet (at most one VLAN tag), IPv4 or IPv6 and UDP, and
+ * touches only datagrams to a UDP port listed in the ports map; everything
+ * else (ARP, ICMP, TCP, other UDP, IP fragments, IPv6 extension headers,
+ * malformed or truncated frames) goes to the kernel stack unchanged.
+ *
+ * For an xdpfab datagram it looks the source (IP, port) up in the AV map of
+ * the port's AV: a peer not in the AV is dropped on a strict port and handed
+ * up marked "unknown" otherwise. RMA and atomic requests are vetted against
+ * the MR map (key, range, access) and the verdict is written into the
+ * packet's metadata (struct xdp_meta) together with the peer's fi_addr, so
+ * user space NAKs a bad request without touching memory. The packet then
+ * goes to the AF_XDP socket of its RX queue; with no socket bound there it
+ * falls back to the kernel stack, so the kernel-socket transport still
+ * works.
+ *
+ * Room for serving atomics in XDP: the MR map already yields the region_id
+ * of a vetted request; a later step can keep kernel-resident regions in a
+ * BPF_F_MMAPABLE array indexed by region_id and execute the atomic right
+ * after vet_request, answering with XDP_TX instead of redirecting.
  */
 #include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 #include "xdpfab.h"
@@ -27,12 +51,38 @@ struct {
 	__type(value, struct mr_value);
 } mr_map SEC(".maps");
 
+/* UDP destination port, network byte order -> its config. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u16);
+	__type(value, struct port_config);
+} ports SEC(".maps");
+
+/* RX queue index -> AF_XDP socket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, XSK_MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, CNT_MAX);
 	__type(key, enum xdpfab_counter);
 	__type(value, __u64);
 } counters SEC(".maps");
+
+/* Keep in BTF the types only user space reads, for bpf2go -type. */
+const struct xdp_meta *unused_xdp_meta __attribute__((unused));
+const enum xdpfab_reason *unused_xdpfab_reason __attribute__((unused));
+
+#define ETH_P_8021Q_ 0x8100
+#define ETH_P_8021AD_ 0x88A8
+#define IP_MF_ 0x2000
+#define IP_OFFSET_ 0x1FFF
+#define FI_ADDR_NOTAVAIL_ (~0ULL)
 
 static __always_inline void count(enum xdpfab_counter c)
 {
@@ -42,11 +92,405 @@ static __always_inline void count(enum xdpfab_counter c)
 		*v += 1;
 }
 
+/* What the L2-L4 parse found in an xdpfab candidate. */
+struct flow {
+	__u8 saddr[16]; /* v4-mapped for IPv4 */
+	__u16 sport;    /* network order */
+	__u16 dport;    /* network order */
+	__u32 payload;  /* offset of the UDP payload from data */
+	__u32 plen;     /* UDP payload length (from the UDP header) */
+};
+
+/*
+ * parse_l2_l4 fills f for a well-formed unfragmented UDP datagram and
+ * returns -1, or returns the CNT_PASS_* counter saying why the packet is not
+ * one.
+ */
+static __always_inline int parse_l2_l4(struct xdp_md *ctx, struct flow *f)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	struct udphdr *udp;
+	__u16 proto;
+	__u32 off;
+
+	if ((void *)(eth + 1) > end)
+		return CNT_PASS_MALFORMED;
+	proto = eth->h_proto;
+	off = sizeof(*eth);
+	if (proto == bpf_htons(ETH_P_8021Q_) || proto == bpf_htons(ETH_P_8021AD_)) {
+		/* One tag: TCI then the inner ethertype. */
+		__u16 *tag = data + off;
+		if ((void *)(tag + 2) > end)
+			return CNT_PASS_MALFORMED;
+		proto = tag[1];
+		off += 4;
+	}
+
+	if (proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = data + off;
+		__u32 ihl, tot;
+		if ((void *)(ip + 1) > end)
+			return CNT_PASS_MALFORMED;
+		ihl = (__u32)ip->ihl * 4;
+		tot = bpf_ntohs(ip->tot_len);
+		if (ip->version != 4 || ihl < sizeof(*ip) || tot < ihl ||
+		    data + off + tot > end)
+			return CNT_PASS_MALFORMED;
+		if (ip->protocol != IPPROTO_UDP)
+			return CNT_PASS_NOT_UDP;
+		if (ip->frag_off & bpf_htons(IP_MF_ | IP_OFFSET_))
+			return CNT_PASS_FRAGMENT;
+		__builtin_memset(f->saddr, 0, 10);
+		f->saddr[10] = 0xff;
+		f->saddr[11] = 0xff;
+		__builtin_memcpy(&f->saddr[12], &ip->saddr, 4);
+		off += ihl;
+		tot -= ihl;
+		udp = data + off;
+		if ((void *)(udp + 1) > end || tot < sizeof(*udp))
+			return CNT_PASS_MALFORMED;
+		if (bpf_ntohs(udp->len) < sizeof(*udp) || bpf_ntohs(udp->len) > tot)
+			return CNT_PASS_MALFORMED;
+	} else if (proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = data + off;
+		__u32 plen;
+		if ((void *)(ip6 + 1) > end)
+			return CNT_PASS_MALFORMED;
+		plen = bpf_ntohs(ip6->payload_len);
+		if (ip6->version != 6 || data + off + sizeof(*ip6) + plen > end)
+			return CNT_PASS_MALFORMED;
+		if (ip6->nexthdr == IPPROTO_FRAGMENT)
+			return CNT_PASS_FRAGMENT;
+		/* Extension headers are not walked: not ours. */
+		if (ip6->nexthdr != IPPROTO_UDP)
+			return CNT_PASS_NOT_UDP;
+		__builtin_memcpy(f->saddr, &ip6->saddr, 16);
+		off += sizeof(*ip6);
+		udp = data + off;
+		if ((void *)(udp + 1) > end || plen < sizeof(*udp))
+			return CNT_PASS_MALFORMED;
+		if (bpf_ntohs(udp->len) < sizeof(*udp) || bpf_ntohs(udp->len) > plen)
+			return CNT_PASS_MALFORMED;
+	} else {
+		return CNT_PASS_NOT_IP;
+	}
+
+	f->sport = udp->source;
+	f->dport = udp->dest;
+	f->payload = off + sizeof(*udp);
+	f->plen = bpf_ntohs(udp->len) - sizeof(*udp);
+	return -1;
+}
+
+/* Result of vetting a request. */
+struct vet {
+	__u32 region_id; /* region of the first op naming one */
+	__u16 bad_ops;   /* bit i: op i failed */
+	__u8 reason;     /* reason of the first failed op */
+	__u8 vetted;     /* the packet was a request and was vetted */
+};
+
+/*
+ * check_mr vets an access of len bytes at addr needing access bits need
+ * against the MR (domain, key).
+ */
+static __always_inline __u8 check_mr(__u32 domain, __u64 key, __u64 addr,
+				      __u64 len, __u32 need, __u32 *region_id)
+{
+	struct mr_key k = {.domain_id = domain, .key = key};
+	struct mr_value *mr = bpf_map_lookup_elem(&mr_map, &k);
+	if (!mr)
+		return REASON_MR_NO_KEY;
+	*region_id = mr->region_id;
+	if (!(mr->flags & MR_REGION_ENABLED))
+		return REASON_MR_DISABLED;
+	/* No overflow: addr - base and len - size are only formed when
+	 * they cannot wrap. */
+	if (addr < mr->base || len > mr->len || addr - mr->base > mr->len - len)
+		return REASON_MR_RANGE;
+	if ((mr->access & need) != need)
+		return REASON_MR_ACCESS;
+	return REASON_OK;
+}
+
+/*
+ * Bytes one element of an fi_datatype occupies (rdma/fi_atomic.h numbering:
+ * FI_INT8 = 0 ... FI_LONG_DOUBLE_COMPLEX = 13, FI_INT128 = 14,
+ * FI_UINT128 = 15); 0 for an unknown datatype.
+ */
+static __always_inline __u64 datatype_size(__u8 dt)
+{
+	switch (dt) {
+	case 0: case 1:
+		return 1;
+	case 2: case 3:
+		return 2;
+	case 4: case 5: case 8:
+		return 4;
+	case 6: case 7: case 9: case 10:
+		return 8;
+	case 11: case 12: case 14: case 15:
+		return 16;
+	case 13:
+		return 32;
+	}
+	return 0;
+}
+
+/*
+ * vet_op checks one op descriptor and returns its reason in the low byte
+ * and the region it names (0 if none) in the upper 32 bits. It is a global
+ * function so the verifier checks it once, not once per op of the loop.
+ */
+__attribute__((noinline)) __u64 vet_op(const struct wire_op *d, __u32 domain)
+{
+	__u32 region_id = 0;
+	__u64 span, elem;
+	__u8 want, r;
+	__u32 need;
+
+	if (!d)
+		return REASON_BAD_HEADER;
+	switch (d->opcode) {
+	case WIRE_OP_MSG:
+		return d->access == 0 ? REASON_OK : REASON_BAD_HEADER;
+	case WIRE_OP_RMA_WRITE:
+		want = WIRE_ACCESS_WRITE;
+		span = d->len;
+		break;
+	case WIRE_OP_RMA_READ:
+		want = WIRE_ACCESS_READ;
+		span = d->resp_len;
+		break;
+	case WIRE_OP_ATOMIC:
+	case WIRE_OP_FETCH_ATOMIC:
+	case WIRE_OP_COMPARE_ATOMIC:
+		/* The bytes an atomic touches follow from count and
+		 * datatype; the wire lengths must agree with them. */
+		elem = datatype_size(d->datatype);
+		if (!elem)
+			return REASON_BAD_HEADER;
+		span = elem * d->count;
+		if (d->opcode == WIRE_OP_ATOMIC) {
+			want = WIRE_ACCESS_WRITE;
+			if (d->len != span || d->resp_len != 0)
+				return REASON_BAD_HEADER;
+		} else if (d->opcode == WIRE_OP_FETCH_ATOMIC) {
+			want = WIRE_ACCESS_READ | WIRE_ACCESS_WRITE;
+			if (d->len != span || d->resp_len != span)
+				return REASON_BAD_HEADER;
+		} else {
+			want = WIRE_ACCESS_READ | WIRE_ACCESS_WRITE;
+			if (d->len != 2 * span || d->resp_len != span)
+				return REASON_BAD_HEADER;
+		}
+		break;
+	default:
+		return REASON_BAD_HEADER;
+	}
+	if (d->access != want)
+		return REASON_BAD_HEADER;
+	need = 0;
+	if (want & WIRE_ACCESS_READ)
+		need |= FI_REMOTE_READ_;
+	if (want & WIRE_ACCESS_WRITE)
+		need |= FI_REMOTE_WRITE_;
+	r = check_mr(domain, d->rkey, d->addr, span, need, &region_id);
+	return (__u64)region_id << 32 | r;
+}
+
+static __always_inline void fail_op(struct vet *v, __u32 i, __u8 reason)
+{
+	if (v->reason == REASON_OK)
+		v->reason = reason;
+	v->bad_ops |= (__u16)(1u << (i & 15));
+}
+
+/*
+ * vet_request vets every op of a request datagram to an xdpfab port.
+ * Datagrams that are not requests (responses, acks) are left to user space;
+ * a payload that is not a well-formed request header is BAD_HEADER.
+ */
+static __always_inline void vet_request(struct xdp_md *ctx, struct flow *f,
+					__u32 domain, struct vet *v)
+{
+	struct wire_hdr h;
+	struct wire_op d;
+	__u32 nops, descs, total;
+
+	if (f->plen < sizeof(h) ||
+	    bpf_xdp_load_bytes(ctx, f->payload, &h, sizeof(h)) < 0 ||
+	    h.magic != WIRE_MAGIC || h.version != WIRE_VERSION) {
+		v->vetted = 1;
+		v->reason = REASON_BAD_HEADER;
+		return;
+	}
+	if (h.type != WIRE_TYPE_REQ)
+		return;
+	v->vetted = 1;
+	nops = h.num_ops;
+	descs = sizeof(h) + nops * sizeof(d);
+	if (nops == 0 || nops > WIRE_MAX_OPS || descs > f->plen) {
+		v->reason = REASON_BAD_HEADER;
+		return;
+	}
+	total = descs;
+	for (__u32 i = 0; i < WIRE_MAX_OPS; i++) {
+		__u64 res;
+		__u32 region;
+		__u8 r;
+
+		if (i >= nops)
+			break;
+		if (bpf_xdp_load_bytes(ctx, f->payload + sizeof(h) + i * sizeof(d), &d, sizeof(d)) < 0) {
+			fail_op(v, i, REASON_BAD_HEADER);
+			return;
+		}
+		total += d.len;
+		res = vet_op(&d, domain);
+		r = res & 0xff;
+		region = res >> 32;
+		if (region && !v->region_id)
+			v->region_id = region;
+		if (r != REASON_OK)
+			fail_op(v, i, r);
+		/* Hook for serving atomics on kernel-resident regions in
+		 * XDP: a single good atomic op on such a region could be
+		 * executed here and answered with XDP_TX. */
+	}
+	/* The payloads must fill the datagram exactly (a lying len would
+	 * make user space read another op's bytes). */
+	if (total != f->plen && v->reason == REASON_OK)
+		v->reason = REASON_BAD_HEADER;
+}
+
+static __always_inline void count_vet(struct vet *v)
+{
+	if (!v->vetted)
+		return;
+	switch (v->reason) {
+	case REASON_OK:
+		count(CNT_REQ_OK);
+		break;
+	case REASON_MR_NO_KEY:
+		count(CNT_REQ_MR_NO_KEY);
+		break;
+	case REASON_MR_DISABLED:
+		count(CNT_REQ_MR_DISABLED);
+		break;
+	case REASON_MR_RANGE:
+		count(CNT_REQ_MR_RANGE);
+		break;
+	case REASON_MR_ACCESS:
+		count(CNT_REQ_MR_ACCESS);
+		break;
+	default:
+		count(CNT_REQ_BAD_HEADER);
+	}
+}
+
+static __always_inline int finish(struct xdp_md *ctx, __u64 fi_addr,
+				  __u32 auth_key_id, __u8 flags, struct vet *v)
+{
+	struct xdp_meta *meta;
+	void *data;
+	int act;
+
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(*meta)) < 0) {
+		/* The driver keeps no metadata: user space could not tell a
+		 * vetted request from a good one, so the stack gets it. */
+		count(CNT_PASS_NO_META);
+		return XDP_PASS;
+	}
+	meta = (void *)(long)ctx->data_meta;
+	data = (void *)(long)ctx->data;
+	if ((void *)(meta + 1) > data) {
+		count(CNT_PASS_NO_META);
+		return XDP_PASS;
+	}
+	meta->fi_addr = fi_addr;
+	meta->auth_key_id = auth_key_id;
+	meta->region_id = v->region_id;
+	meta->bad_ops = v->bad_ops;
+	meta->reason = v->reason;
+	meta->flags = flags | (v->vetted ? XDP_META_VETTED : 0);
+	meta->magic = XDPFAB_META_MAGIC;
+
+	act = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+	count(act == XDP_REDIRECT ? CNT_REDIRECT_XSK : CNT_PASS_NO_XSK);
+	return act;
+}
+
 SEC("xdp")
 int xdpfab_xdp(struct xdp_md *ctx)
 {
+	struct flow f;
+	struct av_key ak = {};
+	struct av_value *peer;
+	struct port_config *pc;
+	struct vet v = {};
+	__u64 fi_addr = FI_ADDR_NOTAVAIL_;
+	__u32 auth_key_id = 0;
+	__u8 flags = 0;
+	int why;
+
 	count(CNT_RX_TOTAL);
-	count(CNT_PASS_NOT_OURS);
+	why = parse_l2_l4(ctx, &f);
+	if (why >= 0) {
+		count(why);
+		return XDP_PASS;
+	}
+	pc = bpf_map_lookup_elem(&ports, &f.dport);
+	if (!pc) {
+		count(CNT_PASS_OTHER_PORT);
+		return XDP_PASS;
+	}
+
+	ak.av_id = pc->av_id;
+	ak.port = f.sport;
+	__builtin_memcpy(ak.addr, f.saddr, sizeof(ak.addr));
+	peer = bpf_map_lookup_elem(&av_map, &ak);
+	if (peer) {
+		count(CNT_PEER_KNOWN);
+		fi_addr = peer->fi_addr;
+		auth_key_id = peer->auth_key_id;
+	} else if (pc->flags & PORT_STRICT) {
+		count(CNT_DROP_UNKNOWN_PEER);
+		return XDP_DROP;
+	} else {
+		count(CNT_PEER_UNKNOWN);
+		flags |= XDP_META_PEER_UNKNOWN;
+	}
+
+	vet_request(ctx, &f, pc->domain_id, &v);
+	count_vet(&v);
+	return finish(ctx, fi_addr, auth_key_id, flags, &v);
+}
+
+/*
+ * xsk_probe reports which XSKMAP slots hold a socket: user space cannot
+ * read an XSKMAP (lookups from the syscall side return EOPNOTSUPP), so
+ * `xdpfab status` runs this with BPF_PROG_TEST_RUN on an 8-byte buffer and
+ * reads back a bitmap of the occupied RX queues.
+ */
+SEC("xdp")
+int xsk_probe(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u64 *out = data;
+	__u64 bits = 0;
+
+	if ((void *)(out + 1) > end)
+		return XDP_ABORTED;
+	for (__u32 q = 0; q < XSK_MAX_QUEUES; q++) {
+		__u32 k = q;
+		if (bpf_map_lookup_elem(&xsks, &k))
+			bits |= 1ULL << q;
+	}
+	*out = bits;
 	return XDP_PASS;
 }
 

@@ -53,11 +53,147 @@ struct mr_value {
 
 #define MR_REGION_ENABLED 0x1 /* region may be accessed (enabled, not closed) */
 
-/* Per-CPU outcome counters of the XDP program; Go mirrors this enum. */
+/*
+ * Ports map: UDP destination port (network byte order, the map key) -> how
+ * the program treats datagrams to it. Datagrams to any other port are not
+ * touched.
+ */
+struct port_config {
+	__u32 av_id;     /* AV whose peers may send to this port */
+	__u32 domain_id; /* domain whose MR keys requests to this port name */
+	__u32 flags;     /* PORT_* */
+	__u32 pad;       /* zero */
+};
+
+#define PORT_STRICT 0x1 /* drop datagrams from peers not in the AV */
+
+/* Entries of the XSKMAP (one AF_XDP socket per RX queue). */
+#define XSK_MAX_QUEUES 64
+
+/*
+ * Metadata the program writes in front of every packet it hands to an
+ * AF_XDP socket (bpf_xdp_adjust_meta): in the UMEM frame it ends exactly
+ * where the packet starts. Packets passed to the kernel stack carry none
+ * that anyone reads. magic is last so a reader finds it at a fixed distance
+ * (4 bytes) before the packet.
+ */
+struct xdp_meta {
+	__u64 fi_addr;     /* the peer's fi_addr, FI_ADDR_NOTAVAIL (~0) if unknown */
+	__u32 auth_key_id; /* the peer's auth key id from the AV, 0 = none */
+	__u32 region_id;   /* region named by the first RMA/atomic op that has one, 0 = none */
+	__u16 bad_ops;     /* bit i set: op descriptor i failed vetting */
+	__u8 reason;       /* enum xdpfab_reason of the first failed op, REASON_OK if none */
+	__u8 flags;        /* XDP_META_* */
+	__u32 magic;       /* XDPFAB_META_MAGIC */
+};
+
+#define XDPFAB_META_MAGIC 0x58464d31 /* "XFM1" */
+
+#define XDP_META_PEER_UNKNOWN 0x1 /* source (IP, port) is not in the AV */
+#define XDP_META_VETTED       0x2 /* a request was vetted: see reason and bad_ops */
+
+/*
+ * Verdict on an RMA or atomic request, in xdp_meta.reason. Anything but
+ * REASON_OK means user space must NAK the request without touching memory.
+ */
+enum xdpfab_reason {
+	REASON_OK = 0,        /* not a request, or a request that passed every check */
+	REASON_BAD_HEADER,    /* xdpfab header or op descriptor truncated or inconsistent */
+	REASON_MR_NO_KEY,     /* no MR with that key in the port's domain */
+	REASON_MR_DISABLED,   /* the region is not enabled */
+	REASON_MR_RANGE,      /* [addr, addr+len) not inside the region */
+	REASON_MR_ACCESS,     /* the registration lacks the access the op needs */
+	REASON_MAX,
+};
+
+/*
+ * Per-CPU outcome counters of the XDP program; Go mirrors this enum (names
+ * and descriptions in counters.go, kept in sync by TestCounterNamesInSync).
+ * Every packet counts CNT_RX_TOTAL and exactly one of the CNT_PASS_* /
+ * CNT_DROP_* / CNT_REDIRECT_XSK outcomes; packets to an xdpfab port also
+ * count one CNT_PEER_* and, if they carry a request, one CNT_REQ_*.
+ */
 enum xdpfab_counter {
-	CNT_RX_TOTAL = 0,   /* packets seen */
-	CNT_PASS_NOT_OURS,  /* not an xdpfab packet: passed to the stack */
+	CNT_RX_TOTAL = 0,      /* packets seen */
+	CNT_PASS_NOT_IP,       /* not IPv4/IPv6 (ARP, LLDP, ...): passed */
+	CNT_PASS_NOT_UDP,      /* IP but not UDP (ICMP, TCP, IPv6 ext headers): passed */
+	CNT_PASS_FRAGMENT,     /* IP fragment: passed */
+	CNT_PASS_MALFORMED,    /* truncated or inconsistent L2-L4 headers: passed */
+	CNT_PASS_OTHER_PORT,   /* UDP to a port xdpfab does not serve: passed */
+	CNT_PEER_KNOWN,        /* source found in the AV */
+	CNT_PEER_UNKNOWN,      /* source not in the AV, port not strict: handed up */
+	CNT_DROP_UNKNOWN_PEER, /* source not in the AV, strict port: dropped */
+	CNT_REQ_OK,            /* request vetted and good */
+	CNT_REQ_BAD_HEADER,    /* request header malformed */
+	CNT_REQ_MR_NO_KEY,     /* request names an unknown MR key */
+	CNT_REQ_MR_DISABLED,   /* request names a disabled region */
+	CNT_REQ_MR_RANGE,      /* request out of the region's range */
+	CNT_REQ_MR_ACCESS,     /* request needs access the MR lacks */
+	CNT_PASS_NO_META,      /* metadata could not be added: passed to the stack */
+	CNT_REDIRECT_XSK,      /* redirected to the AF_XDP socket of the RX queue */
+	CNT_PASS_NO_XSK,       /* xdpfab packet, no socket on its queue: passed */
 	CNT_MAX,
 };
+
+/*
+ * The parts of the wire format (datapath/wire, docs/protocol.md) the program
+ * reads: a fixed 40-byte common header at the start of the UDP payload,
+ * then num_ops fixed 48-byte op descriptors, then the ops' payloads. All
+ * fields little-endian.
+ */
+#define WIRE_MAGIC    0xFB
+#define WIRE_VERSION  1
+#define WIRE_MAX_OPS  16
+#define WIRE_TYPE_REQ 1
+
+struct wire_hdr {
+	__u8 magic;    /* WIRE_MAGIC */
+	__u8 version;  /* WIRE_VERSION */
+	__u8 type;     /* WIRE_TYPE_* */
+	__u8 flags;
+	__u16 num_ops; /* op descriptors that follow */
+	__u16 rsvd;
+	__u32 src_ep;
+	__u32 dst_ep;
+	__u32 auth_key;
+	__u32 session;
+	__u32 seq;
+	__u32 ack;
+	__u64 sack;
+};
+
+struct wire_op {
+	__u8 opcode;    /* WIRE_OP_* */
+	__u8 access;    /* WIRE_ACCESS_* the op needs; must match the opcode */
+	__u8 datatype;  /* enum fi_datatype (atomics) */
+	__u8 atomic_op; /* enum fi_op (atomics) */
+	__u16 flags;
+	__u16 rsvd;
+	__u32 len;      /* payload bytes of this op in this packet */
+	__u32 resp_len; /* response bytes wanted */
+	__u64 rkey;
+	__u64 addr;
+	__u64 data;     /* remote CQ data */
+	__u32 count;    /* atomics: element count */
+	__u32 rsvd2;
+};
+
+_Static_assert(sizeof(struct wire_hdr) == 40, "wire header is 40 bytes");
+_Static_assert(sizeof(struct wire_op) == 48, "op descriptor is 48 bytes");
+
+/* Opcodes. */
+#define WIRE_OP_MSG            1
+#define WIRE_OP_RMA_WRITE      2
+#define WIRE_OP_RMA_READ       3
+#define WIRE_OP_ATOMIC         4
+#define WIRE_OP_FETCH_ATOMIC   5
+#define WIRE_OP_COMPARE_ATOMIC 6
+
+#define WIRE_ACCESS_READ  0x1
+#define WIRE_ACCESS_WRITE 0x2
+
+/* MR access bits (rdma/fabric.h). */
+#define FI_REMOTE_READ_  (1u << 12)
+#define FI_REMOTE_WRITE_ (1u << 13)
 
 #endif /* XDPFAB_H */

@@ -45,22 +45,74 @@ type XdpfabMrValue struct {
 	Pad      uint32
 }
 
+type XdpfabPortConfig struct {
+	_        structs.HostLayout
+	AvId     uint32
+	DomainId uint32
+	Flags    uint32
+	Pad      uint32
+}
+
+type XdpfabXdpMeta struct {
+	_         structs.HostLayout
+	FiAddr    uint64
+	AuthKeyId uint32
+	RegionId  uint32
+	BadOps    uint16
+	Reason    uint8
+	Flags     uint8
+	Magic     uint32
+}
+
 type XdpfabXdpfabCounter uint32
 
 const (
-	XdpfabXdpfabCounterCNT_RX_TOTAL      XdpfabXdpfabCounter = 0
-	XdpfabXdpfabCounterCNT_PASS_NOT_OURS XdpfabXdpfabCounter = 1
-	XdpfabXdpfabCounterCNT_MAX           XdpfabXdpfabCounter = 2
+	XdpfabXdpfabCounterCNT_RX_TOTAL          XdpfabXdpfabCounter = 0
+	XdpfabXdpfabCounterCNT_PASS_NOT_IP       XdpfabXdpfabCounter = 1
+	XdpfabXdpfabCounterCNT_PASS_NOT_UDP      XdpfabXdpfabCounter = 2
+	XdpfabXdpfabCounterCNT_PASS_FRAGMENT     XdpfabXdpfabCounter = 3
+	XdpfabXdpfabCounterCNT_PASS_MALFORMED    XdpfabXdpfabCounter = 4
+	XdpfabXdpfabCounterCNT_PASS_OTHER_PORT   XdpfabXdpfabCounter = 5
+	XdpfabXdpfabCounterCNT_PEER_KNOWN        XdpfabXdpfabCounter = 6
+	XdpfabXdpfabCounterCNT_PEER_UNKNOWN      XdpfabXdpfabCounter = 7
+	XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER XdpfabXdpfabCounter = 8
+	XdpfabXdpfabCounterCNT_REQ_OK            XdpfabXdpfabCounter = 9
+	XdpfabXdpfabCounterCNT_REQ_BAD_HEADER    XdpfabXdpfabCounter = 10
+	XdpfabXdpfabCounterCNT_REQ_MR_NO_KEY     XdpfabXdpfabCounter = 11
+	XdpfabXdpfabCounterCNT_REQ_MR_DISABLED   XdpfabXdpfabCounter = 12
+	XdpfabXdpfabCounterCNT_REQ_MR_RANGE      XdpfabXdpfabCounter = 13
+	XdpfabXdpfabCounterCNT_REQ_MR_ACCESS     XdpfabXdpfabCounter = 14
+	XdpfabXdpfabCounterCNT_PASS_NO_META      XdpfabXdpfabCounter = 15
+	XdpfabXdpfabCounterCNT_REDIRECT_XSK      XdpfabXdpfabCounter = 16
+	XdpfabXdpfabCounterCNT_PASS_NO_XSK       XdpfabXdpfabCounter = 17
+	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 18
+)
+
+type XdpfabXdpfabReason uint32
+
+const (
+	XdpfabXdpfabReasonREASON_OK          XdpfabXdpfabReason = 0
+	XdpfabXdpfabReasonREASON_BAD_HEADER  XdpfabXdpfabReason = 1
+	XdpfabXdpfabReasonREASON_MR_NO_KEY   XdpfabXdpfabReason = 2
+	XdpfabXdpfabReasonREASON_MR_DISABLED XdpfabXdpfabReason = 3
+	XdpfabXdpfabReasonREASON_MR_RANGE    XdpfabXdpfabReason = 4
+	XdpfabXdpfabReasonREASON_MR_ACCESS   XdpfabXdpfabReason = 5
+	XdpfabXdpfabReasonREASON_MAX         XdpfabXdpfabReason = 6
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	XdpfabMapAvMap      = "av_map"
-	XdpfabMapCounters   = "counters"
-	XdpfabMapMrMap      = "mr_map"
-	XdpfabProgXdpfabXdp = "xdpfab_xdp"
+	XdpfabMapAvMap              = "av_map"
+	XdpfabMapCounters           = "counters"
+	XdpfabMapMrMap              = "mr_map"
+	XdpfabMapPorts              = "ports"
+	XdpfabMapXsks               = "xsks"
+	XdpfabProgXdpfabXdp         = "xdpfab_xdp"
+	XdpfabProgXskProbe          = "xsk_probe"
+	XdpfabVarUnusedXdpMeta      = "unused_xdp_meta"
+	XdpfabVarUnusedXdpfabReason = "unused_xdpfab_reason"
 )
 
 // LoadXdpfab returns the embedded CollectionSpec for Xdpfab.
@@ -106,6 +158,7 @@ type XdpfabSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabProgramSpecs struct {
 	XdpfabXdp *ebpf.ProgramSpec `ebpf:"xdpfab_xdp"`
+	XskProbe  *ebpf.ProgramSpec `ebpf:"xsk_probe"`
 }
 
 // XdpfabMapSpecs contains maps before they are loaded into the kernel.
@@ -115,12 +168,16 @@ type XdpfabMapSpecs struct {
 	AvMap    *ebpf.MapSpec `ebpf:"av_map"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	MrMap    *ebpf.MapSpec `ebpf:"mr_map"`
+	Ports    *ebpf.MapSpec `ebpf:"ports"`
+	Xsks     *ebpf.MapSpec `ebpf:"xsks"`
 }
 
 // XdpfabVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabVariableSpecs struct {
+	UnusedXdpMeta      *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
+	UnusedXdpfabReason *ebpf.VariableSpec `ebpf:"unused_xdpfab_reason"`
 }
 
 // XdpfabObjects contains all objects after they have been loaded into the kernel.
@@ -146,6 +203,8 @@ type XdpfabMaps struct {
 	AvMap    *ebpf.Map `ebpf:"av_map"`
 	Counters *ebpf.Map `ebpf:"counters"`
 	MrMap    *ebpf.Map `ebpf:"mr_map"`
+	Ports    *ebpf.Map `ebpf:"ports"`
+	Xsks     *ebpf.Map `ebpf:"xsks"`
 }
 
 func (m *XdpfabMaps) Close() error {
@@ -153,6 +212,8 @@ func (m *XdpfabMaps) Close() error {
 		m.AvMap,
 		m.Counters,
 		m.MrMap,
+		m.Ports,
+		m.Xsks,
 	)
 }
 
@@ -160,6 +221,8 @@ func (m *XdpfabMaps) Close() error {
 //
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabVariables struct {
+	UnusedXdpMeta      *ebpf.Variable `ebpf:"unused_xdp_meta"`
+	UnusedXdpfabReason *ebpf.Variable `ebpf:"unused_xdpfab_reason"`
 }
 
 // XdpfabPrograms contains all programs after they have been loaded into the kernel.
@@ -167,11 +230,13 @@ type XdpfabVariables struct {
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabPrograms struct {
 	XdpfabXdp *ebpf.Program `ebpf:"xdpfab_xdp"`
+	XskProbe  *ebpf.Program `ebpf:"xsk_probe"`
 }
 
 func (p *XdpfabPrograms) Close() error {
 	return _XdpfabClose(
 		p.XdpfabXdp,
+		p.XskProbe,
 	)
 }
 

@@ -1,0 +1,92 @@
+package bpf
+
+// Counter is one of the XDP program's per-CPU outcome counters (enum
+// xdpfab_counter in xdpfab.h); the counters map is indexed by it.
+type Counter = XdpfabXdpfabCounter
+
+// Reason is the verdict the XDP program writes into xdp_meta.reason for a
+// vetted request (enum xdpfab_reason in xdpfab.h).
+type Reason = XdpfabXdpfabReason
+
+type enumInfo struct {
+	cName string // the C enumerator, checked against the object's BTF
+	name  string // short name for the CLI and JSON
+	desc  string
+}
+
+// counterInfo is indexed by Counter; TestCounterNamesInSync checks it
+// against the enum in the compiled object.
+var counterInfo = [...]enumInfo{
+	XdpfabXdpfabCounterCNT_RX_TOTAL:          {"CNT_RX_TOTAL", "rx_total", "packets seen by the XDP program"},
+	XdpfabXdpfabCounterCNT_PASS_NOT_IP:       {"CNT_PASS_NOT_IP", "pass_not_ip", "not IPv4/IPv6 (ARP, ...): passed to the stack"},
+	XdpfabXdpfabCounterCNT_PASS_NOT_UDP:      {"CNT_PASS_NOT_UDP", "pass_not_udp", "IP but not UDP (ICMP, TCP, IPv6 extension headers): passed"},
+	XdpfabXdpfabCounterCNT_PASS_FRAGMENT:     {"CNT_PASS_FRAGMENT", "pass_fragment", "IP fragments: passed"},
+	XdpfabXdpfabCounterCNT_PASS_MALFORMED:    {"CNT_PASS_MALFORMED", "pass_malformed", "truncated or inconsistent Ethernet/IP/UDP headers: passed"},
+	XdpfabXdpfabCounterCNT_PASS_OTHER_PORT:   {"CNT_PASS_OTHER_PORT", "pass_other_port", "UDP to a port xdpfab does not serve: passed"},
+	XdpfabXdpfabCounterCNT_PEER_KNOWN:        {"CNT_PEER_KNOWN", "peer_known", "xdpfab datagrams from a peer in the AV"},
+	XdpfabXdpfabCounterCNT_PEER_UNKNOWN:      {"CNT_PEER_UNKNOWN", "peer_unknown", "xdpfab datagrams from a peer not in the AV, non-strict port: handed up marked unknown"},
+	XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER: {"CNT_DROP_UNKNOWN_PEER", "drop_unknown_peer", "xdpfab datagrams from a peer not in the AV, strict port: dropped"},
+	XdpfabXdpfabCounterCNT_REQ_OK:            {"CNT_REQ_OK", "req_ok", "requests whose every op passed vetting"},
+	XdpfabXdpfabCounterCNT_REQ_BAD_HEADER:    {"CNT_REQ_BAD_HEADER", "req_bad_header", "requests with a malformed header or op descriptor"},
+	XdpfabXdpfabCounterCNT_REQ_MR_NO_KEY:     {"CNT_REQ_MR_NO_KEY", "req_mr_no_key", "requests naming an unknown MR key"},
+	XdpfabXdpfabCounterCNT_REQ_MR_DISABLED:   {"CNT_REQ_MR_DISABLED", "req_mr_disabled", "requests naming a region that is not enabled"},
+	XdpfabXdpfabCounterCNT_REQ_MR_RANGE:      {"CNT_REQ_MR_RANGE", "req_mr_range", "requests outside the region's range"},
+	XdpfabXdpfabCounterCNT_REQ_MR_ACCESS:     {"CNT_REQ_MR_ACCESS", "req_mr_access", "requests needing access the registration lacks"},
+	XdpfabXdpfabCounterCNT_PASS_NO_META:      {"CNT_PASS_NO_META", "pass_no_meta", "xdpfab datagrams the driver could not attach metadata to: passed"},
+	XdpfabXdpfabCounterCNT_REDIRECT_XSK:      {"CNT_REDIRECT_XSK", "redirect_xsk", "xdpfab datagrams redirected to the AF_XDP socket of their RX queue"},
+	XdpfabXdpfabCounterCNT_PASS_NO_XSK:       {"CNT_PASS_NO_XSK", "pass_no_xsk", "xdpfab datagrams with no AF_XDP socket on their queue: passed to the stack"},
+}
+
+// Counters returns every counter, in enum order.
+func Counters() []Counter {
+	cs := make([]Counter, len(counterInfo))
+	for i := range cs {
+		cs[i] = Counter(i)
+	}
+	return cs
+}
+
+// Name is the counter's short name, e.g. "drop_unknown_peer".
+func (c XdpfabXdpfabCounter) Name() string {
+	if int(c) < len(counterInfo) {
+		return counterInfo[c].name
+	}
+	return "counter?"
+}
+
+// Description says what the counter counts.
+func (c XdpfabXdpfabCounter) Description() string {
+	if int(c) < len(counterInfo) {
+		return counterInfo[c].desc
+	}
+	return ""
+}
+
+func (c XdpfabXdpfabCounter) String() string { return c.Name() }
+
+var reasonInfo = [...]enumInfo{
+	XdpfabXdpfabReasonREASON_OK:          {"REASON_OK", "ok", "not a request, or every op passed vetting"},
+	XdpfabXdpfabReasonREASON_BAD_HEADER:  {"REASON_BAD_HEADER", "bad_header", "header or op descriptor truncated or inconsistent"},
+	XdpfabXdpfabReasonREASON_MR_NO_KEY:   {"REASON_MR_NO_KEY", "mr_no_key", "no MR with that key in the port's domain"},
+	XdpfabXdpfabReasonREASON_MR_DISABLED: {"REASON_MR_DISABLED", "mr_disabled", "the region is not enabled"},
+	XdpfabXdpfabReasonREASON_MR_RANGE:    {"REASON_MR_RANGE", "mr_range", "the access is outside the region"},
+	XdpfabXdpfabReasonREASON_MR_ACCESS:   {"REASON_MR_ACCESS", "mr_access", "the registration lacks the access the op needs"},
+}
+
+// Name is the reason's short name, e.g. "mr_range".
+func (r XdpfabXdpfabReason) Name() string {
+	if int(r) < len(reasonInfo) {
+		return reasonInfo[r].name
+	}
+	return "reason?"
+}
+
+// Description says what the reason means.
+func (r XdpfabXdpfabReason) Description() string {
+	if int(r) < len(reasonInfo) {
+		return reasonInfo[r].desc
+	}
+	return ""
+}
+
+func (r XdpfabXdpfabReason) String() string { return r.Name() }
