@@ -328,7 +328,7 @@ func ld80Math() complexMath[ld80] {
 // keep the operand's 16 bytes.
 
 func ldFromBits(x u128) ld80 { return ld80{m: x.lo, se: uint16(x.hi)} }
-func ldToBits(x ld80) u128  { return u128{lo: x.m, hi: uint64(x.se)} }
+func ldToBits(x ld80) u128   { return u128{lo: x.m, hi: uint64(x.se)} }
 
 // longDoubleOp is op on FI_LONG_DOUBLE, with floatOp's semantics carried
 // over to the extended format: comparisons by value (unordered with NaN

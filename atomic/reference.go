@@ -375,7 +375,7 @@ func refMul(f floatFormat, a, b refFloat) refFloat {
 		}
 		return refFloat{v: z}
 	}
-	z.SetPrec(x.MinPrec() + y.MinPrec()).Mul(x, y)
+	z.SetPrec(x.MinPrec()+y.MinPrec()).Mul(x, y)
 	return refFloat{v: f.round(z)}
 }
 
