@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 )
 
@@ -470,4 +471,46 @@ func TestXSKProbeEmpty(t *testing.T) {
 	res := run(t, objs.XskProbe, make([]byte, 14))
 	require.Equal(t, uint32(xdpPass), res.action)
 	require.Equal(t, make([]byte, 14), res.out, "no queue bound: bitmap zero")
+}
+
+// TestRequestEncodingMatchesWire ties the program's view of the wire format
+// (xdpfab.h, mirrored by the test encoder above) to datapath/wire: requests
+// built by wire.Builder are byte-identical to the test encoder's, decode
+// cleanly, and the program vets them as good.
+func TestRequestEncodingMatchesWire(t *testing.T) {
+	ops := []wireOp{
+		writeOp(keyRW, 0x1000, 24),
+		readOp(keyRW, 0x1100, 200),
+		msgOp(16),
+		{opcode: opAtomic, access: accW, datatype: dtUint64, rkey: keyRW, addr: 0x1200, count: 2, len: 16},
+		{opcode: opFetchAtomic, access: accR | accW, datatype: dtUint32, rkey: keyRW, addr: 0x1300, count: 3, len: 12, respLen: 12},
+		{opcode: opCompareAtomic, access: accR | accW, datatype: dtUint64, rkey: keyRW, addr: 0x1400, count: 1, len: 16, respLen: 8},
+	}
+	buf := make([]byte, 2048)
+	var b wire.Builder
+	b.Reset(buf, wire.Header{Type: wire.TypeReq})
+	for _, op := range ops {
+		require.NoError(t, b.AddOp(wire.OpDesc{
+			Opcode: wire.Opcode(op.opcode), Datatype: op.datatype, RespLen: op.respLen,
+			RKey: op.rkey, Addr: op.addr, Count: op.count,
+		}, make([]byte, op.len), nil))
+	}
+	got := b.Finish()
+	require.Equal(t, request(ops...), got, "test encoder and datapath/wire disagree")
+	var p wire.Packet
+	require.NoError(t, wire.Decode(got, &p))
+	require.Equal(t, wire.HeaderLen, 40)
+	require.Equal(t, wire.OpDescLen, 48)
+	require.Equal(t, wire.MaxOps, 16)
+
+	objs := loadTestObjects(t)
+	before := readCounters(t, objs.Counters)
+	res := run(t, objs.XdpfabXdp, udp(peer4, portStrict, got).build())
+	after := readCounters(t, objs.Counters)
+	require.Equal(t, uint32(xdpPass), res.action)
+	m, ok := ParseMeta(res.meta)
+	require.True(t, ok)
+	require.Equal(t, uint8(rOK), m.Reason)
+	require.Equal(t, uint16(0), m.BadOps)
+	require.Equal(t, uint64(1), after[cntReqOK]-before[cntReqOK])
 }
