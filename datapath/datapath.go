@@ -1,0 +1,88 @@
+// Package datapath defines the boundary between xdpfab's reliability engine
+// (datapath/reliable) and the packet transports under it: the kernel UDP
+// socket (datapath/udp), the loss-injecting test wrapper (datapath/lossy)
+// and the AF_XDP transport. The wire format is datapath/wire.
+//
+// The Transport interface is modelled on wireguard-go's conn.Bind: packets
+// move in batches, each with its peer address, so one system call (or one
+// ring pass) carries many packets, and nothing allocates per packet. A
+// transport that vets packets before user space sees them (the XDP path
+// resolves the sender's fi_addr from the AV map and checks the MR map) says
+// so in each packet's Meta; the UDP transport reports "not vetted".
+package datapath
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// Verdict is what the transport's packet filter decided about a received
+// packet before user space saw it.
+type Verdict uint8
+
+const (
+	// VerdictNone: the transport does not vet packets (kernel UDP). The
+	// engine must apply its own admission checks.
+	VerdictNone Verdict = iota
+	// VerdictAccepted: the packet is from a known peer (Meta.FIAddr) and its
+	// ops passed the MR checks in the kernel.
+	VerdictAccepted
+	// VerdictRejectedMR: the peer is known but an op failed the kernel MR
+	// check; the transport passes such packets up so the target can NAK them
+	// with FI_EACCES/FI_EINVAL instead of leaving the initiator to time out.
+	VerdictRejectedMR
+)
+
+// Meta is per-packet metadata a transport may fill on receive.
+type Meta struct {
+	// FIAddr is the sender's fi_addr as resolved by the transport, or
+	// fi.AddrNotAvail when the transport does not resolve senders.
+	FIAddr  fi.Addr
+	Verdict Verdict
+}
+
+// NoMeta is the metadata of a transport that neither resolves nor vets.
+var NoMeta = Meta{FIAddr: fi.AddrNotAvail, Verdict: VerdictNone}
+
+// Packet is one datagram in a batch.
+type Packet struct {
+	// Buf holds the datagram. On Send, Buf is the payload to send. On
+	// Receive, the caller passes buffers (the transport uses their full
+	// capacity) and gets back Buf sliced to the datagram; a zero-copy
+	// transport may instead point Buf at its own memory, which then stays
+	// valid only until the next Receive call.
+	Buf []byte
+	// Addr is the destination on Send, the source on Receive.
+	Addr netip.AddrPort
+	// Meta is filled on Receive.
+	Meta Meta
+}
+
+// Transport moves batches of datagrams. Send may be called from several
+// goroutines at once; Receive from one goroutine at a time.
+type Transport interface {
+	// Receive fills pkts[:n] with received datagrams and returns n. With
+	// wait it blocks until at least one datagram arrives or the transport
+	// is closed; without wait it returns 0, nil when none is ready (busy
+	// polling). After Close it returns ErrClosed.
+	Receive(pkts []Packet, wait bool) (n int, err error)
+	// Send transmits pkts. Datagram semantics: a packet the network or the
+	// local stack drops is not an error. Returns ErrClosed after Close.
+	Send(pkts []Packet) error
+	// BatchSize is the largest batch one Receive or Send call handles at once.
+	BatchSize() int
+	// LocalAddr is the bound address (peers send to it).
+	LocalAddr() netip.AddrPort
+	// Close releases the transport and wakes a blocked Receive.
+	Close() error
+}
+
+// ErrClosed is returned by a closed transport; it matches fi.ESHUTDOWN.
+var ErrClosed error = closedError{}
+
+type closedError struct{}
+
+func (closedError) Error() string        { return "datapath: transport closed" }
+func (closedError) Is(target error) bool { return target == fi.ESHUTDOWN || errors.Is(fi.ESHUTDOWN, target) }
