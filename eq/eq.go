@@ -395,6 +395,10 @@ func (q *EQ) SRead(timeout int, flags fi.Flags) (Entry, error) {
 	if q.obj == nil {
 		return Entry{}, fmt.Errorf("eq sread: EQ opened with %v: %w", q.attr.WaitObj, fi.ENOSYS)
 	}
+	// The common case, an entry already queued, costs one Read.
+	if e, err := q.Read(flags); err != fi.EAGAIN {
+		return e, err
+	}
 	d := time.Duration(-1)
 	var deadline time.Time
 	if timeout >= 0 {
