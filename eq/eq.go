@@ -442,6 +442,12 @@ func (q *EQ) pending() bool {
 // setMember is how an EQ joins a wait.Set without exporting Pending.
 type setMember EQ
 
+var (
+	_ wait.Member    = (*setMember)(nil)
+	_ wait.TryWaiter = (*EQ)(nil)
+	_ fi.FID         = (*EQ)(nil)
+)
+
 // Pending implements wait.Member.
 func (m *setMember) Pending() bool { return (*EQ)(m).pending() }
 

@@ -291,7 +291,13 @@ func (o *Object) Control(cmd Command, arg any) error {
 			if !ok || p == nil {
 				return fmt.Errorf("wait control: FI_GETWAIT on %v wants *int, got %T: %w", o.kind, arg, fi.EINVAL)
 			}
-			*p = o.fd
+			o.fdMu.Lock()
+			fd := o.fd
+			o.fdMu.Unlock()
+			if fd < 0 {
+				return fmt.Errorf("wait control: closed: %w", fi.EINVAL)
+			}
+			*p = fd
 			return nil
 		case fi.WaitMutexCond:
 			p, ok := arg.(*MutexCond)
