@@ -445,14 +445,17 @@ func (t *Table) mirrorDelete(m *MR) error {
 // mirrorError maps a mirror failure to a libfabric errno: a full map is
 // FI_ENOMR (registration limit exceeded).
 func mirrorError(op string, err error) error {
-	var se syscall.Errno
+	errno := fi.ErrnoOf(err)
 	switch {
 	case errors.Is(err, syscall.E2BIG):
-		return fmt.Errorf("mr map %s: %w (%v)", op, fi.ENOMR, err)
-	case errors.As(err, &se):
-		return fmt.Errorf("mr map %s: %w", op, fi.Errno(se))
+		errno = fi.ENOMR
+	case errno == fi.EOTHER:
+		errno = fi.EIO
 	}
-	return fmt.Errorf("mr map %s: %w (%v)", op, fi.EIO, err)
+	if errors.Is(err, errno) {
+		return fmt.Errorf("mr map %s: %w", op, err)
+	}
+	return fmt.Errorf("mr map %s: %w (%v)", op, errno, err)
 }
 
 // provKey returns a key no region of this Table has had; t.mu is held.
