@@ -1,0 +1,272 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/bpffs"
+	"github.com/xdpfab/xdpfab/xdp"
+)
+
+func cmdAttach(args []string, stdout io.Writer, _ <-chan struct{}) error {
+	fs := newFlagSet("attach")
+	modeName := fs.String("mode", "auto", "attach mode: auto (native, else generic), native or generic")
+	var ports portList
+	fs.Var(&ports, "port", "UDP port the program handles (repeatable)")
+	avID := fs.Uint("av-id", 0, "AV id of the --port ports")
+	domainID := fs.Uint("domain-id", 0, "domain id of the --port ports")
+	strict := fs.Bool("strict", false, "drop datagrams to the --port ports from peers not in the AV")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: attach takes one interface", errUsage)
+	}
+	mode, err := xdp.ParseMode(*modeName)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *avID > 1<<32-1 || *domainID > 1<<32-1 {
+		return fmt.Errorf("%w: --av-id and --domain-id are 32-bit", errUsage)
+	}
+	opts := xdp.Options{Mode: mode, Ports: map[uint16]xdp.PortConfig{}}
+	for _, p := range ports {
+		opts.Ports[p] = xdp.PortConfig{AVID: uint32(*avID), DomainID: uint32(*domainID), Strict: *strict}
+	}
+	a, err := xdp.Attach(pos[0], opts)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	st, err := a.Status()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "xdpfab attached to %s in %s mode (program %d), pinned in %s\n", st.Iface, st.Mode, st.ProgramID, st.PinDir)
+	return nil
+}
+
+func cmdDetach(args []string, stdout io.Writer, _ <-chan struct{}) error {
+	pos, err := parseInterspersed(newFlagSet("detach"), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: detach takes one interface", errUsage)
+	}
+	if err := xdp.Detach(pos[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "xdpfab detached from %s\n", pos[0])
+	return nil
+}
+
+// attachedIfaces returns the interface named in pos, or every interface
+// of this network namespace with xdpfab pins.
+func attachedIfaces(pos []string) ([]string, error) {
+	if len(pos) > 1 {
+		return nil, fmt.Errorf("%w: at most one interface", errUsage)
+	}
+	if len(pos) == 1 {
+		return pos, nil
+	}
+	entries, err := os.ReadDir(bpffs.Dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(bpffs.Dir, e.Name(), "link")); err == nil {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// openAll opens the attachments of ifaces; with no interface named,
+// interfaces of other network namespaces are skipped.
+func openAll(pos []string) ([]*xdp.Attachment, error) {
+	names, err := attachedIfaces(pos)
+	if err != nil {
+		return nil, err
+	}
+	var as []*xdp.Attachment
+	for _, name := range names {
+		a, err := xdp.Open(name)
+		if err != nil {
+			if len(pos) == 0 && (errors.Is(err, fi.ENODEV) || errors.Is(err, fi.ENOENT)) {
+				continue // pinned from another network namespace, or stale
+			}
+			closeAll(as)
+			return nil, err
+		}
+		as = append(as, a)
+	}
+	return as, nil
+}
+
+func closeAll(as []*xdp.Attachment) {
+	for _, a := range as {
+		a.Close()
+	}
+}
+
+func cmdStatus(args []string, stdout io.Writer, _ <-chan struct{}) error {
+	fs := newFlagSet("status")
+	out := outputFlag("text")
+	fs.Var(&out, "o", "output format: text or json")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	as, err := openAll(pos)
+	if err != nil {
+		return err
+	}
+	defer closeAll(as)
+	sts := []*xdp.Status{}
+	for _, a := range as {
+		st, err := a.Status()
+		if err != nil {
+			return err
+		}
+		sts = append(sts, st)
+	}
+	if out == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sts)
+	}
+	if len(sts) == 0 {
+		fmt.Fprintln(stdout, "xdpfab is not attached to any interface of this network namespace")
+		return nil
+	}
+	for _, st := range sts {
+		fmt.Fprintf(stdout, "%s (ifindex %d): %s mode, program %d, link %d, pinned in %s\n",
+			st.Iface, st.Ifindex, st.Mode, st.ProgramID, st.LinkID, st.PinDir)
+		if len(st.Ports) == 0 {
+			fmt.Fprintln(stdout, "  ports: none")
+		}
+		for _, p := range st.Ports {
+			strict := ""
+			if p.Strict {
+				strict = ", strict"
+			}
+			fmt.Fprintf(stdout, "  port %d: av %d, domain %d%s\n", p.Port, p.AVID, p.DomainID, strict)
+		}
+		fmt.Fprintf(stdout, "  AV map: %d of %d entries\n", st.AVEntries, st.AVCapacity)
+		fmt.Fprintf(stdout, "  MR map: %d of %d entries\n", st.MREntries, st.MRCapacity)
+		qs := make([]string, len(st.BoundQueues))
+		for i, q := range st.BoundQueues {
+			qs[i] = fmt.Sprint(q)
+		}
+		if len(qs) == 0 {
+			qs = []string{"none"}
+		}
+		fmt.Fprintf(stdout, "  AF_XDP sockets on RX queues: %s\n", strings.Join(qs, " "))
+	}
+	return nil
+}
+
+// statsRecord is one interface's counters in `stats -o json`.
+type statsRecord struct {
+	Iface    string             `json:"iface"`
+	Time     time.Time          `json:"time"`
+	Counters map[string]uint64  `json:"counters"`
+	Rates    map[string]float64 `json:"rates,omitempty"` // per second, since the previous sample
+}
+
+func cmdStats(args []string, stdout io.Writer, stop <-chan struct{}) error {
+	fs := newFlagSet("stats")
+	out := outputFlag("text")
+	fs.Var(&out, "o", "output format: text or json (one JSON object per interface and sample)")
+	watch := fs.Bool("watch", false, "print counters and rates every --interval until interrupted")
+	interval := fs.Duration("interval", time.Second, "sampling interval with --watch")
+	count := fs.Int("count", 0, "with --watch, stop after this many samples (0: until interrupted)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if *interval <= 0 || *count < 0 {
+		return fmt.Errorf("%w: --interval must be positive and --count not negative", errUsage)
+	}
+	as, err := openAll(pos)
+	if err != nil {
+		return err
+	}
+	defer closeAll(as)
+	if len(as) == 0 {
+		return fmt.Errorf("xdpfab is not attached to any interface of this network namespace: %w", fi.ENOENT)
+	}
+
+	done, release := interrupted(stop)
+	defer release()
+	prev := make([]xdp.Counters, len(as))
+	var prevAt time.Time
+	for sample := 1; ; sample++ {
+		now := time.Now()
+		for i, a := range as {
+			c, err := a.Counters()
+			if err != nil {
+				return err
+			}
+			var rates []float64
+			if sample > 1 {
+				secs := now.Sub(prevAt).Seconds()
+				rates = make([]float64, len(c))
+				for j := range c {
+					rates[j] = float64(c[j]-prev[i][j]) / secs
+				}
+			}
+			if err := printStats(stdout, out, a.Iface, now, c, rates); err != nil {
+				return err
+			}
+			prev[i] = c
+		}
+		prevAt = now
+		if !*watch || (*count > 0 && sample >= *count) {
+			return nil
+		}
+		if !sleep(*interval, done) {
+			return nil
+		}
+	}
+}
+
+func printStats(w io.Writer, out outputFlag, iface string, at time.Time, c xdp.Counters, rates []float64) error {
+	if out == "json" {
+		rec := statsRecord{Iface: iface, Time: at, Counters: map[string]uint64{}}
+		for i, v := range c {
+			rec.Counters[bpf.Counter(i).Name()] = v
+		}
+		if rates != nil {
+			rec.Rates = map[string]float64{}
+			for i, r := range rates {
+				rec.Rates[bpf.Counter(i).Name()] = r
+			}
+		}
+		return json.NewEncoder(w).Encode(rec)
+	}
+	fmt.Fprintf(w, "%s at %s\n", iface, at.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for i, v := range c {
+		rate := ""
+		if rates != nil {
+			rate = fmt.Sprintf("%.1f/s", rates[i])
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", bpf.Counter(i).Name(), v, rate, bpf.Counter(i).Description())
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,240 @@
+package xdp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// PortConfig is how the program treats UDP datagrams to one port.
+type PortConfig struct {
+	AVID     uint32 `json:"av_id"`     // AV whose peers may send to the port
+	DomainID uint32 `json:"domain_id"` // domain whose MR keys the port's requests name
+	Strict   bool   `json:"strict"`    // drop datagrams from peers not in the AV
+}
+
+// Port is one configured UDP port.
+type Port struct {
+	Port uint16 `json:"port"`
+	PortConfig
+}
+
+func portKey(port uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], port)
+	return binary.NativeEndian.Uint16(b[:])
+}
+
+// SetPort makes the program handle UDP datagrams to port (host order),
+// replacing its config if it had one.
+func (a *Attachment) SetPort(port uint16, cfg PortConfig) error {
+	if port == 0 {
+		return fmt.Errorf("xdp: %s: port 0: %w", a.Iface, fi.EINVAL)
+	}
+	v := bpf.XdpfabPortConfig{AvId: cfg.AVID, DomainId: cfg.DomainID}
+	if cfg.Strict {
+		v.Flags |= bpf.PortStrict
+	}
+	if err := a.PortMap.Put(portKey(port), v); err != nil {
+		if errors.Is(err, unix.E2BIG) {
+			return fmt.Errorf("xdp: %s: set port %d: ports map full (%d): %w", a.Iface, port, a.PortMap.MaxEntries(), fi.ENOSPC)
+		}
+		return fmt.Errorf("xdp: %s: set port %d: %w", a.Iface, port, mapErr(err))
+	}
+	return nil
+}
+
+// DeletePort stops the program handling port; datagrams to it pass to the
+// stack again.
+func (a *Attachment) DeletePort(port uint16) error {
+	err := a.PortMap.Delete(portKey(port))
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("xdp: %s: port %d is not configured: %w", a.Iface, port, fi.ENOENT)
+	}
+	if err != nil {
+		return fmt.Errorf("xdp: %s: delete port %d: %w", a.Iface, port, mapErr(err))
+	}
+	return nil
+}
+
+// Ports lists the configured ports in ascending order.
+func (a *Attachment) Ports() ([]Port, error) {
+	var (
+		key   uint16
+		value bpf.XdpfabPortConfig
+		ports []Port
+	)
+	it := a.PortMap.Iterate()
+	for it.Next(&key, &value) {
+		var b [2]byte
+		binary.NativeEndian.PutUint16(b[:], key)
+		ports = append(ports, Port{Port: binary.BigEndian.Uint16(b[:]), PortConfig: PortConfig{
+			AVID: value.AvId, DomainID: value.DomainId, Strict: value.Flags&bpf.PortStrict != 0,
+		}})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("xdp: %s: list ports: %w", a.Iface, mapErr(err))
+	}
+	slices.SortFunc(ports, func(x, y Port) int { return int(x.Port) - int(y.Port) })
+	return ports, nil
+}
+
+// Counters are the program's outcome counters summed over CPUs, indexed by
+// bpf.Counter.
+type Counters [bpf.XdpfabXdpfabCounterCNT_MAX]uint64
+
+// Counters reads the counters, summed over CPUs.
+func (a *Attachment) Counters() (Counters, error) {
+	var c Counters
+	var perCPU []uint64
+	for i := range c {
+		if err := a.CounterMap.Lookup(uint32(i), &perCPU); err != nil {
+			return c, fmt.Errorf("xdp: %s: read counter %v: %w", a.Iface, bpf.Counter(i), mapErr(err))
+		}
+		for _, v := range perCPU {
+			c[i] += v
+		}
+	}
+	return c, nil
+}
+
+// SetXSK steers packets of RX queue to the AF_XDP socket fd (bound to this
+// interface and queue).
+func (a *Attachment) SetXSK(queue uint32, fd int) error {
+	if queue >= bpf.XSKMaxQueues || fd < 0 {
+		return fmt.Errorf("xdp: %s: queue %d (max %d) fd %d: %w", a.Iface, queue, bpf.XSKMaxQueues-1, fd, fi.EINVAL)
+	}
+	if err := a.XSKMap.Put(queue, uint32(fd)); err != nil {
+		return fmt.Errorf("xdp: %s: set AF_XDP socket of queue %d: %w", a.Iface, queue, mapErr(err))
+	}
+	return nil
+}
+
+// DeleteXSK removes the AF_XDP socket of queue; its packets go to the
+// stack again. (Closing the socket removes it too.)
+func (a *Attachment) DeleteXSK(queue uint32) error {
+	err := a.XSKMap.Delete(queue)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("xdp: %s: no AF_XDP socket on queue %d: %w", a.Iface, queue, fi.ENOENT)
+	}
+	if err != nil {
+		return fmt.Errorf("xdp: %s: delete AF_XDP socket of queue %d: %w", a.Iface, queue, mapErr(err))
+	}
+	return nil
+}
+
+// BoundQueues lists the RX queues that have an AF_XDP socket in the XSKMAP.
+// The kernel does not let user space read an XSKMAP, so this runs the
+// object's xsk_probe program on it with BPF_PROG_TEST_RUN.
+func (a *Attachment) BoundQueues() ([]uint32, error) {
+	spec, err := bpf.LoadXdpfab()
+	if err != nil {
+		return nil, err
+	}
+	var probe struct {
+		Prog *ebpf.Program `ebpf:"xsk_probe"`
+	}
+	opts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{bpf.XdpfabMapXsks: a.XSKMap}}
+	if err := spec.LoadAndAssign(&probe, opts); err != nil {
+		return nil, fmt.Errorf("xdp: %s: load XSKMAP probe: %w", a.Iface, loadErr(err))
+	}
+	defer probe.Prog.Close()
+	out := make([]byte, 14)
+	ropts := ebpf.RunOptions{Data: make([]byte, 14), DataOut: out}
+	if _, err := probe.Prog.Run(&ropts); err != nil {
+		return nil, fmt.Errorf("xdp: %s: run XSKMAP probe: %w", a.Iface, mapErr(err))
+	}
+	bits := binary.NativeEndian.Uint64(ropts.DataOut[:8])
+	var qs []uint32
+	for q := uint32(0); q < bpf.XSKMaxQueues; q++ {
+		if bits&(1<<q) != 0 {
+			qs = append(qs, q)
+		}
+	}
+	return qs, nil
+}
+
+// Status describes an attachment for `xdpfab status`.
+type Status struct {
+	Iface       string   `json:"iface"`
+	Ifindex     int      `json:"ifindex"`
+	Mode        string   `json:"mode"`
+	ProgramID   uint32   `json:"program_id"`
+	LinkID      uint32   `json:"link_id"`
+	PinDir      string   `json:"pin_dir"`
+	Ports       []Port   `json:"ports"`
+	AVEntries   int      `json:"av_entries"`
+	AVCapacity  uint32   `json:"av_capacity"`
+	MREntries   int      `json:"mr_entries"`
+	MRCapacity  uint32   `json:"mr_capacity"`
+	BoundQueues []uint32 `json:"bound_queues"`
+}
+
+// Status gathers the attachment's mode, ids, ports, map occupancy and
+// bound AF_XDP sockets.
+func (a *Attachment) Status() (*Status, error) {
+	st := &Status{Iface: a.Iface, Ifindex: a.Ifindex, PinDir: PinDir(a.Iface),
+		AVCapacity: a.AVMap.MaxEntries(), MRCapacity: a.MRMap.MaxEntries()}
+	if nl, err := netlink.LinkByIndex(a.Ifindex); err == nil {
+		st.Mode = attachedMode(nl).String()
+		if st.Mode == ModeAuto.String() {
+			st.Mode = "detached"
+		}
+	}
+	if info, err := a.Program.Info(); err == nil {
+		id, _ := info.ID()
+		st.ProgramID = uint32(id)
+	}
+	if l, err := link.LoadPinnedLink(filepath.Join(PinDir(a.Iface), pinLink), nil); err == nil {
+		if info, err := l.Info(); err == nil {
+			st.LinkID = uint32(info.ID)
+		}
+		l.Close()
+	}
+	var err error
+	if st.Ports, err = a.Ports(); err != nil {
+		return nil, err
+	}
+	if st.AVEntries, err = countEntries(a.AVMap); err != nil {
+		return nil, fmt.Errorf("xdp: %s: count AV entries: %w", a.Iface, err)
+	}
+	if st.MREntries, err = countEntries(a.MRMap); err != nil {
+		return nil, fmt.Errorf("xdp: %s: count MR entries: %w", a.Iface, err)
+	}
+	if st.BoundQueues, err = a.BoundQueues(); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// countEntries walks the keys of a hash map (bounded by its capacity, as
+// entries may come and go during the walk).
+func countEntries(m *ebpf.Map) (int, error) {
+	key := make([]byte, m.KeySize())
+	next := make([]byte, m.KeySize())
+	n := 0
+	var prev any // nil: start from the first key
+	for n <= int(m.MaxEntries()) {
+		err := m.NextKey(prev, &next)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return n, nil
+		}
+		if err != nil {
+			return n, mapErr(err)
+		}
+		n++
+		copy(key, next)
+		prev = key
+	}
+	return n, nil
+}

@@ -1,0 +1,571 @@
+// Package xdp loads xdpfab's XDP program (package bpf) onto one network
+// interface, pins it, finds it again from other processes, and removes it.
+//
+// Model. Attach loads the collection, attaches the program to the
+// interface with a bpf_link and pins the link, the program and the maps
+// under /sys/fs/bpf/xdpfab/IFACE/ (PinDir). The pinned link keeps the
+// program attached after the attaching process exits; a process that did
+// not attach calls Open to get the same maps (AV, MR, ports, XSKs,
+// counters). Detach removes the link, the pins and any stale netlink
+// attachment of xdpfab's program, leaving the interface as it was.
+//
+// Provider choices:
+//   - ModeAuto tries native (driver) XDP and falls back to generic (SKB).
+//   - Attach is idempotent: on an interface where xdpfab is already attached
+//     (in a compatible mode) it reuses the pinned objects and only applies
+//     the ports; a leftover from a crash (pins without a live link, or an
+//     xdpfab program attached through netlink with no pins) is cleaned up
+//     first. Any other XDP program is left alone and reported (fi.EBUSY).
+//   - Pins are keyed by interface name, so an interface name must be unique
+//     across the network namespaces of one bpffs; Open checks that the
+//     pinned link is attached to the interface of that name in the caller's
+//     namespace.
+//   - bpffs must be the host's: under `ip netns exec`, /sys is remounted and
+//     a bpffs mounted there would vanish with the command (and the program
+//     with it), so Attach refuses that case (use `xdpfab -n NETNS`).
+//
+// Errors wrap fi errnos: fi.ENODEV (no such interface), fi.EPERM (not
+// privileged), fi.EBUSY (another XDP program, or xdpfab in another mode),
+// fi.EOPNOTSUPP (the kernel or driver lacks a feature), fi.ENOENT (xdpfab
+// is not attached), fi.EINVAL (bad arguments).
+//
+// Functions that talk netlink or attach act in the calling thread's network
+// namespace: callers switching namespaces must lock the OS thread.
+package xdp
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/bpffs"
+)
+
+// Mode is how the program is attached.
+type Mode int
+
+const (
+	// ModeAuto tries ModeNative, then ModeGeneric.
+	ModeAuto Mode = iota
+	// ModeNative runs the program in the driver (XDP_FLAGS_DRV_MODE).
+	ModeNative
+	// ModeGeneric runs it in the stack after SKB allocation (XDP_FLAGS_SKB_MODE).
+	ModeGeneric
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeAuto:
+		return "auto"
+	case ModeNative:
+		return "native"
+	case ModeGeneric:
+		return "generic"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// ParseMode parses "auto", "native" or "generic".
+func ParseMode(s string) (Mode, error) {
+	for _, m := range []Mode{ModeAuto, ModeNative, ModeGeneric} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("xdp: mode %q is not auto, native or generic: %w", s, fi.EINVAL)
+}
+
+// ProgramName is the kernel name of xdpfab's XDP program; an attached
+// program of that name without pins is a leftover of xdpfab.
+const ProgramName = bpf.XdpfabProgXdpfabXdp
+
+// Names of the pins in PinDir.
+const (
+	pinLink = "link"
+	pinProg = "prog"
+)
+
+var pinnedMaps = []string{bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap, bpf.XdpfabMapPorts, bpf.XdpfabMapXsks, bpf.XdpfabMapCounters}
+
+// PinDir is where the program, link and maps of iface are pinned.
+func PinDir(iface string) string { return bpffs.Path(iface) }
+
+// Options configures Attach.
+type Options struct {
+	Mode Mode
+	// Ports are set (SetPort) after attaching, also when xdpfab was
+	// already attached.
+	Ports map[uint16]PortConfig
+	// AVMap and MRMap, if set, are used instead of new maps: maps with
+	// the layout of bpf's av_map and mr_map kept by the av and mr
+	// packages (e.g. mr.MapMirror.Map()), so one AV or MR table serves
+	// several interfaces. They are pinned in PinDir too. Ignored when
+	// xdpfab is already attached.
+	AVMap, MRMap *ebpf.Map
+}
+
+// Attachment is xdpfab's program and maps on one interface, as loaded by
+// Attach or Open. Close releases this process's handles; the pinned
+// objects and the attachment stay.
+type Attachment struct {
+	Iface   string
+	Ifindex int
+
+	Program    *ebpf.Program
+	AVMap      *ebpf.Map // av_map: bpf.XdpfabAvKey -> bpf.XdpfabAvValue
+	MRMap      *ebpf.Map // mr_map: bpf.XdpfabMrKey -> bpf.XdpfabMrValue
+	PortMap    *ebpf.Map // ports: UDP port (network order) -> bpf.XdpfabPortConfig
+	XSKMap     *ebpf.Map // xsks: RX queue -> AF_XDP socket
+	CounterMap *ebpf.Map // counters: per-CPU, bpf.Counter -> uint64
+}
+
+// Close releases the handles; it does not detach.
+func (a *Attachment) Close() error {
+	var errs []error
+	if a.Program != nil {
+		errs = append(errs, a.Program.Close())
+	}
+	for _, m := range []*ebpf.Map{a.AVMap, a.MRMap, a.PortMap, a.XSKMap, a.CounterMap} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Attach loads xdpfab's program onto iface in opts.Mode, pins it under
+// PinDir(iface) and sets opts.Ports. If xdpfab is already attached there in
+// a compatible mode it returns the existing attachment.
+func Attach(iface string, opts Options) (*Attachment, error) {
+	if opts.Mode < ModeAuto || opts.Mode > ModeGeneric {
+		return nil, fmt.Errorf("xdp: attach %s: mode %v: %w", iface, opts.Mode, fi.EINVAL)
+	}
+	nl, err := findLink(iface)
+	if err != nil {
+		return nil, err
+	}
+	if err := usableBPFFS(); err != nil {
+		return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
+	}
+
+	a, err := reuse(iface, nl, opts.Mode)
+	if err != nil || a == nil {
+		if err != nil {
+			return nil, err
+		}
+		a, err = attachNew(iface, nl, opts)
+		if err != nil {
+			return nil, err
+		}
+	}
+	for port, cfg := range opts.Ports {
+		if err := a.SetPort(port, cfg); err != nil {
+			a.Close()
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// reuse returns the existing attachment of iface if it is live and in a
+// mode compatible with want, cleans it up if it is stale, and returns nil
+// when a fresh attach is needed.
+func reuse(iface string, nl netlink.Link, want Mode) (*Attachment, error) {
+	live, err := pinnedLinkLive(iface, nl.Attrs().Index)
+	if err != nil {
+		return nil, err
+	}
+	if !live {
+		// Pins without a live link (the interface was recreated, or
+		// a crash between attach and pin): start over.
+		if err := removePins(iface); err != nil {
+			return nil, err
+		}
+		if err := clearStaleNetlink(iface, nl); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	got := attachedMode(nl)
+	if want != ModeAuto && got != want {
+		return nil, fmt.Errorf("xdp: attach %s: xdpfab is already attached in %v mode, not %v: detach first: %w",
+			iface, got, want, fi.EBUSY)
+	}
+	return Open(iface)
+}
+
+func attachNew(iface string, nl netlink.Link, opts Options) (_ *Attachment, err error) {
+	spec, err := bpf.LoadXdpfab()
+	if err != nil {
+		return nil, err
+	}
+	copts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	for name, m := range map[string]*ebpf.Map{bpf.XdpfabMapAvMap: opts.AVMap, bpf.XdpfabMapMrMap: opts.MRMap} {
+		if m == nil {
+			continue
+		}
+		// A fresh handle with no pin path of its own: pinning it must
+		// add a pin, not move the owner's.
+		own, err := ebpf.NewMapFromID(mapID(m))
+		if err != nil {
+			return nil, fmt.Errorf("xdp: attach %s: reopen %s: %w", iface, name, mapErr(err))
+		}
+		defer own.Close()
+		copts.MapReplacements[name] = own
+	}
+	var objs bpf.XdpfabObjects
+	if err := spec.LoadAndAssign(&objs, copts); err != nil {
+		return nil, fmt.Errorf("xdp: attach %s: load program: %w", iface, loadErr(err))
+	}
+	defer func() {
+		if err != nil {
+			objs.Close()
+		}
+	}()
+
+	l, err := attachLink(iface, nl, objs.XdpfabXdp, opts.Mode)
+	if err != nil {
+		return nil, err
+	}
+	// Closing the link fd detaches unless it is pinned: pin everything,
+	// the link last, so a crash half way leaves no attached program.
+	defer l.Close()
+	dir, err := bpffs.Ensure(PinDir(iface))
+	if err != nil {
+		return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	maps := map[string]*ebpf.Map{
+		bpf.XdpfabMapAvMap: objs.AvMap, bpf.XdpfabMapMrMap: objs.MrMap, bpf.XdpfabMapPorts: objs.Ports,
+		bpf.XdpfabMapXsks: objs.Xsks, bpf.XdpfabMapCounters: objs.Counters,
+	}
+	for _, name := range pinnedMaps {
+		if err := maps[name].Pin(filepath.Join(dir, name)); err != nil {
+			return nil, fmt.Errorf("xdp: attach %s: pin %s: %w", iface, name, err)
+		}
+	}
+	if err := objs.XdpfabXdp.Pin(filepath.Join(dir, pinProg)); err != nil {
+		return nil, fmt.Errorf("xdp: attach %s: pin program: %w", iface, err)
+	}
+	if err := l.Pin(filepath.Join(dir, pinLink)); err != nil {
+		return nil, fmt.Errorf("xdp: attach %s: pin link: %w", iface, err)
+	}
+	objs.XskProbe.Close()
+	return &Attachment{
+		Iface: iface, Ifindex: nl.Attrs().Index, Program: objs.XdpfabXdp,
+		AVMap: objs.AvMap, MRMap: objs.MrMap, PortMap: objs.Ports, XSKMap: objs.Xsks, CounterMap: objs.Counters,
+	}, nil
+}
+
+func mapID(m *ebpf.Map) ebpf.MapID {
+	info, err := m.Info()
+	if err != nil {
+		return 0
+	}
+	id, _ := info.ID()
+	return id
+}
+
+// attachLink attaches prog to nl in mode, trying native then generic for
+// ModeAuto.
+func attachLink(iface string, nl netlink.Link, prog *ebpf.Program, mode Mode) (link.Link, error) {
+	if err := checkOtherProgram(iface, nl); err != nil {
+		return nil, err
+	}
+	try := []Mode{mode}
+	if mode == ModeAuto {
+		try = []Mode{ModeNative, ModeGeneric}
+	}
+	var errs []error
+	for _, m := range try {
+		flags := link.XDPDriverMode
+		if m == ModeGeneric {
+			flags = link.XDPGenericMode
+		}
+		l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: nl.Attrs().Index, Flags: flags})
+		if err == nil {
+			return l, nil
+		}
+		errs = append(errs, fmt.Errorf("%v: %w", m, err))
+	}
+	err := errors.Join(errs...)
+	switch {
+	case errors.Is(err, unix.EEXIST) || errors.Is(err, unix.EBUSY):
+		if other := checkOtherProgram(iface, nl); other != nil {
+			return nil, other
+		}
+		return nil, fmt.Errorf("xdp: attach %s: an XDP program is already attached: %v: %w", iface, err, fi.EBUSY)
+	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
+		return nil, fmt.Errorf("xdp: attach %s: not permitted (needs CAP_NET_ADMIN and CAP_BPF): %v: %w", iface, err, fi.EPERM)
+	case errors.Is(err, ebpf.ErrNotSupported) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ERANGE):
+		return nil, fmt.Errorf("xdp: attach %s: the kernel or driver cannot attach XDP in %v mode (MTU too large for native XDP, or no bpf_link support): %v: %w",
+			iface, mode, err, fi.EOPNOTSUPP)
+	}
+	return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
+}
+
+// checkOtherProgram fails with fi.EBUSY naming the program when an XDP
+// program that is not xdpfab's is attached to nl.
+func checkOtherProgram(iface string, nl netlink.Link) error {
+	fresh, err := netlink.LinkByIndex(nl.Attrs().Index)
+	if err == nil {
+		nl = fresh
+	}
+	x := nl.Attrs().Xdp
+	if x == nil || x.ProgId == 0 {
+		return nil
+	}
+	name := "?"
+	if p, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId)); err == nil {
+		if info, err := p.Info(); err == nil {
+			name = info.Name
+		}
+		p.Close()
+	}
+	return fmt.Errorf("xdp: %s already has XDP program %q (id %d) attached in %v mode: detach it first: %w",
+		iface, name, x.ProgId, modeOf(x.AttachMode), fi.EBUSY)
+}
+
+func modeOf(attachMode uint32) Mode {
+	switch attachMode {
+	case 1: // XDP_ATTACHED_DRV
+		return ModeNative
+	case 2: // XDP_ATTACHED_SKB
+		return ModeGeneric
+	}
+	return ModeAuto
+}
+
+// attachedMode reports the mode of the program attached to nl (ModeAuto
+// if none or unknown).
+func attachedMode(nl netlink.Link) Mode {
+	if fresh, err := netlink.LinkByIndex(nl.Attrs().Index); err == nil {
+		nl = fresh
+	}
+	if x := nl.Attrs().Xdp; x != nil && x.ProgId != 0 {
+		return modeOf(x.AttachMode)
+	}
+	return ModeAuto
+}
+
+// pinnedLinkLive reports whether iface has a pinned link that is attached
+// to the interface with ifindex.
+func pinnedLinkLive(iface string, ifindex int) (bool, error) {
+	l, err := link.LoadPinnedLink(filepath.Join(PinDir(iface), pinLink), nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("xdp: %s: open pinned link: %w", iface, mapErr(err))
+	}
+	defer l.Close()
+	info, err := l.Info()
+	if err != nil {
+		return false, fmt.Errorf("xdp: %s: pinned link info: %w", iface, err)
+	}
+	x := info.XDP()
+	return x != nil && int(x.Ifindex) == ifindex, nil
+}
+
+// clearStaleNetlink removes an xdpfab program attached to nl through
+// netlink (it outlives a crashed process and blocks the next attach).
+// Programs of other names are left alone.
+func clearStaleNetlink(iface string, nl netlink.Link) error {
+	fresh, err := netlink.LinkByIndex(nl.Attrs().Index)
+	if err != nil {
+		return nil
+	}
+	x := fresh.Attrs().Xdp
+	if x == nil || x.ProgId == 0 {
+		return nil
+	}
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+	if err != nil {
+		return nil
+	}
+	info, err := p.Info()
+	p.Close()
+	if err != nil || info.Name != ProgramName {
+		return nil
+	}
+	flags := 0
+	switch x.AttachMode {
+	case 1:
+		flags = 1 << 2 // XDP_FLAGS_DRV_MODE
+	case 2:
+		flags = 1 << 1 // XDP_FLAGS_SKB_MODE
+	}
+	if err := netlink.LinkSetXdpFdWithFlags(fresh, -1, flags); err != nil {
+		return fmt.Errorf("xdp: %s: remove stale xdpfab program (id %d): %w", iface, x.ProgId, mapErr(err))
+	}
+	return nil
+}
+
+func removePins(iface string) error {
+	err := os.RemoveAll(PinDir(iface))
+	if err != nil {
+		return fmt.Errorf("xdp: %s: remove pins: %w", iface, err)
+	}
+	return nil
+}
+
+// Open loads the pinned program and maps of iface for a process that did
+// not attach them.
+func Open(iface string) (*Attachment, error) {
+	nl, err := findLink(iface)
+	if err != nil {
+		return nil, err
+	}
+	live, err := pinnedLinkLive(iface, nl.Attrs().Index)
+	if err != nil {
+		return nil, err
+	}
+	if !live {
+		return nil, fmt.Errorf("xdp: xdpfab is not attached to %s (no live pinned link in %s): %w", iface, PinDir(iface), fi.ENOENT)
+	}
+	dir := PinDir(iface)
+	a := &Attachment{Iface: iface, Ifindex: nl.Attrs().Index}
+	if a.Program, err = ebpf.LoadPinnedProgram(filepath.Join(dir, pinProg), nil); err != nil {
+		return nil, fmt.Errorf("xdp: open %s: program: %w", iface, mapErr(err))
+	}
+	for _, m := range []struct {
+		name string
+		dst  **ebpf.Map
+	}{
+		{bpf.XdpfabMapAvMap, &a.AVMap}, {bpf.XdpfabMapMrMap, &a.MRMap}, {bpf.XdpfabMapPorts, &a.PortMap},
+		{bpf.XdpfabMapXsks, &a.XSKMap}, {bpf.XdpfabMapCounters, &a.CounterMap},
+	} {
+		if *m.dst, err = ebpf.LoadPinnedMap(filepath.Join(dir, m.name), nil); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("xdp: open %s: map %s: %w", iface, m.name, mapErr(err))
+		}
+	}
+	return a, nil
+}
+
+// Detach removes xdpfab's program from iface: the pinned link (and with it
+// the attachment), every pin, and a stale netlink attachment of xdpfab's
+// program. It fails with fi.ENOENT when there was nothing to remove. The
+// interface may already be gone: the pins are removed all the same.
+func Detach(iface string) error {
+	found := false
+	nl, lerr := netlink.LinkByName(iface)
+	path := filepath.Join(PinDir(iface), pinLink)
+	if l, err := link.LoadPinnedLink(path, nil); err == nil {
+		found = true
+		// Detach explicitly: another process may hold the link fd.
+		if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+			l.Close()
+			return fmt.Errorf("xdp: detach %s: %w", iface, mapErr(err))
+		}
+		_ = l.Unpin()
+		l.Close()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("xdp: detach %s: open pinned link: %w", iface, mapErr(err))
+	}
+	if _, err := os.Stat(PinDir(iface)); err == nil {
+		found = true
+		if err := removePins(iface); err != nil {
+			return err
+		}
+	}
+	if lerr == nil {
+		if before := attachedProgName(nl); before == ProgramName {
+			found = true
+			if err := clearStaleNetlink(iface, nl); err != nil {
+				return err
+			}
+		}
+	}
+	if !found {
+		if lerr != nil {
+			return notFound(iface, lerr)
+		}
+		return fmt.Errorf("xdp: detach %s: xdpfab is not attached: %w", iface, fi.ENOENT)
+	}
+	return nil
+}
+
+func attachedProgName(nl netlink.Link) string {
+	fresh, err := netlink.LinkByIndex(nl.Attrs().Index)
+	if err != nil || fresh.Attrs().Xdp == nil || fresh.Attrs().Xdp.ProgId == 0 {
+		return ""
+	}
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(fresh.Attrs().Xdp.ProgId))
+	if err != nil {
+		return ""
+	}
+	defer p.Close()
+	info, err := p.Info()
+	if err != nil {
+		return ""
+	}
+	return info.Name
+}
+
+func findLink(iface string) (netlink.Link, error) {
+	if iface == "" || strings.ContainsAny(iface, "/\x00") || iface == "." || iface == ".." {
+		return nil, fmt.Errorf("xdp: bad interface name %q: %w", iface, fi.EINVAL)
+	}
+	nl, err := netlink.LinkByName(iface)
+	if err != nil {
+		return nil, notFound(iface, err)
+	}
+	return nl, nil
+}
+
+func notFound(iface string, err error) error {
+	var lnf netlink.LinkNotFoundError
+	if errors.As(err, &lnf) || errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("xdp: no such interface %q in this network namespace: %w", iface, fi.ENODEV)
+	}
+	return fmt.Errorf("xdp: interface %q: %w", iface, mapErr(err))
+}
+
+// usableBPFFS fails when pinning would go to a bpffs private to this
+// process's mount namespace (as under `ip netns exec`, which remounts
+// /sys): the pins, and the attachment, would vanish with the process.
+func usableBPFFS() error {
+	if bpffs.IsMounted() {
+		return nil
+	}
+	self, err1 := os.Readlink("/proc/self/ns/mnt")
+	host, err2 := os.Readlink("/proc/1/ns/mnt")
+	if err1 == nil && err2 == nil && self != host {
+		return fmt.Errorf("no bpffs at %s in this mount namespace (ip netns exec remounts /sys): pins would vanish with this process; run from the host mount namespace (xdpfab -n NETNS): %w",
+			bpffs.Root, fi.EOPNOTSUPP)
+	}
+	return nil
+}
+
+// loadErr classifies a collection load failure.
+func loadErr(err error) error {
+	switch {
+	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
+		return fmt.Errorf("not permitted (needs root with CAP_BPF, CAP_NET_ADMIN and CAP_SYS_ADMIN): %v: %w", err, fi.EPERM)
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return fmt.Errorf("the kernel lacks a BPF feature xdpfab needs: %v: %w", err, fi.EOPNOTSUPP)
+	}
+	return err
+}
+
+// mapErr adds a privilege hint to EPERM errors of the bpf syscall.
+func mapErr(err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return fmt.Errorf("not permitted (needs root with CAP_BPF and CAP_NET_ADMIN): %v: %w", err, fi.EPERM)
+	}
+	return err
+}
