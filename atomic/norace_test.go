@@ -1,0 +1,5 @@
+//go:build !race
+
+package atomic
+
+const raceEnabled = false
