@@ -289,8 +289,12 @@ func (q *EQ) Close() error {
 }
 
 // Ref records that obj (an AV, MR, domain ...) is bound to the EQ, so Close
-// fails with FI_EBUSY until Unref. It fails with FI_EINVAL on a closed EQ.
+// fails with FI_EBUSY until Unref. It fails with FI_EINVAL for a nil obj
+// or a closed EQ.
 func (q *EQ) Ref(obj fi.FID) error {
+	if obj == nil {
+		return fmt.Errorf("eq bind: nil object: %w", fi.EINVAL)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {

@@ -348,6 +348,7 @@ func TestCloseBusy(t *testing.T) {
 	q, err := eq.Open(eq.Attr{Size: 4, Flags: fi.WRITE, WaitObj: fi.WaitFD}, nil)
 	require.NoError(t, err)
 	av, mr := newObj(fi.ClassAV, nil), newObj(fi.ClassMR, nil)
+	require.ErrorIs(t, q.Ref(nil), fi.EINVAL)
 	require.NoError(t, q.Ref(av))
 	require.NoError(t, q.Ref(av))
 	require.NoError(t, q.Ref(mr))
