@@ -32,11 +32,13 @@ func TestOpenSizes(t *testing.T) {
 	for s := 1; s <= 65536; s *= 2 {
 		sizes = append(sizes, s)
 	}
-	for _, size := range sizes {
-		q, err := eq.Open(eq.Attr{Size: size}, nil)
-		require.NoError(t, err, "size %d", size)
-		require.Equal(t, size, q.Attr().Size)
-		require.NoError(t, q.Close(), "size %d", size)
+	for _, w := range []fi.WaitObj{fi.WaitNone, fi.WaitUnspec, fi.WaitFD, fi.WaitMutexCond, fi.WaitYield} {
+		for _, size := range sizes {
+			q, err := eq.Open(eq.Attr{Size: size, WaitObj: w}, nil)
+			require.NoError(t, err, "size %d %v", size, w)
+			require.Equal(t, size, q.Attr().Size)
+			require.NoError(t, q.Close(), "size %d %v", size, w)
+		}
 	}
 	q, err := eq.Open(eq.Attr{}, "ctx")
 	require.NoError(t, err)
@@ -197,6 +199,39 @@ func TestPeek(t *testing.T) {
 	}
 	_, err := q.Read(fi.PEEK)
 	require.ErrorIs(t, err, fi.EAGAIN)
+}
+
+// TestPeekThenRead alternates a peek and a read over events whose FID and
+// context differ, checking both each time (fabtests' eq_write_read_self).
+func TestPeekThenRead(t *testing.T) {
+	q := open(t, eq.Attr{Size: 32, Flags: fi.WRITE})
+	fabric := newObj(fi.ClassFabric, nil)
+	for i := range 5 {
+		var fid fi.FID = q
+		if i&1 != 0 {
+			fid = fabric
+		}
+		require.NoError(t, q.Write(eq.Entry{Event: eq.Notify, FID: fid, Context: i}, 0))
+	}
+	for i := range 10 {
+		var flags fi.Flags
+		if i&1 == 0 {
+			flags = fi.PEEK
+		}
+		e, err := q.Read(flags)
+		require.NoError(t, err, "iter %d", i)
+		require.Equal(t, eq.Notify, e.Event)
+		require.Equal(t, i/2, e.Context, "iter %d", i)
+		var want fi.FID = q
+		if i&2 != 0 {
+			want = fabric
+		}
+		require.Same(t, want, e.FID, "iter %d", i)
+	}
+	_, err := q.Read(0)
+	require.ErrorIs(t, err, fi.EAGAIN)
+	_, err = q.ReadErr(0)
+	require.ErrorIs(t, err, fi.EAGAIN, "events only: nothing for ReadErr")
 }
 
 // TestOrderAcrossGrowth: the ring grows on demand while its head has

@@ -47,10 +47,13 @@ func TestSReadTimeout(t *testing.T) {
 func TestSReadPending(t *testing.T) {
 	for _, w := range blockingKinds {
 		q := open(t, eq.Attr{Size: 4, Flags: fi.WRITE, WaitObj: w})
-		require.NoError(t, q.Write(eq.Entry{Event: eq.Notify, Data: 7}, 0))
+		require.NoError(t, q.Write(eq.Entry{Event: eq.Notify, FID: q, Context: q, Data: 7}, 0))
 		start := time.Now()
 		e, err := q.SRead(2000, fi.PEEK)
 		require.NoError(t, err, "%v", w)
+		require.Equal(t, eq.Notify, e.Event)
+		require.Same(t, q, e.FID)
+		require.Same(t, q, e.Context)
 		require.Equal(t, uint64(7), e.Data)
 		e, err = q.SRead(2000, 0)
 		require.NoError(t, err, "%v", w)
@@ -59,6 +62,28 @@ func TestSReadPending(t *testing.T) {
 		_, err = q.Read(0)
 		require.ErrorIs(t, err, fi.EAGAIN)
 	}
+}
+
+// TestSReadPeekKeepsEvent: on an FD EQ, an SRead with FI_PEEK neither
+// consumes the event nor clears the signal, so the next SRead returns the
+// event at once (fabtests' eq_wait_sread_peek).
+func TestSReadPeekKeepsEvent(t *testing.T) {
+	q := open(t, eq.Attr{Size: 32, Flags: fi.WRITE, WaitObj: fi.WaitFD})
+	sread := func(flags fi.Flags) eq.Entry {
+		t.Helper()
+		start := time.Now()
+		e, err := q.SRead(2000, flags)
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 500*time.Millisecond)
+		return e
+	}
+	require.NoError(t, q.Write(eq.Entry{Event: eq.Notify, Data: 1}, 0))
+	require.Equal(t, uint64(1), sread(0).Data)
+	require.NoError(t, q.Write(eq.Entry{Event: eq.Notify, Data: 2}, 0))
+	require.Equal(t, uint64(2), sread(fi.PEEK).Data)
+	require.Equal(t, uint64(2), sread(0).Data)
+	_, err := q.Read(0)
+	require.ErrorIs(t, err, fi.EAGAIN)
 }
 
 func TestSReadErrorsAndFlags(t *testing.T) {
