@@ -529,3 +529,66 @@ func TestWaitSetKinds(t *testing.T) {
 		require.NoError(t, set.Close())
 	}
 }
+
+// TestWaitSetFDProtocolConcurrent: writers post to three EQs of a set while
+// one consumer follows the fi_trywait protocol on the set's fd (TryWait,
+// poll, drain). A lost wake-up would show as a poll that times out while
+// events are still to come.
+func TestWaitSetFDProtocolConcurrent(t *testing.T) {
+	const perEQ = 3000
+	set, err := wait.Open(wait.Attr{WaitObj: fi.WaitFD}, nil)
+	require.NoError(t, err)
+	var qs [3]*eq.EQ
+	for i := range qs {
+		qs[i], err = eq.Open(eq.Attr{Size: perEQ, WaitObj: fi.WaitSet, WaitSet: set}, nil)
+		require.NoError(t, err)
+	}
+	var fd int
+	require.NoError(t, set.Control(wait.GetWait, &fd))
+	var wg sync.WaitGroup
+	for _, q := range qs {
+		wg.Go(func() {
+			for i := range perEQ {
+				if err := q.Post(eq.Entry{Data: uint64(i)}); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%16 == 0 {
+					time.Sleep(20 * time.Microsecond) // let the consumer block now and then
+				}
+			}
+		})
+	}
+	got, timeouts, blocked := 0, 0, 0
+	next := [3]uint64{}
+	for got < 3*perEQ && timeouts == 0 {
+		if set.TryWait() == nil {
+			blocked++
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 2000)
+			require.NoError(t, err)
+			if n == 0 {
+				timeouts++
+			}
+		}
+		for i, q := range qs {
+			for {
+				e, err := q.Read(0)
+				if err == fi.EAGAIN {
+					break
+				}
+				require.NoError(t, err)
+				require.Equal(t, next[i], e.Data)
+				next[i]++
+				got++
+			}
+		}
+	}
+	wg.Wait()
+	require.Zero(t, timeouts, "lost wake-up after %d events", got)
+	require.Equal(t, 3*perEQ, got)
+	t.Logf("blocked in poll %d times", blocked)
+	for _, q := range qs {
+		require.NoError(t, q.Close())
+	}
+	require.NoError(t, set.Close())
+}
