@@ -120,14 +120,14 @@ func (a *Attachment) SetXSK(queue uint32, fd int) error {
 	return nil
 }
 
-// DeleteXSK removes the AF_XDP socket of queue; its packets go to the
-// stack again. (Closing the socket removes it too.)
+// DeleteXSK removes the AF_XDP socket of queue, if any; its packets go to
+// the stack again. (Closing the socket removes it too.)
 func (a *Attachment) DeleteXSK(queue uint32) error {
-	err := a.XSKMap.Delete(queue)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("xdp: %s: no AF_XDP socket on queue %d: %w", a.Iface, queue, fi.ENOENT)
+	if queue >= bpf.XSKMaxQueues {
+		return fmt.Errorf("xdp: %s: queue %d (max %d): %w", a.Iface, queue, bpf.XSKMaxQueues-1, fi.EINVAL)
 	}
-	if err != nil {
+	err := a.XSKMap.Delete(queue)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("xdp: %s: delete AF_XDP socket of queue %d: %w", a.Iface, queue, mapErr(err))
 	}
 	return nil
