@@ -592,3 +592,39 @@ func TestWaitSetFDProtocolConcurrent(t *testing.T) {
 	}
 	require.NoError(t, set.Close())
 }
+
+// TestEQFDProtocolConcurrent: the same protocol on one FD EQ's own fd.
+func TestEQFDProtocolConcurrent(t *testing.T) {
+	const n = 6000
+	q := open(t, eq.Attr{Size: n, WaitObj: fi.WaitFD})
+	var fd int
+	require.NoError(t, q.Control(wait.GetWait, &fd))
+	go func() {
+		for i := range n {
+			if err := q.Post(eq.Entry{Data: uint64(i)}); err != nil {
+				t.Error(err)
+				return
+			}
+			if i%16 == 0 {
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+	}()
+	got := 0
+	for got < n {
+		if q.TryWait() == nil {
+			k, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 2000)
+			require.NoError(t, err)
+			require.Equal(t, 1, k, "lost wake-up after %d events", got)
+		}
+		for {
+			e, err := q.Read(0)
+			if err == fi.EAGAIN {
+				break
+			}
+			require.NoError(t, err)
+			require.Equal(t, uint64(got), e.Data)
+			got++
+		}
+	}
+}
