@@ -432,4 +432,3 @@ func TestTraffic(t *testing.T) {
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
