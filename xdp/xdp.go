@@ -22,7 +22,8 @@
 //     namespace.
 //   - bpffs must be the host's: under `ip netns exec`, /sys is remounted and
 //     a bpffs mounted there would vanish with the command (and the program
-//     with it), so Attach refuses that case (use `xdpfab -n NETNS`).
+//     with it), so Attach refuses that case (use `xdpfab -n NETNS`, which
+//     switches only the network namespace).
 //
 // Errors wrap fi errnos: fi.ENODEV (no such interface), fi.EPERM (not
 // privileged), fi.EBUSY (another XDP program, or xdpfab in another mode),
@@ -542,13 +543,41 @@ func usableBPFFS() error {
 	if bpffs.IsMounted() {
 		return nil
 	}
-	self, err1 := os.Readlink("/proc/self/ns/mnt")
-	host, err2 := os.Readlink("/proc/1/ns/mnt")
-	if err1 == nil && err2 == nil && self != host {
-		return fmt.Errorf("no bpffs at %s in this mount namespace (ip netns exec remounts /sys): pins would vanish with this process; run from the host mount namespace (xdpfab -n NETNS): %w",
-			bpffs.Root, fi.EOPNOTSUPP)
+	if ns := ipNetnsExec(); ns != "" {
+		return fmt.Errorf("no bpffs at %s: this runs under `ip netns exec %s`, which remounts /sys, and pins made here would vanish with this process; run from the host mount namespace with `xdpfab -n NETNS`: %w",
+			bpffs.Root, ns, fi.EOPNOTSUPP)
 	}
 	return nil
+}
+
+// ipNetnsExec returns the namespace name when this process runs under `ip
+// netns exec`: that mounts a sysfs on /sys whose source is the name of the
+// network namespace (/var/run/netns/NAME) instead of "sysfs".
+func ipNetnsExec() string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	source := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPEROPTS
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 2 || f[4] != "/sys" {
+			continue
+		}
+		source = "" // the last mount on /sys is the visible one
+		if g[0] == "sysfs" {
+			source = g[1]
+		}
+	}
+	if source == "" || source == "sysfs" || strings.ContainsRune(source, '/') {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join("/var/run/netns", source)); err != nil {
+		return ""
+	}
+	return source
 }
 
 // loadErr classifies a collection load failure.

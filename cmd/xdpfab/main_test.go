@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/internal/testenv"
+	"github.com/xdpfab/xdpfab/xdp"
+)
+
+// xdpfab runs the command in-process and returns its exit code and output.
+func xdpfab(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut, nil)
+	return code, out.String(), errOut.String()
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"attach"},
+		{"attach", "a", "b"},
+		{"attach", "eth0", "--mode", "turbo"},
+		{"attach", "eth0", "--port", "0"},
+		{"attach", "eth0", "--port", "70000"},
+		{"attach", "eth0", "--bogus"},
+		{"detach"},
+		{"status", "a", "b"},
+		{"status", "-o", "yaml"},
+		{"stats", "--interval", "0s"},
+		{"-n"},
+	} {
+		code, _, stderr := xdpfab(args...)
+		require.Equal(t, exitUsage, code, "args %q", args)
+		require.Contains(t, stderr, "usage:", "args %q", args)
+	}
+	code, stdout, _ := xdpfab("help")
+	require.Equal(t, exitOK, code)
+	require.Contains(t, stdout, "xdpfab [-n NETNS] attach IFACE")
+}
+
+func TestAttachStatusStatsDetach(t *testing.T) {
+	for _, mode := range []string{"native", "generic"} {
+		t.Run(mode, func(t *testing.T) {
+			testenv.RequirePriv(t)
+			a, b := testenv.NewNetns(t), testenv.NewNetns(t)
+			v := testenv.NewVeth(t, a, b, testenv.VethOptions{})
+			iface := v.NameB
+			t.Cleanup(func() {
+				xdpfab("-n", b.Name, "detach", iface)
+				_ = os.RemoveAll(xdp.PinDir(iface))
+			})
+
+			code, stdout, stderr := xdpfab("-n", b.Name, "attach", iface, "--mode", mode, "--port", "4791", "--port", "4792", "--strict", "--av-id", "1", "--domain-id", "2")
+			require.Equal(t, exitOK, code, stderr)
+			require.Contains(t, stdout, "xdpfab attached to "+iface+" in "+mode+" mode")
+
+			// Idempotent.
+			code, stdout2, stderr := xdpfab("-n", b.Name, "attach", iface)
+			require.Equal(t, exitOK, code, stderr)
+			require.Equal(t, stdout, stdout2, "re-attach reports the same program")
+
+			code, stdout, stderr = xdpfab("-n", b.Name, "status", iface)
+			require.Equal(t, exitOK, code, stderr)
+			require.Contains(t, stdout, iface+" (ifindex ")
+			require.Contains(t, stdout, mode+" mode, program ")
+			require.Contains(t, stdout, "port 4791: av 1, domain 2, strict")
+			require.Contains(t, stdout, "port 4792: av 1, domain 2, strict")
+			require.Contains(t, stdout, "AV map: 0 of ")
+			require.Contains(t, stdout, "AF_XDP sockets on RX queues: none")
+
+			code, stdout, stderr = xdpfab("-n", b.Name, "status", "-o", "json")
+			require.Equal(t, exitOK, code, stderr)
+			var sts []xdp.Status
+			require.NoError(t, json.Unmarshal([]byte(stdout), &sts))
+			var st *xdp.Status
+			for i := range sts {
+				if sts[i].Iface == iface {
+					st = &sts[i]
+				}
+			}
+			require.NotNil(t, st, "status without IFACE lists %s: %s", iface, stdout)
+			require.Equal(t, mode, st.Mode)
+			require.NotZero(t, st.ProgramID)
+			require.Len(t, st.Ports, 2)
+			require.Equal(t, uint32(1<<22), st.AVCapacity)
+
+			// Traffic to count: ping B from A (ICMP passes, counted).
+			code, stdout, stderr = xdpfab("-n", b.Name, "stats", iface)
+			require.Equal(t, exitOK, code, stderr)
+			for _, c := range bpf.Counters() {
+				require.Contains(t, stdout, c.Name())
+			}
+
+			code, stdout, stderr = xdpfab("-n", b.Name, "stats", iface, "--watch", "--count", "2", "--interval", "50ms", "-o", "json")
+			require.Equal(t, exitOK, code, stderr)
+			sc := bufio.NewScanner(strings.NewReader(stdout))
+			var recs []statsRecord
+			for sc.Scan() {
+				var r statsRecord
+				require.NoError(t, json.Unmarshal(sc.Bytes(), &r))
+				recs = append(recs, r)
+			}
+			require.Len(t, recs, 2)
+			require.Len(t, recs[0].Counters, len(bpf.Counters()))
+			require.Nil(t, recs[0].Rates, "no rate before a second sample")
+			require.Len(t, recs[1].Rates, len(bpf.Counters()))
+			require.GreaterOrEqual(t, recs[1].Counters["rx_total"], recs[0].Counters["rx_total"])
+
+			code, stdout, stderr = xdpfab("-n", b.Name, "detach", iface)
+			require.Equal(t, exitOK, code, stderr)
+			require.Contains(t, stdout, "detached")
+			l, err := b.Netlink().LinkByName(iface)
+			require.NoError(t, err)
+			require.True(t, l.Attrs().Xdp == nil || l.Attrs().Xdp.ProgId == 0, "no XDP program left")
+			require.NoDirExists(t, xdp.PinDir(iface))
+
+			code, _, stderr = xdpfab("-n", b.Name, "detach", iface)
+			require.Equal(t, exitError, code)
+			require.Contains(t, stderr, "not attached")
+			code, _, stderr = xdpfab("-n", b.Name, "status", iface)
+			require.Equal(t, exitError, code)
+			require.Contains(t, stderr, "not attached")
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	testenv.RequirePriv(t)
+	a, b := testenv.NewNetns(t), testenv.NewNetns(t)
+	v := testenv.NewVeth(t, a, b, testenv.VethOptions{})
+
+	code, _, stderr := xdpfab("-n", b.Name, "attach", "xfnosuch0")
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, `no such interface "xfnosuch0"`)
+
+	code, _, stderr = xdpfab("-n", "xfT-no-such-netns", "status")
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, "xfT-no-such-netns")
+
+	// The interface of A is not in B.
+	code, _, stderr = xdpfab("-n", b.Name, "attach", v.NameA)
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, "no such interface")
+}
+
+// TestRefusesPrivateBPFFS runs the built binary under `ip netns exec`,
+// which hides the host's bpffs: attaching there would pin into a bpffs
+// that vanishes with the command, so xdpfab refuses and says why.
+func TestRefusesPrivateBPFFS(t *testing.T) {
+	testenv.RequirePriv(t)
+	a, b := testenv.NewNetns(t), testenv.NewNetns(t)
+	v := testenv.NewVeth(t, a, b, testenv.VethOptions{})
+	bin := filepath.Join(t.TempDir(), "xdpfab")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Cleanup(func() {
+		xdpfab("-n", b.Name, "detach", v.NameB)
+		_ = os.RemoveAll(xdp.PinDir(v.NameB))
+	})
+
+	// Whether `ip netns exec` hides bpffs depends on iproute2; check.
+	probe, err := b.Exec("stat", "-f", "-c", "%T", "/sys/fs/bpf")
+	if err == nil && strings.TrimSpace(probe) == "bpf_fs" {
+		t.Skip("this iproute2 keeps bpffs under ip netns exec")
+	}
+	cmd := exec.Command("ip", "netns", "exec", b.Name, bin, "attach", v.NameB)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var exitErr *exec.ExitError
+	require.True(t, errors.As(err, &exitErr), "attach under ip netns exec must fail: %v", err)
+	require.Equal(t, exitError, exitErr.ExitCode())
+	require.Contains(t, stderr.String(), "ip netns exec")
+	require.Contains(t, stderr.String(), "xdpfab -n NETNS")
+	l, err := b.Netlink().LinkByName(v.NameB)
+	require.NoError(t, err)
+	require.True(t, l.Attrs().Xdp == nil || l.Attrs().Xdp.ProgId == 0, "nothing attached")
+
+	// The same through -n works.
+	code, _, errOut := xdpfab("-n", b.Name, "attach", v.NameB, "--mode", "generic")
+	require.Equal(t, exitOK, code, errOut)
+}
