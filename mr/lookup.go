@@ -97,22 +97,49 @@ var (
 	errAuthKeyDenied  error = AuthKeyDenied
 )
 
-// Span is the part of a region a request may operate on: Bufs[:N] are
-// sub-slices of the registered buffers that together are exactly the
-// requested bytes, in address order.
+// Span is the part of a region a request may operate on: Len bytes from
+// remote address Addr. First is the first contiguous piece of them — all
+// of them unless the range crosses from one registered buffer into the
+// next, in which case AppendBufs lists every piece.
 type Span struct {
-	MR   *MR // the region, e.g. for CountRemoteWrite
-	N    int
-	Bufs [IOVLimit][]byte
+	MR    *MR // the region, e.g. for CountRemoteWrite
+	Addr  uint64
+	Len   uint64
+	First []byte
 }
 
-// Len returns the number of bytes spanned.
-func (s *Span) Len() int {
-	n := 0
-	for _, b := range s.Bufs[:s.N] {
-		n += len(b)
+// Contiguous reports whether First holds the whole span.
+func (s *Span) Contiguous() bool { return uint64(len(s.First)) == s.Len }
+
+// AppendBufs appends the pieces of the span, sub-slices of the registered
+// buffers in address order, to dst. With a dst of capacity IOVLimit it does
+// not allocate.
+func (s *Span) AppendBufs(dst [][]byte) [][]byte {
+	if s.MR == nil {
+		return dst
 	}
-	return n
+	end := s.Addr + s.Len
+	for pos := s.Addr; pos < end; {
+		b := s.MR.piece(pos, end)
+		if b == nil {
+			break // cannot happen for a span Lookup answered
+		}
+		dst = append(dst, b)
+		pos += uint64(len(b))
+	}
+	return dst
+}
+
+// piece returns the bytes from remote address pos up to end or the end of
+// the buffer holding pos, nil when no buffer holds pos.
+func (m *MR) piece(pos, end uint64) []byte {
+	for i := range m.segs {
+		s := &m.segs[i]
+		if off := pos - s.start; off < uint64(len(s.buf)) {
+			return s.buf[off : off+min(end-pos, uint64(len(s.buf))-off)]
+		}
+	}
+	return nil
 }
 
 // Lookup vets a remote request on the target: may a peer apply access
@@ -129,50 +156,41 @@ func (t *Table) Lookup(key, addr, length uint64, access fi.Flags) (Span, error) 
 // LookupAuth is Lookup for a peer that presents authKey: the region must
 // have the same authorization key (none, when authKey is empty).
 func (t *Table) LookupAuth(key, addr, length uint64, access fi.Flags, authKey []byte) (Span, error) {
-	var sp Span
 	m := t.index.Load().find(key)
 	if m == nil {
-		return sp, errUnknownKey
+		return Span{}, errUnknownKey
 	}
 	st := m.state.Load()
 	if st&(stComplete|stClosed) != stComplete {
-		return sp, errUnknownKey
+		return Span{}, errUnknownKey
 	}
 	if st != stComplete|stEnabled {
-		return sp, errRegionDisabled
+		return Span{}, errRegionDisabled
 	}
 	if access == 0 || access&^(fi.REMOTE_READ|fi.REMOTE_WRITE) != 0 || access&^m.access != 0 {
-		return sp, errAccessDenied
+		return Span{}, errAccessDenied
 	}
 	if !bytes.Equal(m.authKey, authKey) {
-		return sp, errAuthKeyDenied
+		return Span{}, errAuthKeyDenied
 	}
 	end := addr + length
 	if end < addr || addr < m.base || end > m.base+m.length {
-		return sp, errOutOfRange
+		return Span{}, errOutOfRange
 	}
-	sp.MR = m
-	for pos := addr; pos < end; {
-		next := pos
-		for i := range m.segs {
-			s := &m.segs[i]
-			if off := pos - s.start; off < uint64(len(s.buf)) {
-				take := min(end-pos, uint64(len(s.buf))-off)
-				if sp.N == IOVLimit {
-					// Only overlapping buffers can need more pieces than
-					// there are buffers; refuse rather than truncate.
-					return Span{}, errOutOfRange
-				}
-				sp.Bufs[sp.N] = s.buf[off : off+take]
-				sp.N++
-				next = pos + take
-				break
-			}
-		}
-		if next == pos { // a gap between buffers (FI_MR_VIRT_ADDR)
+	sp := Span{MR: m, Addr: addr, Len: length}
+	if length == 0 {
+		return sp, nil
+	}
+	sp.First = m.piece(addr, end)
+	if sp.First == nil { // addr in a gap between buffers (FI_MR_VIRT_ADDR)
+		return Span{}, errOutOfRange
+	}
+	for pos := addr + uint64(len(sp.First)); pos < end; {
+		b := m.piece(pos, end)
+		if b == nil {
 			return Span{}, errOutOfRange
 		}
-		pos = next
+		pos += uint64(len(b))
 	}
 	return sp, nil
 }

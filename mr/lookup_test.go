@@ -35,7 +35,8 @@ func TestAccessTable(t *testing.T) {
 			sp, err := tab.Lookup(1, 8, 8, op.Access())
 			if access&needs[op] == needs[op] {
 				require.NoError(t, err, "access %#x op %v", access, op)
-				require.Equal(t, buf[8:16], sp.Bufs[0])
+				require.Equal(t, buf[8:16], sp.First)
+				require.True(t, sp.Contiguous())
 				require.Same(t, m, sp.MR)
 			} else {
 				require.ErrorIs(t, err, mr.AccessDenied, "access %#x op %v", access, op)
@@ -73,10 +74,10 @@ func TestRangeEdges(t *testing.T) {
 				sp, err := tab.Lookup(5, base+addr, n, fi.REMOTE_READ)
 				require.NoError(t, err, "mode %v iov %d addr %d len %d", mode, len(iov), addr, n)
 				var got []byte
-				for _, b := range sp.Bufs[:sp.N] {
+				for _, b := range sp.AppendBufs(nil) {
 					got = append(got, b...)
 				}
-				require.Equal(t, len(want), sp.Len())
+				require.Equal(t, uint64(len(want)), sp.Len)
 				require.Equal(t, string(want), string(got))
 			}
 			bad := func(addr, n uint64) {
@@ -188,7 +189,7 @@ func TestLookupConcurrentClose(t *testing.T) {
 			for i := 0; !stop.Load(); i++ {
 				k := i % keys
 				sp, err := tab.Lookup(uint64(k), 0, 64, fi.REMOTE_WRITE)
-				if err == nil && (sp.Bufs[0][0] != byte(k) || sp.N != 1 || len(sp.Bufs[0]) != 64) {
+				if err == nil && (sp.First[0] != byte(k) || !sp.Contiguous() || len(sp.First) != 64) {
 					t.Errorf("key %d reached the wrong bytes", k)
 					return
 				}
@@ -221,9 +222,10 @@ func TestHotPathAllocs(t *testing.T) {
 	c := newCounter()
 	require.NoError(t, m.Bind(c, fi.REMOTE_WRITE))
 	d := m.Desc()
+	var bufs [mr.IOVLimit][]byte
 	var sink int
 	for name, f := range map[string]func(){
-		"lookup":        func() { sp, _ := tab.Lookup(1, 1000, 100, fi.REMOTE_WRITE); sink += sp.N },
+		"lookup":        func() { sp, _ := tab.Lookup(1, 1000, 100, fi.REMOTE_WRITE); sink += len(sp.AppendBufs(bufs[:0])) },
 		"lookup-denied": func() { _, err := tab.Lookup(2, 0, 1, fi.REMOTE_WRITE); sink += int(err.(mr.Denial)) },
 		"lookup-range":  func() { _, err := tab.Lookup(1, 4096, 1, fi.REMOTE_WRITE); sink += int(err.(mr.Denial)) },
 		"check-local":   func() { _ = tab.CheckLocal(d, buf[10:20], fi.SEND) },
@@ -233,4 +235,38 @@ func TestHotPathAllocs(t *testing.T) {
 		require.Zero(t, testing.AllocsPerRun(1000, f), name)
 	}
 	require.NotZero(t, sink)
+}
+
+// TestLookupDuringGrowth: a live key stays admitted while the index is
+// rehashed under it again and again.
+func TestLookupDuringGrowth(t *testing.T) {
+	tab, _ := newTable(t, 0)
+	buf := make([]byte, 64)
+	_, err := tab.Reg(buf, remoteBits, 0, 1<<40, 0, nil)
+	require.NoError(t, err)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if _, err := tab.Lookup(1<<40, 0, 64, fi.REMOTE_READ); err != nil {
+					t.Errorf("live key refused during growth: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	var ms []*mr.MR
+	for k := range uint64(4000) {
+		m, err := tab.Reg(buf, remoteBits, 0, k, 0, nil)
+		require.NoError(t, err)
+		ms = append(ms, m)
+	}
+	for _, m := range ms {
+		require.NoError(t, m.Close())
+	}
+	stop.Store(true)
+	wg.Wait()
 }

@@ -20,7 +20,8 @@ const RegionEnabled uint32 = 0x1
 // the XDP program's mr_map, which vets requests before user space sees
 // them. Every registration, enable, refresh and close calls it
 // synchronously, so when such a call returns the kernel agrees with Go.
-// The layouts are the generated ones of bpf/xdpfab.h.
+// The layouts are the generated ones of bpf/xdpfab.h. The pointers are
+// valid only during the call.
 type Mirror interface {
 	// Update inserts or replaces the entry of key.
 	Update(key *bpf.XdpfabMrKey, value *bpf.XdpfabMrValue) error

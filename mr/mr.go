@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
 )
 
@@ -63,6 +64,7 @@ type MR struct {
 	authKey        []byte
 	explicitEnable bool          // created disabled: needs Enable
 	done           chan struct{} // closed once the registration completed or failed
+	inlineSegs     [1]segment    // segs of a single-buffer region, saving an allocation
 
 	state atomic.Uint32 // st* bits; written under mu (or before done closes)
 	// counters bound with FI_REMOTE_WRITE, read by CountRemoteWrite without
@@ -70,10 +72,13 @@ type MR struct {
 	counters atomic.Pointer[[]Counter]
 
 	mu sync.Mutex
-	// The fields below are guarded by mu.
-	eps    []Endpoint
-	cntrs  []Counter
-	closed bool // Close has run (or is past its checks)
+	// The fields below are guarded by mu (before done is closed they belong
+	// to the registering goroutine).
+	mirrorKey   bpf.XdpfabMrKey // scratch of mirror calls, so they do not allocate
+	mirrorValue bpf.XdpfabMrValue
+	eps         []Endpoint
+	cntrs       []Counter
+	closed      bool // Close has run (or is past its checks)
 }
 
 // Desc is a local memory descriptor (fi_mr_desc's void *). The zero Desc

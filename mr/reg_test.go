@@ -3,8 +3,10 @@ package mr_test
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -122,9 +124,9 @@ func TestRegV(t *testing.T) {
 
 			sp, err := tab.Lookup(unitKey, 0, uint64(len(want)), fi.REMOTE_READ)
 			require.NoError(t, err)
-			require.Equal(t, n, sp.N)
+			require.Len(t, sp.AppendBufs(nil), n)
 			var got []byte
-			for _, b := range sp.Bufs[:sp.N] {
+			for _, b := range sp.AppendBufs(nil) {
 				got = append(got, b...)
 			}
 			require.Equal(t, want, got)
@@ -181,7 +183,7 @@ func TestRegFreeAlloc(t *testing.T) {
 			require.NoError(t, err)
 			sp, err := tab.Lookup(unitKey, 8<<20-1, 1, fi.REMOTE_READ)
 			require.NoError(t, err)
-			require.Equal(t, byte(round+1), sp.Bufs[0][0])
+			require.Equal(t, byte(round+1), sp.First[0])
 			require.NoError(t, m.Close())
 		}()
 		runtime.GC() // the buffer is garbage now: free it
@@ -358,4 +360,33 @@ func TestBasicMode(t *testing.T) {
 	untouched := mmapUntouched(t, 2)
 	_, err = tab.Reg(untouched, fi.REMOTE_WRITE, 0, 0, 0, nil)
 	requireErrno(t, err, fi.EFAULT, "FI_MR_ALLOCATED is part of FI_MR_BASIC")
+}
+
+// TestRegKeepsMemory: registered memory stays reachable while the MR
+// exists, however the caller drops its own references, and is freed once
+// the region is closed and the handle dropped.
+func TestRegKeepsMemory(t *testing.T) {
+	tab, _ := newTable(t, 0)
+	var collected atomic.Bool
+	m := func() *mr.MR {
+		arr := new([1 << 20]byte)
+		runtime.AddCleanup(arr, func(*atomic.Bool) { collected.Store(true) }, &collected)
+		m, err := tab.Reg(arr[:], remoteBits, 0, 1, 0, nil)
+		require.NoError(t, err)
+		return m
+	}()
+	for range 3 {
+		runtime.GC()
+	}
+	require.False(t, collected.Load(), "collected while registered")
+	func() {
+		sp, err := tab.Lookup(1, 1<<20-8, 8, fi.REMOTE_WRITE)
+		require.NoError(t, err)
+		copy(sp.First, "survives")
+	}()
+	require.NoError(t, m.Close())
+	require.Equal(t, fi.KeyNotAvail, m.Key(), "no key once closed")
+	m = nil // drop the handle
+	require.Eventually(t, func() bool { runtime.GC(); return collected.Load() }, 5*time.Second, 10*time.Millisecond,
+		"closed and dropped: freed")
 }

@@ -268,14 +268,12 @@ type Attr struct {
 // Reg is fi_mr_reg: it registers buf.
 func (t *Table) Reg(buf []byte, access fi.Flags, offset, requestedKey uint64, flags fi.Flags, context any) (*MR, error) {
 	iov := [1][]byte{buf}
-	return t.register("mr reg", &Attr{IOV: iov[:], Access: access, Offset: offset,
-		RequestedKey: requestedKey, Context: context}, flags)
+	return t.register("mr reg", iov[:], context, &Attr{Access: access, Offset: offset, RequestedKey: requestedKey}, flags)
 }
 
 // RegV is fi_mr_regv: it registers the buffers of iov as one region.
 func (t *Table) RegV(iov [][]byte, access fi.Flags, offset, requestedKey uint64, flags fi.Flags, context any) (*MR, error) {
-	return t.register("mr regv", &Attr{IOV: iov, Access: access, Offset: offset,
-		RequestedKey: requestedKey, Context: context}, flags)
+	return t.register("mr regv", iov, context, &Attr{Access: access, Offset: offset, RequestedKey: requestedKey}, flags)
 }
 
 // RegAttr is fi_mr_regattr.
@@ -283,17 +281,19 @@ func (t *Table) RegAttr(attr *Attr, flags fi.Flags) (*MR, error) {
 	if attr == nil {
 		return nil, fmt.Errorf("mr regattr: nil attr: %w", fi.EINVAL)
 	}
-	return t.register("mr regattr", attr, flags)
+	return t.register("mr regattr", attr.IOV, attr.Context, attr, flags)
 }
 
-func (t *Table) register(op string, a *Attr, flags fi.Flags) (*MR, error) {
+// register implements the three calls. iov and context are passed apart
+// from a so that a (and the caller's iov array) need not escape.
+func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi.Flags) (*MR, error) {
 	switch {
 	case flags&^regFlags != 0:
 		return nil, fmt.Errorf("%s: flags %#x: %w", op, uint64(flags&^regFlags), fi.EBADFLAGS)
 	case a.Offset != 0:
 		return nil, fmt.Errorf("%s: offset %d is reserved and must be 0: %w", op, a.Offset, fi.EINVAL)
-	case len(a.IOV) == 0 || len(a.IOV) > IOVLimit:
-		return nil, fmt.Errorf("%s: %d buffers, want 1..%d: %w", op, len(a.IOV), IOVLimit, fi.EINVAL)
+	case len(iov) == 0 || len(iov) > IOVLimit:
+		return nil, fmt.Errorf("%s: %d buffers, want 1..%d: %w", op, len(iov), IOVLimit, fi.EINVAL)
 	case a.Access&^accessBits != 0:
 		return nil, fmt.Errorf("%s: access %#x: %w", op, uint64(a.Access&^accessBits), fi.EINVAL)
 	case a.Iface != HMEMSystem:
@@ -302,7 +302,7 @@ func (t *Table) register(op string, a *Attr, flags fi.Flags) (*MR, error) {
 		return nil, fmt.Errorf("%s: requested key %#x out of range: %w", op, a.RequestedKey, fi.EKEYREJECTED)
 	}
 	m := &MR{
-		FIDBase:  fi.NewFIDBase(fi.ClassMR, a.Context),
+		FIDBase:  fi.NewFIDBase(fi.ClassMR, context),
 		table:    t,
 		access:   a.Access,
 		regFlags: flags,
@@ -312,10 +312,14 @@ func (t *Table) register(op string, a *Attr, flags fi.Flags) (*MR, error) {
 	if m.regionID == 0 { // wrapped: 0 is reserved
 		m.regionID = nextRegionID.Add(1)
 	}
-	m.segs = make([]segment, len(a.IOV))
+	if len(iov) <= len(m.inlineSegs) {
+		m.segs = m.inlineSegs[:len(iov)]
+	} else {
+		m.segs = make([]segment, len(iov))
+	}
 	var off uint64
 	lo, hi := ^uint64(0), uint64(0)
-	for i, b := range a.IOV {
+	for i, b := range iov {
 		if len(b) == 0 {
 			return nil, fmt.Errorf("%s: buffer %d is empty (len must be > 0): %w", op, i, fi.EINVAL)
 		}
@@ -379,7 +383,7 @@ func (t *Table) register(op string, a *Attr, flags fi.Flags) (*MR, error) {
 	}
 	// Asynchronous: the handle is complete before the event can exist.
 	m.done = make(chan struct{})
-	ctx := a.Context
+	ctx := context
 	go func() {
 		err := t.publish(m)
 		close(m.done)
@@ -420,12 +424,13 @@ func (t *Table) mirrorUpdate(m *MR, enabled bool) error {
 	if t.mirror == nil {
 		return nil
 	}
-	k := t.mirrorKey(m)
-	v := bpf.XdpfabMrValue{Base: m.base, Len: m.length, Access: uint32(m.access), RegionId: m.regionID}
+	k, v := &m.mirrorKey, &m.mirrorValue
+	*k = t.mirrorKey(m)
+	*v = bpf.XdpfabMrValue{Base: m.base, Len: m.length, Access: uint32(m.access), RegionId: m.regionID}
 	if enabled {
 		v.Flags = RegionEnabled
 	}
-	if err := t.mirror.Update(&k, &v); err != nil {
+	if err := t.mirror.Update(k, v); err != nil {
 		return mirrorError("update", err)
 	}
 	return nil
@@ -435,8 +440,9 @@ func (t *Table) mirrorDelete(m *MR) error {
 	if t.mirror == nil {
 		return nil
 	}
-	k := t.mirrorKey(m)
-	if err := t.mirror.Delete(&k); err != nil {
+	k := &m.mirrorKey
+	*k = t.mirrorKey(m)
+	if err := t.mirror.Delete(k); err != nil {
 		return mirrorError("delete", err)
 	}
 	return nil

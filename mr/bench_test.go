@@ -1,0 +1,154 @@
+package mr_test
+
+import (
+	"testing"
+
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
+)
+
+func benchRegClose(b *testing.B, tab *mr.Table) {
+	buf := make([]byte, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := tab.Reg(buf, remoteBits, 0, unitKey, 0, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRegClose is fi_mr_reg + fi_close without a kernel map.
+func BenchmarkRegClose(b *testing.B) {
+	tab, err := mr.NewTable(mr.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchRegClose(b, tab)
+}
+
+// BenchmarkRegCloseBPF keeps the kernel's mr_map in step synchronously:
+// one map update and one delete per iteration (privileged).
+func BenchmarkRegCloseBPF(b *testing.B) {
+	tab, _ := newBPFTable(b, 0, 1, 0)
+	benchRegClose(b, tab)
+}
+
+// BenchmarkRegCloseProvKey is the same with provider keys, no kernel map.
+func BenchmarkRegCloseProvKey(b *testing.B) {
+	tab, err := mr.NewTable(mr.Config{Mode: mr.ModeProvKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchRegClose(b, tab)
+}
+
+// BenchmarkLookup is the target's per-request check, with 10000 live keys.
+func BenchmarkLookup(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		mode mr.Mode
+		iov  int
+	}{
+		{"offset-1iov", 0, 1},
+		{"offset-8iov", 0, 8},
+		{"virtaddr-1iov", mr.ModeVirtAddr, 1},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			tab, err := mr.NewTable(mr.Config{Mode: c.mode})
+			if err != nil {
+				b.Fatal(err)
+			}
+			bufs := make([][]byte, c.iov)
+			for i := range bufs {
+				bufs[i] = make([]byte, 4096)
+			}
+			var base uint64
+			for k := range uint64(10000) {
+				m, err := tab.RegV(bufs, remoteBits, 0, k*0x9e37, 0, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				base = m.Base()
+			}
+			// The last region: request 64 bytes straddling its first
+			// buffer's end when there are several.
+			key := uint64(9999 * 0x9e37)
+			addr := base + 4096 - 32
+			if c.iov == 1 {
+				addr = base + 1024
+			}
+			if c.mode&mr.ModeVirtAddr != 0 {
+				addr = base + 1024
+			}
+			var n int
+			var pieces [mr.IOVLimit][]byte
+			b.ReportAllocs()
+			for b.Loop() {
+				sp, err := tab.Lookup(key, addr, 64, fi.REMOTE_WRITE)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += len(sp.AppendBufs(pieces[:0]))
+			}
+		})
+	}
+}
+
+// BenchmarkLookupParallel is Lookup from every P at once.
+func BenchmarkLookupParallel(b *testing.B) {
+	tab, err := mr.NewTable(mr.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	if _, err := tab.Reg(buf, remoteBits, 0, 1, 0, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := tab.Lookup(1, 100, 8, fi.REMOTE_WRITE); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkLookupDenied is a refusal (unknown key).
+func BenchmarkLookupDenied(b *testing.B) {
+	tab, err := mr.NewTable(mr.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tab.Lookup(12345, 0, 8, fi.REMOTE_WRITE); err == nil {
+			b.Fatal("admitted")
+		}
+	}
+}
+
+// BenchmarkCheckLocal is the FI_MR_LOCAL descriptor check.
+func BenchmarkCheckLocal(b *testing.B) {
+	tab, err := mr.NewTable(mr.Config{Mode: mr.ModeLocal})
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	m, err := tab.Reg(buf, fi.SEND, 0, 1, 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := m.Desc()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := tab.CheckLocal(d, buf[100:200], fi.SEND); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
