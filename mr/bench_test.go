@@ -3,7 +3,11 @@ package mr_test
 import (
 	"testing"
 
+	"github.com/cilium/ebpf"
+
+	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/testenv"
 	"github.com/xdpfab/xdpfab/mr"
 )
 
@@ -148,6 +152,29 @@ func BenchmarkCheckLocal(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := tab.CheckLocal(d, buf[100:200], fi.SEND); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkKernelMapUpdateDelete is the floor of BenchmarkRegCloseBPF: one
+// bpf(BPF_MAP_UPDATE_ELEM) and one bpf(BPF_MAP_DELETE_ELEM) on mr_map and
+// nothing else (privileged).
+func BenchmarkKernelMapUpdateDelete(b *testing.B) {
+	testenv.RequirePriv(b)
+	m, err := mr.CreateMap(mr.MapOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	k := bpf.XdpfabMrKey{DomainId: 1, Key: unitKey}
+	v := bpf.XdpfabMrValue{Len: 4096, Flags: mr.RegionEnabled}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := m.Update(&k, &v, ebpf.UpdateAny); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Delete(&k); err != nil {
 			b.Fatal(err)
 		}
 	}
