@@ -55,16 +55,16 @@ func buildKernels() (t [NumDatatypes][NumOps]kernel) {
 			set(UINT16, kernel16(f))
 		}
 		if f := intOp[uint32, int32](op); f != nil {
-			set(INT32, kernel32(f))
+			set(INT32, wordKernel32(op, f))
 		}
 		if f := intOp[uint32, uint32](op); f != nil {
-			set(UINT32, kernel32(f))
+			set(UINT32, wordKernel32(op, f))
 		}
 		if f := intOp[uint64, int64](op); f != nil {
-			set(INT64, kernel64(f))
+			set(INT64, wordKernel64(op, f))
 		}
 		if f := intOp[uint64, uint64](op); f != nil {
-			set(UINT64, kernel64(f))
+			set(UINT64, wordKernel64(op, f))
 		}
 		if f := int128Op(op, true); f != nil {
 			set(INT128, kernel128(f))
@@ -73,13 +73,13 @@ func buildKernels() (t [NumDatatypes][NumOps]kernel) {
 			set(UINT128, kernel128(f))
 		}
 		if f := floatOp[float32](op, uint32(0x7fc00000)); f != nil {
-			set(FLOAT, kernel32(f))
+			set(FLOAT, kernel32(f, nil))
 		}
 		if f := floatOp[float64](op, uint64(0x7ff8000000000000)); f != nil {
-			set(DOUBLE, kernel64(f))
+			set(DOUBLE, kernel64(f, nil))
 		}
 		if f := complex64Op(op); f != nil {
-			set(FLOAT_COMPLEX, kernel64(f))
+			set(FLOAT_COMPLEX, kernel64(f, nil))
 		}
 		if f := complex128Op(op); f != nil {
 			set(DOUBLE_COMPLEX, kernel128(f))
@@ -183,19 +183,28 @@ func (e Engine) Query(dt Datatype, op Op, flags fi.Flags) (Attr, error) {
 // valid call allows; FI_ETOOSMALL for a short result buffer. Nothing is
 // modified when Execute fails.
 func (e Engine) Execute(c Class, dt Datatype, op Op, target, operand, compare, result []byte) error {
-	limit, err := e.count(c, dt, op)
-	if err != nil {
-		return err
+	if !c.Has(op) || !Supported(dt, op) {
+		return fmt.Errorf("atomic: %v on %v in %v class: %w", op, dt, c, fi.EOPNOTSUPP)
 	}
-	size := Size(dt)
+	// Sizes are powers of two and the limit is checked by multiplication:
+	// no division on this path.
+	size := datatypeSizes[dt]
 	n := len(target)
-	switch {
-	case n == 0 || n%size != 0:
+	if n == 0 || n&(size-1) != 0 {
 		return fmt.Errorf("atomic: target of %d bytes is not a whole number of %d-byte %v elements: %w",
 			n, size, dt, fi.EINVAL)
-	case n/size > limit:
+	}
+	wire, per := n, size // operand bytes carried in all and per element
+	if c == Compare {
+		wire, per = 2*n, 2*size
+	}
+	if wire > e.payload() {
+		if per > e.payload() {
+			_, err := e.count(c, dt, op)
+			return err
+		}
 		return fmt.Errorf("atomic: %d elements of %v exceed the %d one request may carry: %w",
-			n/size, dt, limit, fi.EMSGSIZE)
+			n/size, dt, e.payload()/per, fi.EMSGSIZE)
 	}
 	if op == ATOMIC_READ {
 		operand = nil

@@ -118,7 +118,48 @@ func kernel16(f valueOp[uint16]) kernel {
 	}
 }
 
-func kernel32(f valueOp[uint32]) kernel {
+// wordOp is an operation that one sync/atomic call performs on an aligned
+// word, returning the old value: faster than a compare-and-swap loop and
+// never retried under contention.
+type wordOp[T any] func(w *T, b T) (old T)
+
+// wordOp32 and wordOp64 return the single-instruction forms of the integer
+// operations that have one, or nil.
+func wordOp32(op Op) wordOp[uint32] {
+	switch op {
+	case SUM:
+		return func(w *uint32, b uint32) uint32 { return atomic.AddUint32(w, b) - b }
+	case BOR:
+		return atomic.OrUint32
+	case BAND:
+		return atomic.AndUint32
+	case ATOMIC_WRITE:
+		return atomic.SwapUint32
+	case ATOMIC_READ:
+		return func(w *uint32, _ uint32) uint32 { return atomic.LoadUint32(w) }
+	}
+	return nil
+}
+
+func wordOp64(op Op) wordOp[uint64] {
+	switch op {
+	case SUM:
+		return func(w *uint64, b uint64) uint64 { return atomic.AddUint64(w, b) - b }
+	case BOR:
+		return atomic.OrUint64
+	case BAND:
+		return atomic.AndUint64
+	case ATOMIC_WRITE:
+		return atomic.SwapUint64
+	case ATOMIC_READ:
+		return func(w *uint64, _ uint64) uint64 { return atomic.LoadUint64(w) }
+	}
+	return nil
+}
+
+// kernel32 builds the kernel of a 4-byte type; fast, if not nil, replaces
+// f on aligned words.
+func kernel32(f valueOp[uint32], fast wordOp[uint32]) kernel {
 	return func(t, b, c, r []byte) {
 		for off := 0; off+4 <= len(t); off += 4 {
 			var bv, cv uint32
@@ -128,7 +169,13 @@ func kernel32(f valueOp[uint32]) kernel {
 			if c != nil {
 				cv = le.Uint32(c[off:])
 			}
-			old := rmw32(t[off:off+4:off+4], f, bv, cv)
+			e := t[off : off+4 : off+4]
+			var old uint32
+			if fast != nil && aligned(&e[0], 4) {
+				old = fast((*uint32)(unsafe.Pointer(&e[0])), bv)
+			} else {
+				old = rmw32(e, f, bv, cv)
+			}
 			if r != nil {
 				le.PutUint32(r[off:], old)
 			}
@@ -160,7 +207,9 @@ func rmw32(e []byte, f valueOp[uint32], b, c uint32) uint32 {
 	return old
 }
 
-func kernel64(f valueOp[uint64]) kernel {
+// kernel64 builds the kernel of an 8-byte type; fast, if not nil,
+// replaces f on aligned words.
+func kernel64(f valueOp[uint64], fast wordOp[uint64]) kernel {
 	return func(t, b, c, r []byte) {
 		for off := 0; off+8 <= len(t); off += 8 {
 			var bv, cv uint64
@@ -170,7 +219,13 @@ func kernel64(f valueOp[uint64]) kernel {
 			if c != nil {
 				cv = le.Uint64(c[off:])
 			}
-			old := rmw64(t[off:off+8:off+8], f, bv, cv)
+			e := t[off : off+8 : off+8]
+			var old uint64
+			if fast != nil && aligned(&e[0], 8) {
+				old = fast((*uint64)(unsafe.Pointer(&e[0])), bv)
+			} else {
+				old = rmw64(e, f, bv, cv)
+			}
 			if r != nil {
 				le.PutUint64(r[off:], old)
 			}
@@ -249,4 +304,86 @@ func kernel256(f valueOp[u256]) kernel {
 			}
 		}
 	}
+}
+
+// wordKernel32 and wordKernel64 pick the kernel of a 4- or 8-byte integer
+// op: SUM and CSWAP, the most common remote atomics, get loops with the
+// atomic instruction inlined; the other ops with a one-instruction form
+// use it; the rest use the compare-and-swap loop.
+func wordKernel32(op Op, f valueOp[uint32]) kernel {
+	slow := kernel32(f, wordOp32(op))
+	switch op {
+	case SUM:
+		return func(t, b, c, r []byte) {
+			if !aligned(&t[0], 4) {
+				slow(t, b, c, r)
+				return
+			}
+			b = b[:len(t)]
+			for off := 0; off+4 <= len(t); off += 4 {
+				bv := le.Uint32(b[off:])
+				old := atomic.AddUint32((*uint32)(unsafe.Pointer(&t[off])), bv) - bv
+				if r != nil {
+					le.PutUint32(r[off:], old)
+				}
+			}
+		}
+	case CSWAP:
+		return func(t, b, c, r []byte) {
+			if !aligned(&t[0], 4) {
+				slow(t, b, c, r)
+				return
+			}
+			b, c, r = b[:len(t)], c[:len(t)], r[:len(t)]
+			for off := 0; off+4 <= len(t); off += 4 {
+				w := (*uint32)(unsafe.Pointer(&t[off]))
+				bv, cv := le.Uint32(b[off:]), le.Uint32(c[off:])
+				old := atomic.LoadUint32(w)
+				for old == cv && !atomic.CompareAndSwapUint32(w, cv, bv) {
+					old = atomic.LoadUint32(w)
+				}
+				le.PutUint32(r[off:], old)
+			}
+		}
+	}
+	return slow
+}
+
+func wordKernel64(op Op, f valueOp[uint64]) kernel {
+	slow := kernel64(f, wordOp64(op))
+	switch op {
+	case SUM:
+		return func(t, b, c, r []byte) {
+			if !aligned(&t[0], 8) {
+				slow(t, b, c, r)
+				return
+			}
+			b = b[:len(t)]
+			for off := 0; off+8 <= len(t); off += 8 {
+				bv := le.Uint64(b[off:])
+				old := atomic.AddUint64((*uint64)(unsafe.Pointer(&t[off])), bv) - bv
+				if r != nil {
+					le.PutUint64(r[off:], old)
+				}
+			}
+		}
+	case CSWAP:
+		return func(t, b, c, r []byte) {
+			if !aligned(&t[0], 8) {
+				slow(t, b, c, r)
+				return
+			}
+			b, c, r = b[:len(t)], c[:len(t)], r[:len(t)]
+			for off := 0; off+8 <= len(t); off += 8 {
+				w := (*uint64)(unsafe.Pointer(&t[off]))
+				bv, cv := le.Uint64(b[off:]), le.Uint64(c[off:])
+				old := atomic.LoadUint64(w)
+				for old == cv && !atomic.CompareAndSwapUint64(w, cv, bv) {
+					old = atomic.LoadUint64(w)
+				}
+				le.PutUint64(r[off:], old)
+			}
+		}
+	}
+	return slow
 }
