@@ -222,9 +222,15 @@ func attachNew(iface string, nl netlink.Link, opts Options) (_ *Attachment, err 
 		}
 		defer own.Close()
 		copts.MapReplacements[name] = own
+		// The program does not depend on the capacity: take the
+		// replacement's, so only type, sizes and flags must agree.
+		spec.Maps[name].MaxEntries = own.MaxEntries()
 	}
 	var objs bpf.XdpfabObjects
 	if err := spec.LoadAndAssign(&objs, copts); err != nil {
+		if errors.Is(err, ebpf.ErrMapIncompatible) {
+			return nil, fmt.Errorf("xdp: attach %s: replacement map does not have the layout of the program's: %v: %w", iface, err, fi.EINVAL)
+		}
 		return nil, fmt.Errorf("xdp: attach %s: load program: %w", iface, loadErr(err))
 	}
 	defer func() {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/bpffs"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 	"github.com/xdpfab/xdpfab/xdp"
 )
@@ -432,3 +433,88 @@ func TestTraffic(t *testing.T) {
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// TestSharedMaps attaches with the AV and MR maps of the av and mr
+// packages (here: maps made from the same specs, smaller): the program
+// uses them, and they are pinned in PinDir too without moving the owner's
+// pin.
+func TestSharedMaps(t *testing.T) {
+	p := newPair(t)
+	spec, err := bpf.LoadXdpfab()
+	require.NoError(t, err)
+	shared := map[string]*ebpf.Map{}
+	for _, name := range []string{bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap} {
+		ms := spec.Maps[name].Copy()
+		ms.MaxEntries = 128
+		m, err := ebpf.NewMap(ms)
+		require.NoError(t, err)
+		t.Cleanup(func() { m.Close() })
+		shared[name] = m
+	}
+
+	// The owner (the av package) has its own pin; attaching must not move it.
+	ownerDir, err := bpffs.Ensure(bpffs.Path(fmt.Sprintf("xdptest-%d", os.Getpid())))
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(ownerDir) })
+	ownerPin := filepath.Join(ownerDir, "av")
+	require.NoError(t, shared[bpf.XdpfabMapAvMap].Pin(ownerPin))
+
+	a := p.mustAttach(t, xdp.Options{Mode: xdp.ModeGeneric, AVMap: shared[bpf.XdpfabMapAvMap], MRMap: shared[bpf.XdpfabMapMrMap]})
+	require.FileExists(t, ownerPin)
+	require.FileExists(t, filepath.Join(xdp.PinDir(p.v.NameB), bpf.XdpfabMapAvMap))
+	mapID := func(m *ebpf.Map) ebpf.MapID {
+		info, err := m.Info()
+		require.NoError(t, err)
+		id, _ := info.ID()
+		return id
+	}
+	require.Equal(t, mapID(shared[bpf.XdpfabMapAvMap]), mapID(a.AVMap))
+	require.Equal(t, mapID(shared[bpf.XdpfabMapMrMap]), mapID(a.MRMap))
+	o, err := p.open(t)
+	require.NoError(t, err)
+	require.Equal(t, mapID(shared[bpf.XdpfabMapAvMap]), mapID(o.AVMap), "pinned in PinDir")
+	require.Equal(t, uint32(128), o.AVMap.MaxEntries())
+
+	// A map of the wrong layout is refused.
+	require.NoError(t, p.detach())
+	wrong, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: 4})
+	require.NoError(t, err)
+	t.Cleanup(func() { wrong.Close() })
+	_, err = p.attach(xdp.Options{Mode: xdp.ModeGeneric, AVMap: wrong})
+	require.ErrorIs(t, err, fi.EINVAL)
+	require.Zero(t, p.linkXDP(t).ProgId)
+}
+
+// TestNativeUnsupported: veth cannot run native XDP with an MTU above a
+// page's worth; native mode fails with a clear error, auto falls back to
+// generic.
+func TestNativeUnsupported(t *testing.T) {
+	testenv.RequirePriv(t)
+	na, nb := testenv.NewNetns(t), testenv.NewNetns(t)
+	p := &pair{a: na, b: nb, v: testenv.NewVeth(t, na, nb, testenv.VethOptions{MTU: 4000})}
+	t.Cleanup(func() {
+		_ = nb.Do(func() error { return xdp.Detach(p.v.NameB) })
+		_ = os.RemoveAll(xdp.PinDir(p.v.NameB))
+	})
+	_, err := p.attach(xdp.Options{Mode: xdp.ModeNative})
+	require.ErrorIs(t, err, fi.EOPNOTSUPP)
+	require.ErrorContains(t, err, "native")
+	require.NoDirExists(t, xdp.PinDir(p.v.NameB))
+
+	a := p.mustAttach(t, xdp.Options{Mode: xdp.ModeAuto})
+	var st *xdp.Status
+	require.NoError(t, nb.Do(func() (err error) { st, err = a.Status(); return }))
+	require.Equal(t, "generic", st.Mode)
+}
+
+// TestDetachGoneInterface: pins of an interface that no longer exists are
+// removed by Detach.
+func TestDetachGoneInterface(t *testing.T) {
+	p := newPair(t)
+	p.mustAttach(t, xdp.Options{Mode: xdp.ModeNative})
+	l, err := p.b.Netlink().LinkByName(p.v.NameB)
+	require.NoError(t, err)
+	require.NoError(t, p.b.Netlink().LinkDel(l))
+	require.NoError(t, p.detach())
+	require.NoDirExists(t, xdp.PinDir(p.v.NameB))
+}
