@@ -84,5 +84,7 @@ var ErrClosed error = closedError{}
 
 type closedError struct{}
 
-func (closedError) Error() string        { return "datapath: transport closed" }
-func (closedError) Is(target error) bool { return target == fi.ESHUTDOWN || errors.Is(fi.ESHUTDOWN, target) }
+func (closedError) Error() string { return "datapath: transport closed" }
+func (closedError) Is(target error) bool {
+	return target == fi.ESHUTDOWN || errors.Is(fi.ESHUTDOWN, target)
+}

@@ -456,13 +456,15 @@ func (b *Builder) AddResp(d RespDesc) ([]byte, error) {
 	return b.buf[end-int(d.Len) : end], nil
 }
 
-// ShrinkLast reduces the payload length of the last response added to n
-// (n <= its length), for handlers that return fewer bytes than reserved.
-func (b *Builder) ShrinkLast(n int) {
+// SetLastResult sets the outcome of the last response added: its errno and
+// its payload length n (at most the length reserved by AddResp), for
+// handlers that fail or return fewer bytes than reserved.
+func (b *Builder) SetLastResult(n int, errno uint32) {
 	i := int(b.hdr.NumOps) - 1
 	d := b.buf[HeaderLen+i*b.dlen:]
+	le.PutUint32(d[4:], errno)
 	old := int(le.Uint32(d[8:]))
-	if n < old {
+	if n >= 0 && n < old {
 		le.PutUint32(d[8:], uint32(n))
 		b.plen -= old - n
 	}

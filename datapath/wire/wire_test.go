@@ -70,7 +70,7 @@ func TestResponseRoundTrip(t *testing.T) {
 	copy(dst, "fetched!")
 	dst, _ = b.AddResp(RespDesc{Opcode: OpRMARead, Len: 16})
 	copy(dst, "readdata")
-	b.ShrinkLast(8)
+	b.SetLastResult(8, 0)
 	if _, err := b.AddResp(RespDesc{Opcode: OpRMAWrite, Errno: 13}); err != nil {
 		t.Fatal(err)
 	}

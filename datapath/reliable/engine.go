@@ -1,0 +1,887 @@
+// Package reliable is xdpfab's reliability engine: exactly-once,
+// in-order request/response delivery over an unreliable datagram
+// datapath.Transport, in the manner of libfabric's rxd provider.
+//
+// Model. An Engine owns one transport and one local endpoint id. As an
+// initiator it takes Requests (Submit), cuts large ones into segments that
+// each fit one packet, packs small ones together, and sends them to the
+// peer — (IP:port, endpoint id) — numbered with per-peer sequence numbers.
+// As a target it delivers each peer's requests to its Handler strictly in
+// sequence order, answers each request packet with one response packet
+// (per-op errno and data), and keeps the last Window responses per peer so
+// a retransmitted request is answered from the cache and never executed
+// twice. Completions are reported through Config.OnComplete.
+//
+// Provider choices, documented here because libfabric leaves them to us:
+//
+//   - Ordering: all requests to one peer execute at the target in posting
+//     order (RAW, WAR, WAW for RMA and atomics, and SAS for messages).
+//   - FI_FENCE: a fenced request is not transmitted until every earlier
+//     request to the same peer has completed.
+//   - FI_MORE: requests posted with MORE are held and packed into as few
+//     packets as possible; the next request without MORE (or Flush) sends
+//     them. Requests also share packets when they queue behind a full window.
+//   - FI_INJECT: the payload is copied before Submit returns (at most
+//     Config.InjectSize bytes); the caller may reuse the buffer at once.
+//     Without INJECT, Payload, Compare and Result must stay valid and
+//     unmodified until the completion.
+//   - Flow control: at most Config.Window packets in flight per peer and
+//     Config.MaxOps requests outstanding per engine; beyond that Submit
+//     fails with FI_EAGAIN. Nothing queues without bound.
+//   - Retransmission: per-packet timers starting at RetryInitial (1 ms),
+//     doubling to RetryMax (200 ms); a selective ack showing a gap triggers
+//     one immediate retransmission of the missing packet.
+//   - Unreachable peer: after MaxRetries (20) retransmissions of a packet
+//     without an answer every pending request to that peer completes with
+//     FI_ETIMEDOUT, and the next request starts a new session. Close
+//     completes whatever is still pending with FI_ECANCELED.
+//   - Admission: Config.Admit (the fabric layer's AV lookup) decides which
+//     sources may open a session; others are dropped and counted. A new
+//     session is accepted only at sequence numbers 1..Window.
+//
+// Concurrency: Submit and Flush may be called from any goroutine. The
+// receive goroutine runs the target side (Handler calls) and response
+// processing; the timer goroutine retransmits. Handler and OnComplete are
+// called from those goroutines without engine locks held, so they may call
+// Submit, but must not block for long: they stall the datapath.
+package reliable
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/wire"
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// Peer identifies the other side: its transport address and endpoint id.
+// The fabric layer maps fi_addr to Peer.
+type Peer struct {
+	Addr netip.AddrPort
+	EP   uint32
+}
+
+func (p Peer) String() string { return fmt.Sprintf("%v/ep%d", p.Addr, p.EP) }
+
+// Request is one operation to submit. The engine copies the struct; the
+// byte slices are the caller's (see FI_INJECT in the package doc).
+type Request struct {
+	Peer    Peer
+	AuthKey uint32
+	Opcode  wire.Opcode
+	// Flags: fi.MORE, fi.FENCE, fi.INJECT, fi.REMOTE_CQ_DATA; others ignored.
+	Flags    fi.Flags
+	RKey     uint64
+	Addr     uint64 // remote address (RMA, atomics)
+	Data     uint64 // remote CQ data, sent with fi.REMOTE_CQ_DATA
+	Datatype uint8  // enum fi_datatype
+	AtomicOp uint8  // enum fi_op
+	Count    uint32 // atomics: element count
+	// Payload is the data to send (MSG, RMA_WRITE) or the atomic operand.
+	Payload []byte
+	// Compare holds COMPARE_ATOMIC's compare values (sent after Payload).
+	Compare []byte
+	// Result receives RMA_READ data or the old values of FETCH/COMPARE
+	// atomics; its length is the number of bytes wanted.
+	Result  []byte
+	Context any
+}
+
+// Completion reports the outcome of one Request.
+type Completion struct {
+	Context any
+	Peer    Peer
+	Opcode  wire.Opcode
+	// Len is the bytes moved: Payload bytes for MSG/RMA_WRITE/ATOMIC,
+	// Result bytes received for RMA_READ and FETCH/COMPARE.
+	Len int
+	// Err is FI_SUCCESS or the first error: a target's NAK (the errno its
+	// handler returned), FI_ETIMEDOUT, or FI_ECANCELED at Close.
+	Err fi.Errno
+}
+
+// Incoming is one request op handed to the target's Handler. It and its
+// Payload are valid only during the HandleRequest call.
+type Incoming struct {
+	Peer    Peer
+	AuthKey uint32
+	Meta    datapath.Meta // what the transport vetted (NoMeta for UDP)
+	Op      wire.OpDesc   // the op descriptor as sent
+	Payload []byte
+}
+
+// Handler executes requests at the target. HandleRequest writes at most
+// len(resp) bytes of response (read data, old atomic values) into resp and
+// returns how many, or an errno that is sent back as the op's NAK. Each
+// request is handed over exactly once, in the peer's posting order.
+type Handler interface {
+	HandleRequest(in *Incoming, resp []byte) (n int, errno fi.Errno)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(in *Incoming, resp []byte) (int, fi.Errno)
+
+// HandleRequest calls f.
+func (f HandlerFunc) HandleRequest(in *Incoming, resp []byte) (int, fi.Errno) { return f(in, resp) }
+
+// Config configures New. Zero values take the defaults.
+type Config struct {
+	EndpointID uint32
+	// Handler executes incoming requests; nil answers every op with
+	// FI_EOPNOTSUPP.
+	Handler Handler
+	// OnComplete receives every completion. Required.
+	OnComplete func(Completion)
+	// Admit decides whether a source may open a session (nil admits all).
+	Admit func(p Peer, meta datapath.Meta) bool
+
+	Window       int           // packets in flight per peer, power of two, 64..4096 (256)
+	MaxPacket    int           // UDP payload bytes per packet (1472, i.e. a 1500 MTU)
+	MaxOps       int           // requests outstanding per engine (4096)
+	InjectSize   int           // largest FI_INJECT payload (256)
+	MaxPeers     int           // target-side peer states (1024)
+	RetryInitial time.Duration // first retransmission timeout (1 ms)
+	RetryMax     time.Duration // backoff cap (200 ms)
+	MaxRetries   int           // retransmissions before a peer is unreachable (20)
+	// BusyPoll makes the receive goroutine poll instead of blocking: lower
+	// latency, one core spinning.
+	BusyPoll bool
+}
+
+func (c *Config) setDefaults() error {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Window, 256)
+	def(&c.MaxPacket, 1472)
+	def(&c.MaxOps, 4096)
+	def(&c.InjectSize, 256)
+	def(&c.MaxPeers, 1024)
+	def(&c.MaxRetries, 20)
+	if c.RetryInitial == 0 {
+		c.RetryInitial = time.Millisecond
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 200 * time.Millisecond
+	}
+	switch {
+	case c.OnComplete == nil:
+		return fmt.Errorf("reliable: OnComplete is required: %w", fi.EINVAL)
+	case c.Window < 64 || c.Window > 4096 || c.Window&(c.Window-1) != 0:
+		return fmt.Errorf("reliable: window %d not a power of two in 64..4096: %w", c.Window, fi.EINVAL)
+	case c.MaxPacket < 256 || c.MaxPacket > wire.MaxPacketLen:
+		return fmt.Errorf("reliable: max packet %d out of range 256..%d: %w", c.MaxPacket, wire.MaxPacketLen, fi.EINVAL)
+	case c.MaxOps < 1 || c.MaxOps > 1<<20 || c.InjectSize < 0 || c.MaxPeers < 1 || c.MaxRetries < 1:
+		return fmt.Errorf("reliable: config out of range: %w", fi.EINVAL)
+	case c.RetryInitial <= 0 || c.RetryMax < c.RetryInitial:
+		return fmt.Errorf("reliable: retry timeouts %v..%v: %w", c.RetryInitial, c.RetryMax, fi.EINVAL)
+	case c.InjectSize > c.MaxPacket-wire.HeaderLen-wire.OpDescLen:
+		return fmt.Errorf("reliable: inject size %d exceeds one packet: %w", c.InjectSize, fi.EINVAL)
+	}
+	return nil
+}
+
+// backoff returns the timeout after rto expired once more.
+func backoff(rto, max time.Duration) time.Duration {
+	if rto *= 2; rto > max {
+		rto = max
+	}
+	return rto
+}
+
+// op is one submitted request.
+type op struct {
+	req       Request
+	peer      *txPeer
+	next      int32 // queue link
+	active    bool
+	started   bool // first segment packed
+	total     int  // bytes to segment: Payload (MSG, RMA_WRITE) or Result (RMA_READ); atomics 0
+	sent      int  // bytes packed so far
+	pending   int  // packets carrying this op not yet answered
+	packed    bool // every segment packed
+	got       int  // Result bytes received
+	err       fi.Errno
+	injectBuf []byte
+}
+
+type segRef struct {
+	op      int32
+	off     int // offset of the segment in Payload / Result
+	respLen int // response bytes expected
+}
+
+// txSlot is one request packet in flight, kept for retransmission.
+type txSlot struct {
+	seq      uint32
+	inUse    bool
+	buf      []byte
+	n        int
+	deadline int64 // engine-clock ns
+	rto      time.Duration
+	retries  int
+	fastRetx bool
+	nsegs    int
+	segs     [wire.MaxOps]segRef
+}
+
+// txPeer is the initiator state for one peer. Guarded by Engine.mu.
+type txPeer struct {
+	peer     Peer
+	session  uint32
+	nextSeq  uint32 // next sequence number to send
+	base     uint32 // lowest sequence number not yet answered
+	slots    []txSlot
+	qhead    int32 // ops with segments not yet packed, FIFO
+	qtail    int32
+	moreOpen bool // the last op queued had FI_MORE
+	inflight int  // ops fully packed, not completed
+}
+
+func (p *txPeer) slot(seq uint32) *txSlot { return &p.slots[seq&uint32(len(p.slots)-1)] }
+
+// rxPeer is the target state for one peer. Confined to the receive goroutine.
+type rxPeer struct {
+	peer    Peer
+	session uint32
+	win     replayWindow
+	held    []heldPkt    // out-of-order requests, ring by seq
+	cache   []cachedResp // responses of the last Window delivered requests, ring by seq
+	needAck bool
+}
+
+type heldPkt struct {
+	buf  []byte
+	n    int
+	meta datapath.Meta
+}
+
+type cachedResp struct {
+	seq   uint32
+	valid bool
+	buf   []byte
+	n     int
+}
+
+// Engine is one endpoint's reliability engine over a transport.
+type Engine struct {
+	cfg   Config
+	tr    datapath.Transport
+	epoch time.Time
+
+	mu        sync.Mutex // guards the initiator state below
+	closed    bool
+	peers     map[Peer]*txPeer
+	ops       []op
+	freeOps   []int32
+	txq       []datapath.Packet // initiator packets built, to send before mu is released
+	timerArm  bool              // the timer goroutine has a deadline to watch
+	timerNext int64             // ... and it is this one
+	bld       wire.Builder
+
+	// Receive goroutine state (no lock: only that goroutine touches it).
+	rxPeers map[Peer]*rxPeer
+	rxPkts  []datapath.Packet
+	rxOut   []datapath.Packet
+	rxDec   wire.Packet
+	rxDec2  wire.Packet
+	rxIn    Incoming
+	rxBld   wire.Builder
+	rxAcks  []*rxPeer
+	rxCompl []Completion
+	ackBuf  []byte
+
+	tmCompl []Completion // timer goroutine's completions
+
+	wake chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	stats counters
+}
+
+// New starts an engine on tr: the receive goroutine and the timer
+// goroutine. The engine owns tr and closes it in Close.
+func New(tr datapath.Transport, cfg Config) (*Engine, error) {
+	if tr == nil {
+		return nil, fmt.Errorf("reliable: nil transport: %w", fi.EINVAL)
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg: cfg, tr: tr, epoch: time.Now(),
+		peers:   make(map[Peer]*txPeer),
+		ops:     make([]op, cfg.MaxOps),
+		freeOps: make([]int32, cfg.MaxOps),
+		rxPeers: make(map[Peer]*rxPeer),
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		ackBuf:  make([]byte, 0, 64*wire.HeaderLen),
+	}
+	for i := range e.freeOps {
+		e.freeOps[i] = int32(cfg.MaxOps - 1 - i)
+	}
+	batch := tr.BatchSize()
+	e.rxPkts = make([]datapath.Packet, batch)
+	for i := range e.rxPkts {
+		e.rxPkts[i].Buf = make([]byte, cfg.MaxPacket)
+	}
+	e.rxOut = make([]datapath.Packet, 0, batch)
+	e.txq = make([]datapath.Packet, 0, batch)
+	e.wg.Add(2)
+	go e.receiveLoop()
+	go e.timerLoop()
+	return e, nil
+}
+
+func (e *Engine) now() int64 { return int64(time.Since(e.epoch)) }
+
+// LocalAddr is the transport's bound address.
+func (e *Engine) LocalAddr() netip.AddrPort { return e.tr.LocalAddr() }
+
+// MaxSegment is the most payload bytes one request packet carries.
+func (e *Engine) MaxSegment() int { return e.cfg.MaxPacket - wire.HeaderLen - wire.OpDescLen }
+
+func newSession() uint32 {
+	var b [4]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if s := binary.LittleEndian.Uint32(b[:]); s != 0 {
+			return s
+		}
+	}
+}
+
+// Submit posts r. It returns FI_EAGAIN when MaxOps requests are
+// outstanding, FI_EINVAL for a malformed request, FI_EMSGSIZE for an atomic
+// or inject that does not fit one packet, FI_ESHUTDOWN after Close.
+func (e *Engine) Submit(r *Request) error {
+	if r == nil || !r.Peer.Addr.IsValid() || !r.Opcode.Valid() {
+		return fmt.Errorf("reliable submit: bad request: %w", fi.EINVAL)
+	}
+	total := 0
+	single := e.MaxSegment()
+	switch r.Opcode {
+	case wire.OpMsg, wire.OpRMAWrite:
+		total = len(r.Payload)
+	case wire.OpRMARead:
+		total = len(r.Result)
+	case wire.OpAtomic:
+		if len(r.Result) != 0 || len(r.Compare) != 0 {
+			return fmt.Errorf("reliable submit: ATOMIC takes no result or compare: %w", fi.EINVAL)
+		}
+	case wire.OpFetchAtomic, wire.OpCompareAtomic:
+		if (r.Opcode == wire.OpCompareAtomic) != (len(r.Compare) > 0) {
+			return fmt.Errorf("reliable submit: compare values only with COMPARE_ATOMIC: %w", fi.EINVAL)
+		}
+		if len(r.Result) > e.cfg.MaxPacket-wire.HeaderLen-wire.RespDescLen {
+			return fmt.Errorf("reliable submit: atomic result %d bytes: %w", len(r.Result), fi.EMSGSIZE)
+		}
+	}
+	if r.Opcode >= wire.OpAtomic && len(r.Payload)+len(r.Compare) > single {
+		return fmt.Errorf("reliable submit: atomic operands %d bytes: %w", len(r.Payload)+len(r.Compare), fi.EMSGSIZE)
+	}
+	inject := r.Flags&fi.INJECT != 0
+	if inject && (len(r.Payload)+len(r.Compare) > e.cfg.InjectSize || len(r.Result) > 0) {
+		return fmt.Errorf("reliable submit: inject of %d bytes (max %d, no result): %w",
+			len(r.Payload)+len(r.Compare), e.cfg.InjectSize, fi.EMSGSIZE)
+	}
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return fmt.Errorf("reliable submit: %w", fi.ESHUTDOWN)
+	}
+	if len(e.freeOps) == 0 {
+		e.stats.eagain.Add(1)
+		e.mu.Unlock()
+		return fmt.Errorf("reliable submit: %d requests outstanding: %w", e.cfg.MaxOps, fi.EAGAIN)
+	}
+	p := e.peers[r.Peer]
+	if p == nil {
+		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1,
+			slots: make([]txSlot, e.cfg.Window)}
+		e.peers[r.Peer] = p
+	}
+	idx := e.freeOps[len(e.freeOps)-1]
+	e.freeOps = e.freeOps[:len(e.freeOps)-1]
+	o := &e.ops[idx]
+	*o = op{req: *r, peer: p, next: -1, active: true, total: total, injectBuf: o.injectBuf}
+	if inject {
+		if o.injectBuf == nil {
+			o.injectBuf = make([]byte, e.cfg.InjectSize)
+		}
+		n := copy(o.injectBuf, r.Payload)
+		copy(o.injectBuf[n:], r.Compare)
+		o.req.Payload = o.injectBuf[:n:n]
+		o.req.Compare = o.injectBuf[n : n+len(r.Compare)]
+	}
+	if p.qtail >= 0 {
+		e.ops[p.qtail].next = idx
+	} else {
+		p.qhead = idx
+	}
+	p.qtail = idx
+	p.moreOpen = r.Flags&fi.MORE != 0
+	e.pump(p)
+	err := e.flushLocked()
+	e.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("reliable submit: %w", err)
+	}
+	return nil
+}
+
+// Flush sends requests held back by FI_MORE to peer.
+func (e *Engine) Flush(peer Peer) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p := e.peers[peer]; p != nil {
+		p.moreOpen = false
+		e.pump(p)
+	}
+	return e.flushLocked()
+}
+
+// flushLocked sends the queued initiator packets. e.mu is held.
+func (e *Engine) flushLocked() error {
+	if len(e.txq) == 0 {
+		return nil
+	}
+	err := e.tr.Send(e.txq)
+	e.txq = e.txq[:0]
+	return err
+}
+
+// armTimer makes sure the timer goroutine wakes by deadline. e.mu is held.
+func (e *Engine) armTimer(deadline int64) {
+	if e.timerArm && e.timerNext <= deadline {
+		return
+	}
+	e.timerArm, e.timerNext = true, deadline
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) queueTx(buf []byte, addr netip.AddrPort) {
+	e.txq = append(e.txq, datapath.Packet{Buf: buf, Addr: addr})
+	if len(e.txq) == cap(e.txq) {
+		_ = e.tr.Send(e.txq)
+		e.txq = e.txq[:0]
+	}
+}
+
+// pump packs queued ops of p into packets while the window allows.
+func (e *Engine) pump(p *txPeer) {
+	W := uint32(len(p.slots))
+	for p.qhead >= 0 && !p.moreOpen && p.nextSeq-p.base < W {
+		head := &e.ops[p.qhead]
+		if head.req.Flags&fi.FENCE != 0 && !head.started && p.inflight > 0 {
+			return // fenced: wait for earlier ops to complete
+		}
+		e.buildPacket(p)
+	}
+}
+
+// buildPacket packs ops from the head of p's queue into one packet and
+// queues it for sending. The head op always makes progress.
+func (e *Engine) buildPacket(p *txPeer) {
+	seq := p.nextSeq
+	s := p.slot(seq)
+	if s.buf == nil {
+		s.buf = make([]byte, e.cfg.MaxPacket)
+	}
+	b := &e.bld
+	b.Reset(s.buf, wire.Header{Type: wire.TypeReq, SrcEP: e.cfg.EndpointID, DstEP: p.peer.EP,
+		AuthKey: e.ops[p.qhead].req.AuthKey, Session: p.session, Seq: seq, Ack: p.base})
+	s.nsegs = 0
+	respRoom := e.cfg.MaxPacket - wire.HeaderLen
+	for p.qhead >= 0 && b.NumOps() < wire.MaxOps {
+		idx := p.qhead
+		o := &e.ops[idx]
+		r := &o.req
+		if b.NumOps() > 0 && (r.AuthKey != e.ops[s.segs[0].op].req.AuthKey ||
+			(r.Flags&fi.FENCE != 0 && !o.started)) {
+			break
+		}
+		room := b.Room()
+		respRoom -= wire.RespDescLen
+		d := wire.OpDesc{Opcode: r.Opcode, Datatype: r.Datatype, AtomicOp: r.AtomicOp,
+			RKey: r.RKey, Addr: r.Addr, Count: r.Count}
+		if r.Flags&fi.REMOTE_CQ_DATA != 0 {
+			d.Flags |= wire.OpCQData
+			d.Data = r.Data
+		}
+		var p1, p2 []byte
+		seg := 0
+		switch r.Opcode {
+		case wire.OpMsg, wire.OpRMAWrite:
+			seg = min(o.total-o.sent, room)
+			if seg < o.total-o.sent && b.NumOps() > 0 && seg < 512 {
+				seg = -1 // start the segment in a fresh packet
+			}
+			p1 = r.Payload[o.sent : o.sent+max(seg, 0)]
+			if r.Opcode == wire.OpMsg {
+				d.Addr = uint64(o.sent)
+				d.Count = uint32(o.total)
+			} else {
+				d.Addr += uint64(o.sent)
+			}
+		case wire.OpRMARead:
+			seg = min(o.total-o.sent, respRoom)
+			if room < 0 || (seg < o.total-o.sent && b.NumOps() > 0 && seg < 512) {
+				seg = -1
+			}
+			d.Addr += uint64(o.sent)
+			d.RespLen = uint32(max(seg, 0))
+		default: // atomics: all or nothing
+			p1, p2 = r.Payload, r.Compare
+			if len(p1)+len(p2) > room || len(r.Result) > respRoom {
+				seg = -1
+			}
+			d.RespLen = uint32(len(r.Result))
+		}
+		if seg < 0 || (room < 0) {
+			if b.NumOps() == 0 {
+				panic("reliable: head op does not fit an empty packet") // Submit's checks make this unreachable
+			}
+			break
+		}
+		if !o.started {
+			d.Flags |= wire.OpFirst
+			if r.Flags&fi.FENCE != 0 {
+				d.Flags |= wire.OpFence
+			}
+		}
+		if err := b.AddOp(d, p1, p2); err != nil {
+			break
+		}
+		respRoom -= int(d.RespLen)
+		s.segs[s.nsegs] = segRef{op: idx, off: o.sent, respLen: int(d.RespLen)}
+		s.nsegs++
+		o.started = true
+		o.pending++
+		if r.Opcode == wire.OpMsg || r.Opcode == wire.OpRMAWrite || r.Opcode == wire.OpRMARead {
+			o.sent += seg
+		}
+		if r.Opcode < wire.OpAtomic && o.sent < o.total {
+			break // packet full; the rest of this op goes in the next one
+		}
+		// Op fully packed: mark its last descriptor and dequeue it.
+		o.packed = true
+		p.inflight++
+		p.qhead = o.next
+		if p.qhead < 0 {
+			p.qtail = -1
+		}
+		o.next = -1
+		e.markLast(s.buf, b.NumOps()-1)
+		if p.qhead >= 0 && e.ops[p.qhead].req.Flags&fi.FENCE != 0 {
+			break
+		}
+	}
+	pkt := b.Finish()
+	s.seq, s.inUse, s.n = seq, true, len(pkt)
+	s.rto = e.cfg.RetryInitial
+	s.retries, s.fastRetx = 0, false
+	s.deadline = e.now() + int64(s.rto)
+	e.armTimer(s.deadline)
+	p.nextSeq++
+	e.stats.txRequests.Add(1)
+	e.queueTx(s.buf[:s.n], p.peer.Addr)
+}
+
+// markLast sets OpLast in descriptor i of an encoded request being built.
+func (e *Engine) markLast(buf []byte, i int) {
+	f := buf[wire.HeaderLen+i*wire.OpDescLen+4:]
+	binary.LittleEndian.PutUint16(f, binary.LittleEndian.Uint16(f)|wire.OpLast)
+}
+
+// complete finishes op idx and queues its completion on out. e.mu is held.
+func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
+	o := &e.ops[idx]
+	n := o.got
+	switch o.req.Opcode {
+	case wire.OpMsg, wire.OpRMAWrite, wire.OpAtomic:
+		n = len(o.req.Payload)
+	}
+	if err == fi.SUCCESS {
+		err = o.err
+	}
+	*out = append(*out, Completion{Context: o.req.Context, Peer: o.req.Peer, Opcode: o.req.Opcode, Len: n, Err: err})
+	if o.packed {
+		o.peer.inflight--
+	}
+	inj := o.injectBuf
+	*o = op{injectBuf: inj, next: -1}
+	e.freeOps = append(e.freeOps, idx)
+}
+
+func (e *Engine) deliver(out *[]Completion) {
+	for i := range *out {
+		e.cfg.OnComplete((*out)[i])
+		(*out)[i] = Completion{}
+	}
+	*out = (*out)[:0]
+}
+
+// failPeer completes every op to p with err and restarts p's session.
+// e.mu is held.
+func (e *Engine) failPeer(p *txPeer, err fi.Errno, out *[]Completion) {
+	for i := range e.ops {
+		if e.ops[i].active && e.ops[i].peer == p {
+			e.complete(int32(i), err, out)
+		}
+	}
+	for i := range p.slots {
+		p.slots[i].inUse = false
+	}
+	p.session = newSession()
+	p.nextSeq, p.base = 1, 1
+	p.qhead, p.qtail = -1, -1
+	p.inflight = 0
+	p.moreOpen = false
+}
+
+// handleResponse processes a RESP or ACK from the target. e.mu is held.
+func (e *Engine) handleResponse(pk *wire.Packet, src netip.AddrPort, out *[]Completion) {
+	if pk.DstEP != e.cfg.EndpointID {
+		e.stats.drop(DropWrongEndpoint)
+		return
+	}
+	p := e.peers[Peer{src, pk.SrcEP}]
+	if p == nil || pk.Session != p.session {
+		e.stats.drop(DropStaleResponse)
+		return
+	}
+	if pk.Type == wire.TypeResp {
+		e.matchResponse(p, pk, out)
+	}
+	// Fast retransmit: the target holds later packets but misses Ack.
+	if pk.Sack != 0 && pk.Ack-p.base < p.nextSeq-p.base {
+		if s := p.slot(pk.Ack); s.inUse && s.seq == pk.Ack && !s.fastRetx {
+			s.fastRetx = true
+			e.stats.fastRetransmits.Add(1)
+			e.retransmit(p, s)
+		}
+	}
+	e.pump(p)
+}
+
+func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
+	seq := pk.Seq
+	if seq-p.base >= p.nextSeq-p.base {
+		e.stats.drop(DropStaleResponse)
+		return
+	}
+	s := p.slot(seq)
+	if !s.inUse || s.seq != seq {
+		e.stats.drop(DropStaleResponse) // answered already (duplicate response)
+		return
+	}
+	if int(pk.NumOps) != s.nsegs {
+		e.stats.drop(DropBadResponse)
+		return
+	}
+	for i := 0; i < s.nsegs; i++ {
+		ref := &s.segs[i]
+		if pk.Resps[i].Opcode != e.ops[ref.op].req.Opcode || int(pk.Resps[i].Len) > ref.respLen {
+			e.stats.drop(DropBadResponse)
+			return
+		}
+	}
+	s.inUse = false
+	e.stats.rxResponses.Add(1)
+	for i := 0; i < s.nsegs; i++ {
+		ref := &s.segs[i]
+		o := &e.ops[ref.op]
+		rd := &pk.Resps[i]
+		if rd.Errno != 0 && o.err == fi.SUCCESS {
+			o.err = fi.Errno(rd.Errno)
+		}
+		if rd.Len > 0 {
+			o.got += copy(o.req.Result[ref.off:], pk.Payload(i))
+		}
+		o.pending--
+		if o.pending == 0 && o.packed {
+			e.complete(ref.op, fi.SUCCESS, out)
+		}
+	}
+	for p.base != p.nextSeq && !p.slot(p.base).inUse {
+		p.base++
+	}
+}
+
+// retransmit resends slot s with a fresh Ack field. e.mu is held.
+func (e *Engine) retransmit(p *txPeer, s *txSlot) {
+	s.buf[3] |= wire.HdrRetransmit
+	binary.LittleEndian.PutUint32(s.buf[28:], p.base)
+	e.stats.retransmits.Add(1)
+	e.queueTx(s.buf[:s.n], p.peer.Addr)
+}
+
+// timerLoop retransmits expired packets and declares peers unreachable.
+func (e *Engine) timerLoop() {
+	defer e.wg.Done()
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return
+		}
+		next := e.expire(&e.tmCompl)
+		_ = e.flushLocked()
+		e.timerArm, e.timerNext = next != 0, next
+		e.mu.Unlock()
+		e.deliver(&e.tmCompl)
+		if next == 0 {
+			select {
+			case <-e.wake:
+			case <-e.done:
+				return
+			}
+			continue
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(time.Duration(next - e.now()))
+		select {
+		case <-t.C:
+		case <-e.wake:
+		case <-e.done:
+			return
+		}
+	}
+}
+
+// expire handles due timers and returns the earliest pending deadline, or
+// 0 when nothing is in flight. e.mu is held.
+func (e *Engine) expire(out *[]Completion) int64 {
+	now := e.now()
+	var next int64
+	for _, p := range e.peers {
+		for seq := p.base; seq != p.nextSeq; seq++ {
+			s := p.slot(seq)
+			if !s.inUse {
+				continue
+			}
+			if s.deadline <= now {
+				if s.retries >= e.cfg.MaxRetries {
+					e.stats.peersUnreachable.Add(1)
+					e.failPeer(p, fi.ETIMEDOUT, out)
+					break
+				}
+				s.retries++
+				s.rto = backoff(s.rto, e.cfg.RetryMax)
+				s.deadline = now + int64(s.rto)
+				s.fastRetx = false
+				e.retransmit(p, s)
+			}
+			if next == 0 || s.deadline < next {
+				next = s.deadline
+			}
+		}
+	}
+	if next != 0 && next <= now {
+		next = now + 1
+	}
+	return next
+}
+
+// receiveLoop is the receive goroutine.
+func (e *Engine) receiveLoop() {
+	defer e.wg.Done()
+	wait := !e.cfg.BusyPoll
+	for {
+		for i := range e.rxPkts {
+			e.rxPkts[i].Buf = e.rxPkts[i].Buf[:cap(e.rxPkts[i].Buf)]
+		}
+		n, err := e.tr.Receive(e.rxPkts, wait)
+		if err != nil {
+			select {
+			case <-e.done:
+				return
+			default:
+			}
+			e.stats.rxErrors.Add(1)
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if n == 0 {
+			runtime.Gosched()
+			continue
+		}
+		locked := false
+		for i := 0; i < n; i++ {
+			pkt := &e.rxPkts[i]
+			d := &e.rxDec
+			if err := wire.Decode(pkt.Buf, d); err != nil {
+				e.stats.drop(dropReasonOf(err))
+				continue
+			}
+			if d.Type == wire.TypeReq {
+				if locked {
+					_ = e.flushLocked()
+					e.mu.Unlock()
+					locked = false
+				}
+				e.handleRequest(d, pkt)
+				continue
+			}
+			if !locked {
+				e.mu.Lock()
+				locked = true
+			}
+			e.handleResponse(d, pkt.Addr, &e.rxCompl)
+		}
+		if locked {
+			_ = e.flushLocked()
+			e.mu.Unlock()
+		}
+		e.sendAcks()
+		e.flushRx()
+		e.deliver(&e.rxCompl)
+	}
+}
+
+// Close stops the engine: it closes the transport, waits for the
+// goroutines, and completes every pending request with FI_ECANCELED.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	close(e.done)
+	err := e.tr.Close()
+	e.wg.Wait()
+	var out []Completion
+	e.mu.Lock()
+	for i := range e.ops {
+		if e.ops[i].active {
+			e.complete(int32(i), fi.ECANCELED, &out)
+		}
+	}
+	e.mu.Unlock()
+	e.deliver(&out)
+	return err
+}

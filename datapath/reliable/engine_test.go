@@ -1,0 +1,456 @@
+package reliable
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xdpfab/xdpfab/datapath/wire"
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+
+// pair starts a target engine with tgt as handler and an initiator engine.
+func pair(t *testing.T, o netOpts, tgt Handler) (ini *Engine, c *completions, target *Engine) {
+	t.Helper()
+	c = newCompletions()
+	target = newEngine(t, listenTransport(t, o, o.seed+1), withEP(o.cfg, 2), tgt, nil)
+	ini = newEngine(t, listenTransport(t, o, o.seed+2), withEP(o.cfg, 1), nil, c)
+	return ini, c, target
+}
+
+func withEP(c Config, ep uint32) Config { c.EndpointID = ep; return c }
+
+func TestEveryOpcode(t *testing.T) {
+	checkGoroutines(t)
+	tgt := newTestTarget(4096)
+	ini, c, target := pair(t, netOpts{}, tgt)
+	peer := Peer{target.LocalAddr(), 2}
+	res := make([]byte, 12)
+	old := make([]byte, 8)
+	steps := []struct {
+		r       Request
+		wantLen int
+		check   func() error
+	}{
+		{Request{Opcode: wire.OpRMAWrite, RKey: 1, Addr: 10, Payload: []byte("hello")}, 5, func() error {
+			if string(tgt.mem[10:15]) != "hello" {
+				return fmt.Errorf("mem %q", tgt.mem[10:15])
+			}
+			return nil
+		}},
+		{Request{Opcode: wire.OpRMARead, RKey: 1, Addr: 100, Result: res}, 12, func() error {
+			if string(res) != "remote bytes" {
+				return fmt.Errorf("read %q", res)
+			}
+			return nil
+		}},
+		{Request{Opcode: wire.OpAtomic, RKey: 1, Payload: le64(5), Count: 1}, 8, nil},
+		{Request{Opcode: wire.OpFetchAtomic, RKey: 1, Payload: le64(3), Result: old, Count: 1}, 8, func() error {
+			if v := binary.LittleEndian.Uint64(old); v != 5 {
+				return fmt.Errorf("fetched %d", v)
+			}
+			return nil
+		}},
+		{Request{Opcode: wire.OpCompareAtomic, RKey: 1, Payload: le64(100), Compare: le64(8), Result: old, Count: 1}, 8, func() error {
+			if v := binary.LittleEndian.Uint64(old); v != 8 || tgt.counter != 100 {
+				return fmt.Errorf("compare fetched %d, counter %d", v, tgt.counter)
+			}
+			return nil
+		}},
+		{Request{Opcode: wire.OpMsg, Payload: []byte("a message")}, 9, nil},
+	}
+	tgt.mu.Lock()
+	copy(tgt.mem[100:], "remote bytes")
+	tgt.mu.Unlock()
+	for i, s := range steps {
+		s.r.Peer, s.r.Context = peer, i
+		if err := ini.Submit(&s.r); err != nil {
+			t.Fatalf("%v: %v", s.r.Opcode, err)
+		}
+		cp := c.wait(t, 5*time.Second)
+		if cp.Err != 0 || cp.Context != i || cp.Len != s.wantLen || cp.Opcode != s.r.Opcode || cp.Peer != peer {
+			t.Fatalf("%v: completion %+v", s.r.Opcode, cp)
+		}
+		if s.check != nil {
+			tgt.mu.Lock()
+			err := s.check()
+			tgt.mu.Unlock()
+			if err != nil {
+				t.Fatalf("%v: %v", s.r.Opcode, err)
+			}
+		}
+	}
+	if m := <-tgt.done; string(m) != "a message" {
+		t.Fatalf("msg %q", m)
+	}
+}
+
+// TestNAK: an errno returned by the handler completes the op with it.
+func TestNAK(t *testing.T) {
+	tgt := newTestTarget(64)
+	ini, c, target := pair(t, netOpts{}, tgt)
+	peer := Peer{target.LocalAddr(), 2}
+	for _, r := range []Request{
+		{Peer: peer, Opcode: wire.OpRMAWrite, RKey: badKey, Payload: []byte("x")},
+		{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: 60, Payload: []byte("too long")},
+		{Peer: peer, Opcode: wire.OpRMARead, RKey: 1, Addr: 1 << 40, Result: make([]byte, 1)},
+	} {
+		if err := ini.Submit(&r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []fi.Errno{fi.EACCES, fi.EINVAL, fi.EINVAL} {
+		if cp := c.wait(t, 5*time.Second); cp.Err != want {
+			t.Fatalf("completion %+v, want %v", cp, want)
+		}
+	}
+	// No handler at all: FI_EOPNOTSUPP.
+	c2 := newCompletions()
+	bare := newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 3}, nil, nil)
+	e := newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 4}, nil, c2)
+	if err := e.Submit(&Request{Peer: Peer{bare.LocalAddr(), 3}, Opcode: wire.OpMsg}); err != nil {
+		t.Fatal(err)
+	}
+	if cp := c2.wait(t, 5*time.Second); cp.Err != fi.EOPNOTSUPP {
+		t.Fatalf("no handler: %+v", cp)
+	}
+}
+
+func TestSubmitErrors(t *testing.T) {
+	ini, _, target := pair(t, netOpts{cfg: Config{MaxOps: 2}}, newTestTarget(64))
+	peer := Peer{target.LocalAddr(), 2}
+	cases := []struct {
+		r    *Request
+		want error
+	}{
+		{nil, fi.EINVAL},
+		{&Request{Opcode: wire.OpMsg}, fi.EINVAL},
+		{&Request{Peer: peer, Opcode: 99}, fi.EINVAL},
+		{&Request{Peer: peer, Opcode: wire.OpAtomic, Result: make([]byte, 8)}, fi.EINVAL},
+		{&Request{Peer: peer, Opcode: wire.OpFetchAtomic, Compare: make([]byte, 8)}, fi.EINVAL},
+		{&Request{Peer: peer, Opcode: wire.OpAtomic, Payload: make([]byte, 2000)}, fi.EMSGSIZE},
+		{&Request{Peer: peer, Opcode: wire.OpMsg, Flags: fi.INJECT, Payload: make([]byte, 257)}, fi.EMSGSIZE},
+	}
+	for i, c := range cases {
+		if err := ini.Submit(c.r); !errors.Is(err, c.want) {
+			t.Errorf("case %d: %v, want %v", i, err, c.want)
+		}
+	}
+	if _, err := New(nil, Config{}); !errors.Is(err, fi.EINVAL) {
+		t.Errorf("nil transport: %v", err)
+	}
+	tr := listenTransport(t, netOpts{}, 0)
+	defer tr.Close()
+	for _, cfg := range []Config{{}, {OnComplete: func(Completion) {}, Window: 100}, {OnComplete: func(Completion) {}, MaxPacket: 100}} {
+		if _, err := New(tr, cfg); !errors.Is(err, fi.EINVAL) {
+			t.Errorf("config %+v: %v", cfg, err)
+		}
+	}
+}
+
+// TestEAGAIN: with MaxOps outstanding to a silent peer, Submit refuses
+// with FI_EAGAIN instead of queueing.
+func TestEAGAIN(t *testing.T) {
+	silent := listenTransport(t, netOpts{}, 0) // nobody answers
+	defer silent.Close()
+	c := newCompletions()
+	e := newEngine(t, listenTransport(t, netOpts{}, 0), Config{MaxOps: 4}, nil, c)
+	r := Request{Peer: Peer{silent.LocalAddr(), 0}, Opcode: wire.OpMsg, Payload: []byte("x")}
+	for i := 0; i < 4; i++ {
+		if err := e.Submit(&r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Submit(&r); !errors.Is(err, fi.EAGAIN) {
+		t.Fatalf("5th submit: %v", err)
+	}
+	if e.Stats().EAgain != 1 {
+		t.Fatalf("stats %+v", e.Stats())
+	}
+}
+
+// TestSegmented moves 1 B .. 1 MiB by RMA write, read back and message,
+// byte-exact, optionally under loss.
+func TestSegmented(t *testing.T) {
+	for _, o := range []netOpts{{}, {loss: 0.05, dup: 0.02, reorder: 0.05, seed: 7}} {
+		t.Run(fmt.Sprintf("loss%v", o.loss), func(t *testing.T) { testSegmented(t, o) })
+	}
+}
+
+func testSegmented(t *testing.T, o netOpts) {
+	checkGoroutines(t)
+	tgt := newTestTarget(1 << 20)
+	ini, c, target := pair(t, o, tgt)
+	peer := Peer{target.LocalAddr(), 2}
+	rng := rand.New(rand.NewPCG(1, 2))
+	seg := ini.MaxSegment()
+	for _, size := range []int{1, 100, seg - 1, seg, seg + 1, 4096, 65536, 1 << 20} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(rng.Uint32())
+		}
+		tgt.mu.Lock()
+		clear(tgt.mem)
+		tgt.mu.Unlock()
+		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Payload: data}); err != nil {
+			t.Fatal(err)
+		}
+		if cp := c.wait(t, 20*time.Second); cp.Err != 0 || cp.Len != size {
+			t.Fatalf("write %d: %+v", size, cp)
+		}
+		tgt.mu.Lock()
+		ok := bytes.Equal(tgt.mem[:size], data)
+		tgt.mu.Unlock()
+		if !ok {
+			t.Fatalf("write %d: target memory differs", size)
+		}
+		back := make([]byte, size)
+		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMARead, RKey: 1, Result: back}); err != nil {
+			t.Fatal(err)
+		}
+		if cp := c.wait(t, 20*time.Second); cp.Err != 0 || cp.Len != size || !bytes.Equal(back, data) {
+			t.Fatalf("read %d: %+v equal=%v", size, cp, bytes.Equal(back, data))
+		}
+		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpMsg, Payload: data}); err != nil {
+			t.Fatal(err)
+		}
+		if cp := c.wait(t, 20*time.Second); cp.Err != 0 || cp.Len != size {
+			t.Fatalf("msg %d: %+v", size, cp)
+		}
+		if m := <-tgt.done; !bytes.Equal(m, data) {
+			t.Fatalf("msg %d: received message differs", size)
+		}
+	}
+}
+
+// fetchAddRun runs initiators x n fetch-add(1) on one counter, each
+// initiator keeping up to depth requests in flight, and checks exactly-once:
+// final value exact, every fetched value distinct.
+func fetchAddRun(t *testing.T, o netOpts, initiators, n, depth int) (targetStats Stats) {
+	tgt := newTestTarget(8)
+	target := newEngine(t, listenTransport(t, o, o.seed), withEP(o.cfg, 100), tgt, nil)
+	peer := Peer{target.LocalAddr(), 100}
+	results := make([][]uint64, initiators)
+	var wg sync.WaitGroup
+	errs := make(chan error, initiators)
+	for w := 0; w < initiators; w++ {
+		c := newCompletions()
+		e := newEngine(t, listenTransport(t, o, o.seed+uint64(w)+1), withEP(o.cfg, uint32(w+1)), nil, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bufs := make([][]byte, n)
+			one := le64(1)
+			got := 0
+			sent := 0
+			for got < n {
+				for sent < n && sent-got < depth {
+					bufs[sent] = make([]byte, 8)
+					r := Request{Peer: peer, Opcode: wire.OpFetchAtomic, RKey: 1, Payload: one, Result: bufs[sent], Count: 1, Context: sent}
+					if err := e.Submit(&r); err != nil {
+						if errors.Is(err, fi.EAGAIN) {
+							break
+						}
+						errs <- err
+						return
+					}
+					sent++
+				}
+				select {
+				case cp := <-c.ch:
+					if cp.Err != 0 {
+						errs <- fmt.Errorf("initiator %d op %v: %v", w, cp.Context, cp.Err)
+						return
+					}
+					results[w] = append(results[w], binary.LittleEndian.Uint64(bufs[cp.Context.(int)]))
+					got++
+				case <-time.After(30 * time.Second):
+					errs <- fmt.Errorf("initiator %d stuck at %d/%d", w, got, n)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	total := initiators * n
+	tgt.mu.Lock()
+	final := tgt.counter
+	tgt.mu.Unlock()
+	if final != uint64(total) {
+		t.Fatalf("counter %d, want %d", final, total)
+	}
+	seen := make([]bool, total)
+	for _, rs := range results {
+		for _, v := range rs {
+			if v >= uint64(total) || seen[v] {
+				t.Fatalf("fetched value %d duplicated or out of range", v)
+			}
+			seen[v] = true
+		}
+	}
+	return target.Stats()
+}
+
+func TestFetchAddExactlyOnce(t *testing.T) {
+	for _, c := range []struct {
+		rate float64
+		n    int
+	}{{0, 10000}, {0.01, 10000}, {0.05, 10000}, {0.20, 2500}} {
+		t.Run(fmt.Sprintf("loss%v", c.rate), func(t *testing.T) {
+			checkGoroutines(t)
+			o := netOpts{loss: c.rate, dup: c.rate, reorder: c.rate, seed: uint64(c.rate*1000) + 3}
+			start := time.Now()
+			s := fetchAddRun(t, o, 4, c.n, 64)
+			t.Logf("4x%d fetch-add at %v%% loss/dup/reorder in %v; target: delivered %d, replayed %d, held %d, drops %v",
+				c.n, c.rate*100, time.Since(start), s.Delivered, s.ReplayedFromCache, s.Held, s.Drops)
+			if c.rate > 0 && s.ReplayedFromCache+s.Drops[DropDuplicateHeld]+s.Drops[DropTooOld] == 0 {
+				t.Fatalf("impairment produced no duplicates at the target: test did not exercise replay")
+			}
+		})
+	}
+}
+
+// TestPeerDisappears: a target that goes away makes every pending request
+// fail with FI_ETIMEDOUT within the retry budget; nothing hangs or leaks.
+func TestPeerDisappears(t *testing.T) {
+	checkGoroutines(t)
+	tgt := newTestTarget(1 << 20)
+	cfg := Config{RetryInitial: time.Millisecond, RetryMax: 8 * time.Millisecond, MaxRetries: 6}
+	c := newCompletions()
+	target := newEngine(t, listenTransport(t, netOpts{}, 0), withEP(cfg, 2), tgt, nil)
+	ini := newEngine(t, listenTransport(t, netOpts{}, 0), withEP(cfg, 1), nil, c)
+	peer := Peer{target.LocalAddr(), 2}
+	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpMsg, Payload: []byte("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	if cp := c.wait(t, 5*time.Second); cp.Err != 0 {
+		t.Fatal(cp)
+	}
+	target.Close()
+	// A big write (hundreds of packets, most still queued), an atomic and a message.
+	reqs := []Request{
+		{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Payload: make([]byte, 1<<20)},
+		{Peer: peer, Opcode: wire.OpFetchAtomic, RKey: 1, Payload: le64(1), Result: make([]byte, 8)},
+		{Peer: peer, Opcode: wire.OpMsg, Payload: []byte("lost"), Flags: fi.FENCE},
+	}
+	start := time.Now()
+	for i := range reqs {
+		if err := ini.Submit(&reqs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Budget: 1+2+4+8+8+8+8 ms of timers, plus scheduling slack.
+	for range reqs {
+		if cp := c.wait(t, 5*time.Second); cp.Err != fi.ETIMEDOUT {
+			t.Fatalf("completion %+v, want FI_ETIMEDOUT", cp)
+		}
+	}
+	elapsed := time.Since(start)
+	if elapsed > 2*time.Second {
+		t.Fatalf("took %v to declare the peer unreachable", elapsed)
+	}
+	if s := ini.Stats(); s.PeersUnreachable != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	// The engine stays usable: a new session to a live peer works.
+	tgt2 := newEngine(t, listenTransport(t, netOpts{}, 0), withEP(cfg, 2), tgt, nil)
+	if err := ini.Submit(&Request{Peer: Peer{tgt2.LocalAddr(), 2}, Opcode: wire.OpMsg, Payload: []byte("again")}); err != nil {
+		t.Fatal(err)
+	}
+	if cp := c.wait(t, 5*time.Second); cp.Err != 0 {
+		t.Fatal(cp)
+	}
+	t.Logf("unreachable after %v", elapsed)
+}
+
+// TestCloseCancels: Close completes pending requests with FI_ECANCELED.
+func TestCloseCancels(t *testing.T) {
+	checkGoroutines(t)
+	silent := listenTransport(t, netOpts{}, 0)
+	defer silent.Close()
+	c := newCompletions()
+	e := newEngine(t, listenTransport(t, netOpts{}, 0), Config{}, nil, c)
+	if err := e.Submit(&Request{Peer: Peer{silent.LocalAddr(), 0}, Opcode: wire.OpMsg}); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	if cp := c.wait(t, time.Second); cp.Err != fi.ECANCELED {
+		t.Fatalf("%+v", cp)
+	}
+	if err := e.Submit(&Request{Peer: Peer{silent.LocalAddr(), 0}, Opcode: wire.OpMsg}); !errors.Is(err, fi.ESHUTDOWN) {
+		t.Fatalf("submit after close: %v", err)
+	}
+}
+
+// TestMoreAndFence: FI_MORE packs ops into one packet; FI_FENCE holds a
+// request until earlier ones completed; execution follows posting order.
+func TestMoreAndFence(t *testing.T) {
+	tgt := newTestTarget(4096)
+	ini, c, target := pair(t, netOpts{}, tgt)
+	peer := Peer{target.LocalAddr(), 2}
+	before := ini.Stats().TxRequests
+	for i := 0; i < 8; i++ {
+		f := fi.MORE
+		if i == 7 {
+			f = 0
+		}
+		buf := []byte{byte(i)}
+		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: uint64(i), Payload: buf, Flags: f | fi.INJECT}); err != nil {
+			t.Fatal(err)
+		}
+		buf[0] = 0xee // INJECT: the engine copied it already
+	}
+	for i := 0; i < 8; i++ {
+		if cp := c.wait(t, 5*time.Second); cp.Err != 0 {
+			t.Fatal(cp)
+		}
+	}
+	if n := ini.Stats().TxRequests - before; n != 1 {
+		t.Fatalf("8 ops with FI_MORE took %d packets", n)
+	}
+	tgt.mu.Lock()
+	for i := 0; i < 8; i++ {
+		if tgt.mem[i] != byte(i) {
+			t.Fatalf("mem[%d] = %d", i, tgt.mem[i])
+		}
+	}
+	tgt.mu.Unlock()
+	// Fence: the fenced op must not leave before the big write completes.
+	tgt.mu.Lock()
+	tgt.order = nil
+	tgt.gate = make(chan struct{})
+	tgt.mu.Unlock()
+	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: 1000, Payload: make([]byte, 3000), Context: "write"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpAtomic, RKey: 1, Addr: 2, Payload: le64(1), Flags: fi.FENCE, Context: "fenced"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the target is stuck in the gate; retransmissions happen
+	if s := ini.Stats().TxRequests - before; s != 1+3 {
+		t.Fatalf("fenced op sent before the write completed: %d packets", s)
+	}
+	close(tgt.gate)
+	if cp := c.wait(t, 5*time.Second); cp.Context != "write" {
+		t.Fatalf("first completion %+v", cp)
+	}
+	if cp := c.wait(t, 5*time.Second); cp.Context != "fenced" || cp.Err != 0 {
+		t.Fatalf("second completion %+v", cp)
+	}
+	tgt.mu.Lock()
+	defer tgt.mu.Unlock()
+	if len(tgt.order) != 4 || tgt.order[3] != 2 {
+		t.Fatalf("execution order %v", tgt.order)
+	}
+}

@@ -1,0 +1,196 @@
+package reliable
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/lossy"
+	"github.com/xdpfab/xdpfab/datapath/udp"
+	"github.com/xdpfab/xdpfab/datapath/wire"
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+const badKey = 666 // rkey the test target refuses with FI_EACCES
+
+// testTarget is a handler with one memory region, one 64-bit counter and
+// a message reassembly buffer.
+type testTarget struct {
+	mu      sync.Mutex
+	mem     []byte
+	counter uint64
+	msgs    map[Peer][]byte // message being reassembled per peer
+	done    chan []byte     // completed messages
+	order   []uint64        // Addr of every RMA_WRITE/ATOMIC op, in execution order
+	gate    chan struct{}   // if set, an RMA_WRITE to address 1000 waits for it
+}
+
+func newTestTarget(memSize int) *testTarget {
+	return &testTarget{mem: make([]byte, memSize), msgs: map[Peer][]byte{}, done: make(chan []byte, 64)}
+}
+
+func (t *testTarget) HandleRequest(in *Incoming, resp []byte) (int, fi.Errno) {
+	t.mu.Lock()
+	if in.Op.Opcode == wire.OpRMAWrite && in.Op.Addr == 1000 && t.gate != nil {
+		g := t.gate
+		t.mu.Unlock()
+		<-g
+		t.mu.Lock()
+	}
+	defer t.mu.Unlock()
+	d := &in.Op
+	if d.Opcode != wire.OpMsg && d.RKey == badKey {
+		return 0, fi.EACCES
+	}
+	inRange := func(n uint64) bool { return d.Addr <= uint64(len(t.mem)) && n <= uint64(len(t.mem))-d.Addr }
+	switch d.Opcode {
+	case wire.OpMsg:
+		if d.Flags&wire.OpFirst != 0 {
+			t.msgs[in.Peer] = make([]byte, 0, d.Count)
+		}
+		m := t.msgs[in.Peer]
+		if uint64(len(m)) != d.Addr {
+			return 0, fi.EIO // segments out of order: would be a bug
+		}
+		m = append(m, in.Payload...)
+		t.msgs[in.Peer] = m
+		if d.Flags&wire.OpLast != 0 {
+			t.done <- m
+			delete(t.msgs, in.Peer)
+		}
+		return 0, 0
+	case wire.OpRMAWrite:
+		if !inRange(uint64(len(in.Payload))) {
+			return 0, fi.EINVAL
+		}
+		t.order = append(t.order, d.Addr)
+		copy(t.mem[d.Addr:], in.Payload)
+		return 0, 0
+	case wire.OpRMARead:
+		if !inRange(uint64(d.RespLen)) {
+			return 0, fi.EINVAL
+		}
+		return copy(resp, t.mem[d.Addr:d.Addr+uint64(d.RespLen)]), 0
+	case wire.OpFetchAtomic:
+		// The exactly-once probe: old := counter; counter += operand.
+		if len(in.Payload) != 8 || len(resp) != 8 {
+			return 0, fi.EINVAL
+		}
+		t.order = append(t.order, d.Addr)
+		old := t.counter
+		t.counter += binary.LittleEndian.Uint64(in.Payload)
+		binary.LittleEndian.PutUint64(resp, old)
+		return 8, 0
+	case wire.OpCompareAtomic:
+		if len(in.Payload) != 16 || len(resp) != 8 {
+			return 0, fi.EINVAL
+		}
+		old := t.counter
+		if old == binary.LittleEndian.Uint64(in.Payload[8:]) {
+			t.counter = binary.LittleEndian.Uint64(in.Payload)
+		}
+		binary.LittleEndian.PutUint64(resp, old)
+		return 8, 0
+	case wire.OpAtomic:
+		t.order = append(t.order, d.Addr)
+		t.counter += binary.LittleEndian.Uint64(in.Payload)
+		return 0, 0
+	}
+	return 0, fi.EOPNOTSUPP
+}
+
+// completions collects an engine's completions.
+type completions struct{ ch chan Completion }
+
+func newCompletions() *completions { return &completions{ch: make(chan Completion, 1<<16)} }
+
+func (c *completions) on(x Completion) { c.ch <- x }
+
+func (c *completions) wait(t testing.TB, timeout time.Duration) Completion {
+	t.Helper()
+	select {
+	case x := <-c.ch:
+		return x
+	case <-time.After(timeout):
+		t.Fatalf("no completion within %v", timeout)
+	}
+	return Completion{}
+}
+
+type netOpts struct {
+	loss, dup, reorder float64
+	seed               uint64
+	cfg                Config // base engine config (OnComplete/Handler set by the helper)
+	addr               string // listen address, default 127.0.0.1:0
+}
+
+func listenTransport(t testing.TB, o netOpts, seed uint64) datapath.Transport {
+	t.Helper()
+	addr := o.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	u, err := udp.Listen(netip.MustParseAddrPort(addr), udp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.loss == 0 && o.dup == 0 && o.reorder == 0 {
+		return u
+	}
+	w, err := lossy.Wrap(u, lossy.Config{Seed: seed, Loss: o.loss, Duplicate: o.dup, Reorder: o.reorder, MaxPacket: 9000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func newEngine(t testing.TB, tr datapath.Transport, cfg Config, h Handler, c *completions) *Engine {
+	t.Helper()
+	cfg.Handler = h
+	if c != nil {
+		cfg.OnComplete = c.on
+	} else {
+		cfg.OnComplete = func(Completion) {}
+	}
+	e, err := New(tr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// checkGoroutines fails the test if goroutines started during it outlive it.
+func checkGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<16)
+			t.Errorf("goroutines leaked: %d before, %d after\n%s", before, n, buf[:runtime.Stack(buf, true)])
+		}
+	})
+}
+
+// submitRetry submits r, waiting out FI_EAGAIN.
+func submitRetry(t testing.TB, e *Engine, r *Request) {
+	t.Helper()
+	for {
+		err := e.Submit(r)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, fi.EAGAIN) {
+			t.Fatalf("submit: %v", err)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}

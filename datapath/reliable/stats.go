@@ -1,0 +1,110 @@
+package reliable
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/xdpfab/xdpfab/datapath/wire"
+)
+
+// DropReason says why a received packet was discarded.
+type DropReason int
+
+// Drop reasons, one counter each.
+const (
+	DropNotOurs       DropReason = iota // wrong magic or shorter than a header
+	DropVersion                         // unsupported wire version
+	DropMalformed                       // bad type, op count, lengths or reserved fields
+	DropOpcode                          // unknown opcode
+	DropWrongEndpoint                   // addressed to another endpoint id
+	DropUnknownSource                   // Admit refused the source
+	DropPeerTableFull                   // MaxPeers target states in use
+	DropStaleSession                    // foreign session outside a session's first window
+	DropTooOld                          // sequence number older than the response cache
+	DropTooFar                          // sequence number beyond the window
+	DropDuplicateHeld                   // duplicate of a request already held out of order
+	DropStaleResponse                   // response or ack for nothing in flight (late duplicate)
+	DropBadResponse                     // response not matching the request it answers
+	NumDropReasons
+)
+
+var dropNames = [NumDropReasons]string{"not-ours", "version", "malformed", "opcode", "wrong-endpoint",
+	"unknown-source", "peer-table-full", "stale-session", "too-old", "too-far", "duplicate-held",
+	"stale-response", "bad-response"}
+
+func (r DropReason) String() string {
+	if r >= 0 && r < NumDropReasons {
+		return dropNames[r]
+	}
+	return "drop?"
+}
+
+func dropReasonOf(err error) DropReason {
+	switch {
+	case errors.Is(err, wire.ErrMagic), errors.Is(err, wire.ErrShort):
+		return DropNotOurs
+	case errors.Is(err, wire.ErrVersion):
+		return DropVersion
+	case errors.Is(err, wire.ErrOpcode):
+		return DropOpcode
+	}
+	return DropMalformed
+}
+
+type counters struct {
+	drops             [NumDropReasons]atomic.Uint64
+	txRequests        atomic.Uint64
+	retransmits       atomic.Uint64
+	fastRetransmits   atomic.Uint64
+	rxResponses       atomic.Uint64
+	delivered         atomic.Uint64
+	held              atomic.Uint64
+	replayedFromCache atomic.Uint64
+	acksSent          atomic.Uint64
+	sessionResets     atomic.Uint64
+	peersUnreachable  atomic.Uint64
+	eagain            atomic.Uint64
+	rxErrors          atomic.Uint64
+}
+
+func (c *counters) drop(r DropReason) { c.drops[r].Add(1) }
+
+// Stats is a snapshot of an engine's counters.
+type Stats struct {
+	Drops             [NumDropReasons]uint64 // indexed by DropReason
+	TxRequests        uint64                 // request packets sent (first transmissions)
+	Retransmits       uint64                 // request packets resent (timer or fast)
+	FastRetransmits   uint64                 // of which triggered by a selective ack
+	RxResponses       uint64                 // responses matched to a request in flight
+	Delivered         uint64                 // request packets executed by the handler
+	Held              uint64                 // request packets held for in-order delivery
+	ReplayedFromCache uint64                 // duplicate requests answered from the response cache
+	AcksSent          uint64
+	SessionResets     uint64
+	PeersUnreachable  uint64 // peers declared unreachable (ops failed with FI_ETIMEDOUT)
+	EAgain            uint64 // Submits refused with FI_EAGAIN
+	RxErrors          uint64 // transport receive errors
+}
+
+// TotalDrops sums the drop counters.
+func (s *Stats) TotalDrops() uint64 {
+	var n uint64
+	for _, d := range s.Drops {
+		n += d
+	}
+	return n
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats {
+	c := &e.stats
+	s := Stats{TxRequests: c.txRequests.Load(), Retransmits: c.retransmits.Load(),
+		FastRetransmits: c.fastRetransmits.Load(), RxResponses: c.rxResponses.Load(),
+		Delivered: c.delivered.Load(), Held: c.held.Load(), ReplayedFromCache: c.replayedFromCache.Load(),
+		AcksSent: c.acksSent.Load(), SessionResets: c.sessionResets.Load(),
+		PeersUnreachable: c.peersUnreachable.Load(), EAgain: c.eagain.Load(), RxErrors: c.rxErrors.Load()}
+	for i := range s.Drops {
+		s.Drops[i] = c.drops[i].Load()
+	}
+	return s
+}
