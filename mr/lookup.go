@@ -210,13 +210,13 @@ var (
 // this domain whose buffers cover buf and which grants access (FI_SEND for
 // a send source, FI_RECV for a receive buffer, FI_READ for an RMA read
 // result, FI_WRITE for an RMA write source). Without FI_MR_LOCAL desc is
-// ignored. It does not allocate.
+// ignored, except that with FI_MR_HMEM it must be valid or nil. It does not
+// allocate.
 func (t *Table) CheckLocal(desc Desc, buf []byte, access fi.Flags) error {
-	if t.mode&ModeLocal == 0 {
-		return nil
-	}
 	m := desc.m
 	switch {
+	case t.mode&ModeLocal == 0 && (t.mode&ModeHMEM == 0 || m == nil):
+		return nil
 	case m == nil:
 		if len(buf) == 0 {
 			return nil

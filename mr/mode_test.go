@@ -243,7 +243,16 @@ func TestLocalMode(t *testing.T) {
 	require.NoError(t, m.Close())
 	requireErrno(t, tab.CheckLocal(d, buf[:8], fi.SEND), fi.EINVAL, "closed region")
 
-	// FI_MR_LOCAL with FI_MR_ENDPOINT: a disabled region's desc is refused.
+	// FI_MR_HMEM without FI_MR_LOCAL: desc valid or NULL.
+	htab, _ := newTable(t, mr.ModeHMEM)
+	hm, err := htab.Reg(buf, fi.SEND, 0, 1, 0, nil)
+	require.NoError(t, err)
+	require.NoError(t, htab.CheckLocal(mr.Desc{}, buf[:8], fi.SEND), "NULL")
+	require.NoError(t, htab.CheckLocal(hm.Desc(), buf[:8], fi.SEND), "valid")
+	requireErrno(t, htab.CheckLocal(hm.Desc(), buf[:8], fi.RECV), fi.EACCES, "not valid for the access")
+	requireErrno(t, htab.CheckLocal(d, buf[:8], fi.SEND), fi.EINVAL, "not valid: closed, other domain")
+
+		// FI_MR_LOCAL with FI_MR_ENDPOINT: a disabled region's desc is refused.
 	etab, _ := newTable(t, mr.ModeLocal|mr.ModeEndpoint)
 	em, err := etab.Reg(buf, fi.SEND, 0, 1, 0, nil)
 	require.NoError(t, err)

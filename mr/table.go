@@ -47,7 +47,8 @@
 //     FI_READ, FI_WRITE); a nil descriptor passes only for an empty buffer.
 //     (fi_mr(3) also says desc may be "valid or NULL" with FI_MR_LOCAL set
 //     and FI_MR_HMEM unset, contradicting the definition of FI_MR_LOCAL;
-//     we keep the stricter rule.) Without FI_MR_LOCAL desc is ignored.
+//     we keep the stricter rule.) Without FI_MR_LOCAL desc is ignored;
+//     with FI_MR_HMEM alone it must be valid or nil, as the page says.
 //   - FI_MR_ALLOCATED: registration checks with mincore(2) that every page
 //     is resident and fails with FI_EFAULT otherwise.
 //   - Refresh is accepted in every mode and required by FI_MR_MMU_NOTIFY: it
@@ -371,8 +372,11 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 			return nil, fmt.Errorf("%s: key %#x is in use: %w", op, m.key, fi.ENOKEY)
 		}
 	}
-	t.insert(m)
 	q := t.events
+	if q != nil {
+		m.done = make(chan struct{})
+	}
+	t.insert(m)
 	t.mu.Unlock()
 
 	if q == nil {
@@ -382,18 +386,16 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 		return m, nil
 	}
 	// Asynchronous: the handle is complete before the event can exist.
-	m.done = make(chan struct{})
-	ctx := context
 	go func() {
 		err := t.publish(m)
 		close(m.done)
 		if err != nil {
 			// The EQ reports what the call could not; if the EQ is
 			// overrun or closed there is nobody left to tell.
-			_ = q.PostErr(eq.ErrEntry{FID: m, Context: ctx, Err: fi.ErrnoOf(err)})
+			_ = q.PostErr(eq.ErrEntry{FID: m, Context: context, Err: fi.ErrnoOf(err)})
 			return
 		}
-		_ = q.Post(eq.Entry{Event: eq.MRComplete, FID: m, Context: ctx})
+		_ = q.Post(eq.Entry{Event: eq.MRComplete, FID: m, Context: context})
 	}()
 	return m, nil
 }
