@@ -78,8 +78,10 @@
 //
 //   - 4-byte elements (INT32, UINT32, FLOAT) at 4-byte aligned addresses
 //     and 8-byte elements (INT64, UINT64, DOUBLE, FLOAT_COMPLEX) at 8-byte
-//     aligned addresses are updated with a compare-and-swap loop on the
-//     word (sync/atomic). They are atomic against every other execution of
+//     aligned addresses are updated with one sync/atomic instruction on the
+//     word where the operation has one (integer SUM, BOR, BAND,
+//     ATOMIC_WRITE, ATOMIC_READ) and with a compare-and-swap loop on the
+//     word otherwise. They are atomic against every other execution of
 //     the engine in the process and also against local code that updates
 //     the same word with sync/atomic (Add, CompareAndSwap, Swap, Store).
 //   - All other elements — 1- and 2-byte integers, 16- and 32-byte types

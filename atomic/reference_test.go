@@ -68,7 +68,7 @@ func checkAgainstReference(t *testing.T, c Class, dt Datatype, op Op, target, op
 // counts from 1 to the valid count, elements aligned and not.
 func TestExecuteMatchesReference(t *testing.T) {
 	iters := 300
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		iters = 40
 	}
 	for _, p := range allPairs() {
