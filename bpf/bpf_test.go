@@ -514,3 +514,38 @@ func TestRequestEncodingMatchesWire(t *testing.T) {
 	require.Equal(t, uint16(0), m.BadOps)
 	require.Equal(t, uint64(1), after[cntReqOK]-before[cntReqOK])
 }
+
+// BenchmarkProgram measures the program per packet in the kernel
+// (BPF_PROG_TEST_RUN with repeat); ns/pkt is the kernel's own timing.
+func BenchmarkProgram(b *testing.B) {
+	testenv.RequirePriv(b)
+	spec, err := LoadXdpfab()
+	require.NoError(b, err)
+	spec.Maps[XdpfabMapAvMap].MaxEntries = 1024
+	spec.Maps[XdpfabMapMrMap].MaxEntries = 1024
+	var objs XdpfabObjects
+	require.NoError(b, spec.LoadAndAssign(&objs, nil))
+	defer objs.Close()
+	require.NoError(b, objs.Ports.Put(htons(portStrict), XdpfabPortConfig{AvId: avID, DomainId: domainID, Flags: PortStrict}))
+	require.NoError(b, objs.AvMap.Put(avKey(avID, peer4), XdpfabAvValue{FiAddr: 42}))
+	require.NoError(b, objs.MrMap.Put(XdpfabMrKey{DomainId: domainID, Key: keyRW},
+		XdpfabMrValue{Base: 0x1000, Len: 0x1000, Access: remoteRead | remoteWrite, RegionId: 9, Flags: 1}))
+
+	for _, bc := range []struct {
+		name  string
+		frame frame
+	}{
+		{"other-udp", udp(peer4, portOther, request(msgOp(16)))},
+		{"strict-drop", udp(stranger4, portStrict, request(msgOp(16)))},
+		{"msg", udp(peer4, portStrict, request(msgOp(16)))},
+		{"rma-write-1op", udp(peer4, portStrict, request(writeOp(keyRW, 0x1000, 64)))},
+		{"rma-read-16ops", udp(peer4, portStrict, request(repeat(readOp(keyRW, 0x1000, 8), 16)...))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			data := bc.frame.build()
+			_, per, err := objs.XdpfabXdp.Benchmark(data, b.N, b.ResetTimer)
+			require.NoError(b, err)
+			b.ReportMetric(float64(per.Nanoseconds()), "ns/pkt")
+		})
+	}
+}

@@ -76,6 +76,12 @@ struct port_config {
  * where the packet starts. Packets passed to the kernel stack carry none
  * that anyone reads. magic is last so a reader finds it at a fixed distance
  * (4 bytes) before the packet.
+ *
+ * Reading a verdict: flags has XDP_META_VETTED for every request (and for a
+ * payload that is not xdpfab at all); reason REASON_OK means every op may
+ * be executed. Otherwise bad_ops names the ops to NAK without touching
+ * memory (reason is that of the first of them); bad_ops == 0 with a reason
+ * means the packet as a whole is malformed and must be dropped.
  */
 struct xdp_meta {
 	__u64 fi_addr;     /* the peer's fi_addr, FI_ADDR_NOTAVAIL (~0) if unknown */

@@ -416,6 +416,10 @@ func clearStaleNetlink(iface string, nl netlink.Link) error {
 		flags = 1 << 1 // XDP_FLAGS_SKB_MODE
 	}
 	if err := netlink.LinkSetXdpFdWithFlags(fresh, -1, flags); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("xdp: %s: xdpfab program (id %d) is attached through a bpf_link that xdpfab did not pin (held by another process): %w",
+				iface, x.ProgId, fi.EBUSY)
+		}
 		return fmt.Errorf("xdp: %s: remove stale xdpfab program (id %d): %w", iface, x.ProgId, mapErr(err))
 	}
 	return nil

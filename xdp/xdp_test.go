@@ -277,6 +277,21 @@ func TestStaleLeftovers(t *testing.T) {
 		require.NoError(t, p.detach())
 		require.Zero(t, p.linkXDP(t).ProgId)
 	})
+	t.Run("unpinned bpf_link held by another process", func(t *testing.T) {
+		stale := loadStale()
+		var l link.Link
+		require.NoError(t, p.b.Do(func() (err error) {
+			l, err = link.AttachXDP(link.XDPOptions{Program: stale, Interface: p.v.IndexB, Flags: link.XDPGenericMode})
+			return err
+		}))
+		_, err := p.attach(xdp.Options{})
+		require.ErrorIs(t, err, fi.EBUSY)
+		require.ErrorContains(t, err, "did not pin")
+		require.ErrorIs(t, p.detach(), fi.EBUSY, "detach cannot remove another process's link")
+		require.Equal(t, progID(t, stale), p.linkXDP(t).ProgId)
+		require.NoError(t, l.Close())
+		require.Zero(t, p.linkXDP(t).ProgId)
+	})
 	t.Run("pins without a live link", func(t *testing.T) {
 		a := p.mustAttach(t, xdp.Options{Mode: xdp.ModeGeneric})
 		old := progID(t, a.Program)
