@@ -252,7 +252,7 @@ func TestLocalMode(t *testing.T) {
 	requireErrno(t, htab.CheckLocal(hm.Desc(), buf[:8], fi.RECV), fi.EACCES, "not valid for the access")
 	requireErrno(t, htab.CheckLocal(d, buf[:8], fi.SEND), fi.EINVAL, "not valid: closed, other domain")
 
-		// FI_MR_LOCAL with FI_MR_ENDPOINT: a disabled region's desc is refused.
+	// FI_MR_LOCAL with FI_MR_ENDPOINT: a disabled region's desc is refused.
 	etab, _ := newTable(t, mr.ModeLocal|mr.ModeEndpoint)
 	em, err := etab.Reg(buf, fi.SEND, 0, 1, 0, nil)
 	require.NoError(t, err)

@@ -297,8 +297,8 @@ func (m *MR) Refresh(iov [][]byte, flags fi.Flags) error {
 // registered again. It fails with FI_EBUSY while a bound endpoint or
 // counter is open. Closing a region whose asynchronous registration failed
 // only releases the handle. If the mirror cannot delete the entry the
-// region is closed all the same (Lookup refuses it; the XDP program
-// defers to Lookup for entries it keeps) and the error is returned.
+// region is closed all the same and the error is returned: Lookup, the
+// datapath's final check, refuses the key whatever the kernel entry says.
 func (m *MR) Close() error {
 	<-m.done
 	m.mu.Lock()
