@@ -221,6 +221,8 @@ func TestHotPathAllocs(t *testing.T) {
 	require.NoError(t, err)
 	c := newCounter()
 	require.NoError(t, m.Bind(c, fi.REMOTE_WRITE))
+	ep := newEndpoint()
+	require.NoError(t, m.Bind(ep, 0))
 	d := m.Desc()
 	var bufs [mr.IOVLimit][]byte
 	var sink int
@@ -231,6 +233,7 @@ func TestHotPathAllocs(t *testing.T) {
 		"check-local":   func() { _ = tab.CheckLocal(d, buf[10:20], fi.SEND) },
 		"check-denied":  func() { _ = tab.CheckLocal(d, buf[10:20], fi.RECV) },
 		"count":         func() { m.CountRemoteWrite() },
+		"bound-to":      func() { _ = m.BoundTo(ep) },
 	} {
 		require.Zero(t, testing.AllocsPerRun(1000, f), name)
 	}

@@ -94,7 +94,11 @@ func TestEndpointMode(t *testing.T) {
 
 	ep := newEndpoint()
 	requireErrno(t, m.Bind(ep, fi.REMOTE_WRITE), fi.EBADFLAGS, "endpoint flags must be 0")
+	require.False(t, m.BoundTo(ep))
 	require.NoError(t, m.Bind(ep, 0))
+	require.True(t, m.BoundTo(ep))
+	require.True(t, m.BoundTo(closedEP))
+	require.False(t, m.BoundTo(newEndpoint()))
 	requireErrno(t, m.Bind(ep, 0), fi.EALREADY)
 	require.NoError(t, m.Enable())
 	require.NoError(t, m.Enable(), "enable twice")

@@ -70,6 +70,8 @@ type MR struct {
 	// counters bound with FI_REMOTE_WRITE, read by CountRemoteWrite without
 	// locks; replaced (copy on write) under mu.
 	counters atomic.Pointer[[]Counter]
+	// endpoints bound, read by BoundTo without locks; replaced under mu.
+	endpoints atomic.Pointer[[]Endpoint]
 
 	mu sync.Mutex
 	// The fields below are guarded by mu (before done is closed they belong
@@ -204,6 +206,8 @@ func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
 			return fmt.Errorf("mr bind: endpoint already bound: %w", fi.EALREADY)
 		}
 		m.eps = append(m.eps, ep)
+		es := slices.Clone(m.eps)
+		m.endpoints.Store(&es)
 	default:
 		return fmt.Errorf("mr bind: binding to %v is not supported: %w", obj.Class(), fi.ENOSYS)
 	}
@@ -219,6 +223,21 @@ func (m *MR) CountRemoteWrite() {
 			_ = c.Add(1) // a counter's Add does not fail for a valid value
 		}
 	}
+}
+
+// BoundTo reports whether the region is bound to ep. With FI_MR_ENDPOINT,
+// where regions belong to endpoints, the target datapath refuses a request
+// that arrived on an endpoint the region is not bound to (as an unknown
+// key). It takes no locks and does not allocate.
+func (m *MR) BoundTo(ep fi.FID) bool {
+	if es := m.endpoints.Load(); es != nil {
+		for _, e := range *es {
+			if fi.FID(e) == ep {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Enable is fi_mr_enable. Regions created disabled — registered with

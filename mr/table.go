@@ -61,6 +61,9 @@
 //     FI_RMA_EVENT. Regions created disabled take no bindings once
 //     enabled; regions enabled from the start accept counters at any time.
 //     Close fails with FI_EBUSY while a bound endpoint or counter is open.
+//   - FI_MR_ENDPOINT: keys stay unique per domain (one mr_map namespace);
+//     MR.BoundTo lets the datapath admit a request only on an endpoint the
+//     region is bound to.
 //   - Only FI_HMEM_SYSTEM memory: other ifaces are FI_ENOSYS even without
 //     FI_HMEM (the page lets a provider ignore iface then; silently
 //     treating device memory as host memory would be worse). FI_RMA_PMEM is
