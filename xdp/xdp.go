@@ -157,14 +157,18 @@ func Attach(iface string, opts Options) (*Attachment, error) {
 	if err := usableBPFFS(); err != nil {
 		return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
 	}
+	unlock, err := lockPins()
+	if err != nil {
+		return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
+	}
+	defer unlock()
 
 	a, err := reuse(iface, nl, opts.Mode)
-	if err != nil || a == nil {
-		if err != nil {
-			return nil, err
-		}
-		a, err = attachNew(iface, nl, opts)
-		if err != nil {
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		if a, err = attachNew(iface, nl, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -425,6 +429,35 @@ func clearStaleNetlink(iface string, nl netlink.Link) error {
 	return nil
 }
 
+// lockPins serialises Attach and Detach across processes (and goroutines:
+// each call has its own open file description) with an flock on xdpfab's
+// bpffs directory, so concurrent attaches of one interface end with one
+// program that all of them share.
+func lockPins() (unlock func(), err error) {
+	dir, err := bpffs.Ensure(bpffs.Dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() {
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
 func removePins(iface string) error {
 	err := os.RemoveAll(PinDir(iface))
 	if err != nil {
@@ -472,6 +505,13 @@ func Open(iface string) (*Attachment, error) {
 // program. It fails with fi.ENOENT when there was nothing to remove. The
 // interface may already be gone: the pins are removed all the same.
 func Detach(iface string) error {
+	if bpffs.IsMounted() {
+		unlock, err := lockPins()
+		if err != nil {
+			return fmt.Errorf("xdp: detach %s: %w", iface, err)
+		}
+		defer unlock()
+	}
 	found := false
 	nl, lerr := netlink.LinkByName(iface)
 	path := filepath.Join(PinDir(iface), pinLink)

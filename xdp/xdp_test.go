@@ -533,3 +533,49 @@ func TestDetachGoneInterface(t *testing.T) {
 	require.NoError(t, p.detach())
 	require.NoDirExists(t, xdp.PinDir(p.v.NameB))
 }
+
+// TestConcurrentAttach: attaches racing on one interface all succeed and
+// share one program.
+func TestConcurrentAttach(t *testing.T) {
+	p := newPair(t)
+	const n = 4
+	ids := make(chan uint32, n)
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			a, err := p.attach(xdp.Options{Mode: xdp.ModeAuto, Ports: map[uint16]xdp.PortConfig{uint16(4800 + i): {}}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer a.Close()
+			info, err := a.Program.Info()
+			if err != nil {
+				errs <- err
+				return
+			}
+			id, _ := info.ID()
+			ids <- uint32(id)
+		}()
+	}
+	var got []uint32
+	for i := 0; i < n; i++ {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		case id := <-ids:
+			got = append(got, id)
+		case <-time.After(30 * time.Second):
+			t.Fatal("attach did not finish")
+		}
+	}
+	for _, id := range got {
+		require.Equal(t, got[0], id)
+	}
+	require.Equal(t, got[0], p.linkXDP(t).ProgId)
+	o, err := p.open(t)
+	require.NoError(t, err)
+	ports, err := o.Ports()
+	require.NoError(t, err)
+	require.Len(t, ports, n)
+}
