@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -539,40 +540,34 @@ func TestDetachGoneInterface(t *testing.T) {
 func TestConcurrentAttach(t *testing.T) {
 	p := newPair(t)
 	const n = 4
-	ids := make(chan uint32, n)
-	errs := make(chan error, n)
+	ids := make([]uint32, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			a, err := p.attach(xdp.Options{Mode: xdp.ModeAuto, Ports: map[uint16]xdp.PortConfig{uint16(4800 + i): {}}})
 			if err != nil {
-				errs <- err
+				errs[i] = err
 				return
 			}
 			defer a.Close()
 			info, err := a.Program.Info()
 			if err != nil {
-				errs <- err
+				errs[i] = err
 				return
 			}
 			id, _ := info.ID()
-			ids <- uint32(id)
+			ids[i] = uint32(id)
 		}()
 	}
-	var got []uint32
-	for i := 0; i < n; i++ {
-		select {
-		case err := <-errs:
-			t.Fatal(err)
-		case id := <-ids:
-			got = append(got, id)
-		case <-time.After(30 * time.Second):
-			t.Fatal("attach did not finish")
-		}
+	wg.Wait() // before any assertion: no attach may outlive the test's cleanup
+	for i := range errs {
+		require.NoError(t, errs[i])
+		require.Equal(t, ids[0], ids[i])
 	}
-	for _, id := range got {
-		require.Equal(t, got[0], id)
-	}
-	require.Equal(t, got[0], p.linkXDP(t).ProgId)
+	require.Equal(t, ids[0], p.linkXDP(t).ProgId)
 	o, err := p.open(t)
 	require.NoError(t, err)
 	ports, err := o.Ports()
