@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/stretchr/testify/require"
 
 	"github.com/xdpfab/xdpfab/bpf"
@@ -153,6 +156,29 @@ func TestErrors(t *testing.T) {
 	code, _, stderr = xdpfab("-n", b.Name, "attach", v.NameA)
 	require.Equal(t, exitError, code)
 	require.Contains(t, stderr, "no such interface")
+
+	// Another XDP program on the interface: named in the error, untouched.
+	other, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "someone_else", Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()},
+	})
+	require.NoError(t, err)
+	defer other.Close()
+	var l link.Link
+	require.NoError(t, b.Do(func() (err error) {
+		l, err = link.AttachXDP(link.XDPOptions{Program: other, Interface: v.IndexB, Flags: link.XDPGenericMode})
+		return err
+	}))
+	defer l.Close()
+	t.Cleanup(func() { _ = os.RemoveAll(xdp.PinDir(v.NameB)) })
+	code, _, stderr = xdpfab("-n", b.Name, "attach", v.NameB)
+	require.Equal(t, exitError, code)
+	require.Contains(t, stderr, `XDP program "someone_else" (id `)
+	code, _, _ = xdpfab("-n", b.Name, "detach", v.NameB)
+	require.Equal(t, exitError, code)
+	nl, err := b.Netlink().LinkByName(v.NameB)
+	require.NoError(t, err)
+	require.NotZero(t, nl.Attrs().Xdp.ProgId, "the other program stays")
 }
 
 // TestRefusesPrivateBPFFS runs the built binary under `ip netns exec`,
