@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -288,6 +289,11 @@ func TestProgram(t *testing.T) {
 	truncatedDesc := request(writeOp(keyRW, 0x1000, 0))[:40+20]
 	lyingLen := request(writeOp(keyRW, 0x1000, 8))
 	lyingLen = lyingLen[:len(lyingLen)-1]
+	// Two MSG ops whose lengths sum to 2^32: a 32-bit sum would match the
+	// empty payload.
+	wrappingLens := request(msgOp(0), msgOp(0))
+	binary.LittleEndian.PutUint32(wrappingLens[40+8:], 0xffffffff)
+	binary.LittleEndian.PutUint32(wrappingLens[40+48+8:], 1)
 
 	// Each case names the counters besides CNT_RX_TOTAL that must move by one.
 	cases := []struct {
@@ -359,6 +365,7 @@ func TestProgram(t *testing.T) {
 		{"zero ops", udp(peer4, portStrict, request()), xdpPass, known(vetted, rBadHdr, 0, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
 		{"descriptor truncated", udp(peer4, portStrict, truncatedDesc), xdpPass, known(vetted, rBadHdr, 0, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
 		{"payload shorter than Len", udp(peer4, portStrict, lyingLen), xdpPass, known(vetted, rBadHdr, 0, 9), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+		{"lengths wrapping 2^32", udp(peer4, portStrict, wrappingLens), xdpPass, known(vetted, rBadHdr, 0, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
 
 		// Atomics.
 		{"atomic good", udp(peer4, portStrict, request(atomicU64(opAtomic, accW, keyRW, 0x1000, 4, 1, 0))), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},

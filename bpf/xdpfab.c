@@ -318,7 +318,8 @@ static __always_inline void vet_request(struct xdp_md *ctx, struct flow *f,
 {
 	struct wire_hdr h;
 	struct wire_op d;
-	__u32 nops, descs, total;
+	__u32 nops, descs;
+	__u64 total; /* 64-bit: sixteen 32-bit lengths cannot wrap it */
 
 	if (f->plen < sizeof(h) ||
 	    bpf_xdp_load_bytes(ctx, f->payload, &h, sizeof(h)) < 0 ||
