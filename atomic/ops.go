@@ -167,53 +167,58 @@ func ffrom[F float, U unsigned](u U) F { return *(*F)(unsafe.Pointer(&u)) }
 // store quietNaN for any NaN result. The logical ops store 1.0 or +0.0; a
 // NaN is true, ±0 false. Bitwise ops and MSWAP are not defined on floats.
 func floatOp[F float, U unsigned](op Op, quietNaN U) valueOp[U] {
-	f := ffrom[F, U]
 	one := fbits[F, U](1)
-	canon := func(x F) U {
-		if x != x {
-			return quietNaN
-		}
-		return fbits[F, U](x)
-	}
-	truth := func(v bool) U {
-		if v {
-			return one
-		}
-		return 0
-	}
 	switch op {
 	case MIN:
-		return func(a, b, _ U) (U, bool) { return b, f(b) < f(a) }
+		return func(a, b, _ U) (U, bool) { return b, ffrom[F, U](b) < ffrom[F, U](a) }
 	case MAX:
-		return func(a, b, _ U) (U, bool) { return b, f(b) > f(a) }
+		return func(a, b, _ U) (U, bool) { return b, ffrom[F, U](b) > ffrom[F, U](a) }
 	case SUM:
-		return func(a, b, _ U) (U, bool) { return canon(f(a) + f(b)), true }
+		return func(a, b, _ U) (U, bool) { return canonical(ffrom[F, U](a)+ffrom[F, U](b), quietNaN), true }
 	case PROD:
-		return func(a, b, _ U) (U, bool) { return canon(F(f(a) * f(b))), true }
+		return func(a, b, _ U) (U, bool) { return canonical(F(ffrom[F, U](a)*ffrom[F, U](b)), quietNaN), true }
 	case LOR:
-		return func(a, b, _ U) (U, bool) { return truth(f(a) != 0 || f(b) != 0), true }
+		return func(a, b, _ U) (U, bool) { return truthValue(ffrom[F, U](a) != 0 || ffrom[F, U](b) != 0, one), true }
 	case LAND:
-		return func(a, b, _ U) (U, bool) { return truth(f(a) != 0 && f(b) != 0), true }
+		return func(a, b, _ U) (U, bool) { return truthValue(ffrom[F, U](a) != 0 && ffrom[F, U](b) != 0, one), true }
 	case LXOR:
-		return func(a, b, _ U) (U, bool) { return truth((f(a) != 0) != (f(b) != 0)), true }
+		return func(a, b, _ U) (U, bool) {
+			return truthValue((ffrom[F, U](a) != 0) != (ffrom[F, U](b) != 0), one), true
+		}
 	case ATOMIC_READ:
 		return func(a, _, _ U) (U, bool) { return a, false }
 	case ATOMIC_WRITE:
 		return func(_, b, _ U) (U, bool) { return b, true }
 	case CSWAP:
-		return func(a, b, c U) (U, bool) { return b, f(c) == f(a) }
+		return func(a, b, c U) (U, bool) { return b, ffrom[F, U](c) == ffrom[F, U](a) }
 	case CSWAP_NE:
-		return func(a, b, c U) (U, bool) { return b, f(c) != f(a) }
+		return func(a, b, c U) (U, bool) { return b, ffrom[F, U](c) != ffrom[F, U](a) }
 	case CSWAP_LE:
-		return func(a, b, c U) (U, bool) { return b, f(c) <= f(a) }
+		return func(a, b, c U) (U, bool) { return b, ffrom[F, U](c) <= ffrom[F, U](a) }
 	case CSWAP_LT:
-		return func(a, b, c U) (U, bool) { return b, f(c) < f(a) }
+		return func(a, b, c U) (U, bool) { return b, ffrom[F, U](c) < ffrom[F, U](a) }
 	case CSWAP_GE:
-		return func(a, b, c U) (U, bool) { return b, f(c) >= f(a) }
+		return func(a, b, c U) (U, bool) { return b, ffrom[F, U](c) >= ffrom[F, U](a) }
 	case CSWAP_GT:
-		return func(a, b, c U) (U, bool) { return b, f(c) > f(a) }
+		return func(a, b, c U) (U, bool) { return b, ffrom[F, U](c) > ffrom[F, U](a) }
 	}
 	return nil
+}
+
+// canonical returns x's bits, or quietNaN for any NaN.
+func canonical[F float, U unsigned](x F, quietNaN U) U {
+	if x != x {
+		return quietNaN
+	}
+	return fbits[F, U](x)
+}
+
+// truthValue is one for true, zero bits for false.
+func truthValue[U unsigned](v bool, one U) U {
+	if v {
+		return one
+	}
+	return 0
 }
 
 // complexMath is the arithmetic of one complex component type: float32,
