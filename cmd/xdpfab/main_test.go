@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -120,6 +122,24 @@ func TestAttachStatusStatsDetach(t *testing.T) {
 			require.Nil(t, recs[0].Rates, "no rate before a second sample")
 			require.Len(t, recs[1].Rates, len(bpf.Counters()))
 			require.GreaterOrEqual(t, recs[1].Counters["rx_total"], recs[0].Counters["rx_total"])
+
+			// --watch without --count runs until interrupted.
+			stop := make(chan struct{})
+			done := make(chan int, 1)
+			var watchOut bytes.Buffer
+			go func() {
+				done <- run([]string{"-n", b.Name, "stats", iface, "--watch", "--interval", "30ms"}, &watchOut, io.Discard, stop)
+			}()
+			time.Sleep(200 * time.Millisecond)
+			close(stop)
+			select {
+			case code = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("stats --watch did not stop")
+			}
+			require.Equal(t, exitOK, code)
+			require.GreaterOrEqual(t, strings.Count(watchOut.String(), iface+" at "), 2)
+			require.Contains(t, watchOut.String(), "/s")
 
 			code, stdout, stderr = xdpfab("-n", b.Name, "detach", iface)
 			require.Equal(t, exitOK, code, stderr)
