@@ -148,3 +148,24 @@ func TestBPFPinned(t *testing.T) {
 	_, err = mr.NewMapMirror(nil)
 	require.Error(t, err)
 }
+
+// TestBPFRegSizesAccess is the unit suite's mr_reg against the kernel map:
+// every size and access combination is visible in mr_map while registered
+// and gone once closed.
+func TestBPFRegSizesAccess(t *testing.T) {
+	tab, m := newBPFTable(t, 0, 21, 0)
+	buf := make([]byte, 8<<20)
+	for _, size := range testSizes() {
+		for _, access := range allAccess() {
+			r, err := tab.Reg(buf[:size], access, 0, unitKey, 0, nil)
+			require.NoError(t, err)
+			v, ok := kernelEntry(t, m, 21, unitKey)
+			require.True(t, ok)
+			require.Equal(t, bpf.XdpfabMrValue{Len: uint64(size), Access: uint32(access), RegionId: r.RegionID(),
+				Flags: mr.RegionEnabled}, v)
+			require.NoError(t, r.Close())
+			_, ok = kernelEntry(t, m, 21, unitKey)
+			require.False(t, ok)
+		}
+	}
+}
