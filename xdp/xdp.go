@@ -16,6 +16,11 @@
 //     the ports; a leftover from a crash (pins without a live link, or an
 //     xdpfab program attached through netlink with no pins) is cleaned up
 //     first. Any other XDP program is left alone and reported (fi.EBUSY).
+//   - Attach and Detach serialise on an flock of /sys/fs/bpf/xdpfab, so
+//     processes racing to attach one interface share one program.
+//   - AF_XDP sockets are registered per RX queue (SetXSK); the kernel does
+//     not let user space read an XSKMAP, so BoundQueues asks a probe
+//     program (bpf's xsk_probe) run with BPF_PROG_TEST_RUN.
 //   - Pins are keyed by interface name, so an interface name must be unique
 //     across the network namespaces of one bpffs; Open checks that the
 //     pinned link is attached to the interface of that name in the caller's
