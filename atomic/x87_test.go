@@ -94,3 +94,37 @@ func TestLongDoubleMatchesX87(t *testing.T) {
 		}
 	}
 }
+
+// TestLongDoubleCompareMatchesX87 checks the ordering behind MIN, MAX and
+// the CSWAPs on long doubles against FUCOMIP: -0 == +0, NaNs and invalid
+// encodings unordered, pseudo-denormals by value.
+func TestLongDoubleCompareMatchesX87(t *testing.T) {
+	g := newGen(88)
+	enc := func(x ld80) (b [10]byte) {
+		binary.LittleEndian.PutUint64(b[:], x.m)
+		binary.LittleEndian.PutUint16(b[8:], x.se)
+		return b
+	}
+	for i := range 200000 {
+		am, ahi := g.ld80Value()
+		bm, bhi := g.ld80Value()
+		if i%3 == 0 { // near-equal pairs
+			bm, bhi = am^uint64(g.r.IntN(2)), ahi^uint64(g.r.IntN(2))<<15
+		}
+		a, b := ld80{m: am, se: uint16(ahi)}, ld80{m: bm, se: uint16(bhi)}
+		ab, bb := enc(a), enc(b)
+		less, equal, unordered := x87.Compare(&ab, &bb)
+		c, ok := ldCmp(a, b)
+		want := 1
+		switch {
+		case equal:
+			want = 0
+		case less:
+			want = -1
+		}
+		if ok == unordered || (ok && c != want) {
+			t.Fatalf("ldCmp(%04x:%016x, %04x:%016x) = %d, %v; x87 less=%v equal=%v unordered=%v",
+				a.se, a.m, b.se, b.m, c, ok, less, equal, unordered)
+		}
+	}
+}

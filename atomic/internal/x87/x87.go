@@ -21,3 +21,10 @@ func Mul(a, b, r *[10]byte)
 
 // ControlWord returns the x87 control word (FSTCW).
 func ControlWord() uint16
+
+// Compare compares a with b by FUCOMIP: less (CF), equal (ZF) and
+// unordered (PF) as the CPU reports them. For an unordered pair all three
+// are true.
+//
+//go:noescape
+func Compare(a, b *[10]byte) (less, equal, unordered bool)
