@@ -490,6 +490,9 @@ func mix64(z uint64) uint64 {
 
 // MapRaw is fi_mr_map_raw: it converts a peer's raw key (RawAttr) into the
 // key to use in data transfers, and records the mapping until UnmapKey.
+// Our raw keys carry the whole key, so baseAddr (the peer's base address,
+// which the initiator adds to its offsets with FI_MR_VIRT_ADDR) is not
+// needed to form it.
 func (t *Table) MapRaw(baseAddr uint64, rawKey []byte, flags fi.Flags) (uint64, error) {
 	if flags != 0 {
 		return 0, fmt.Errorf("mr map raw: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
