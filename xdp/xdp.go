@@ -197,7 +197,7 @@ func reuse(iface string, nl netlink.Link, want Mode) (*Attachment, error) {
 	if !live {
 		// Pins without a live link (the interface was recreated, or
 		// a crash between attach and pin): start over.
-		if err := removePins(iface); err != nil {
+		if _, err := removePins(iface); err != nil {
 			return nil, err
 		}
 		if err := clearStaleNetlink(iface, nl); err != nil {
@@ -261,7 +261,7 @@ func attachNew(iface string, nl netlink.Link, opts Options) (_ *Attachment, err 
 	}
 	defer func() {
 		if err != nil {
-			_ = os.RemoveAll(dir)
+			_, _ = removePins(iface)
 		}
 	}()
 	maps := map[string]*ebpf.Map{
@@ -463,12 +463,25 @@ func lockPins() (unlock func(), err error) {
 	}, nil
 }
 
-func removePins(iface string) error {
-	err := os.RemoveAll(PinDir(iface))
-	if err != nil {
-		return fmt.Errorf("xdp: %s: remove pins: %w", iface, err)
+// removePins removes xdpfab's pins of iface and reports whether there were
+// any. Only the names Attach pins are removed, and the directory only when
+// that leaves it empty: other packages pin under the same root
+// (/sys/fs/bpf/xdpfab/av, .../mr), and an interface may share their name.
+func removePins(iface string) (bool, error) {
+	dir := PinDir(iface)
+	found := false
+	for _, name := range append([]string{pinLink, pinProg}, pinnedMaps...) {
+		err := os.Remove(filepath.Join(dir, name))
+		if err == nil {
+			found = true
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return found, fmt.Errorf("xdp: %s: remove pin %s: %w", iface, name, err)
+		}
 	}
-	return nil
+	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ENOTEMPTY) {
+		return found, fmt.Errorf("xdp: %s: remove %s: %w", iface, dir, err)
+	}
+	return found, nil
 }
 
 // Open loads the pinned program and maps of iface for a process that did
@@ -532,12 +545,11 @@ func Detach(iface string) error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("xdp: detach %s: open pinned link: %w", iface, mapErr(err))
 	}
-	if _, err := os.Stat(PinDir(iface)); err == nil {
-		found = true
-		if err := removePins(iface); err != nil {
-			return err
-		}
+	removed, err := removePins(iface)
+	if err != nil {
+		return err
 	}
+	found = found || removed
 	if lerr == nil {
 		if before := attachedProgName(nl); before == ProgramName {
 			found = true

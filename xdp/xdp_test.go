@@ -574,3 +574,25 @@ func TestConcurrentAttach(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ports, n)
 }
+
+// TestForeignPinsSurvive: an interface named like another package's pin
+// directory (here a directory with a foreign pin) loses only xdpfab's pins
+// on detach.
+func TestForeignPinsSurvive(t *testing.T) {
+	p := newPair(t)
+	dir, err := bpffs.Ensure(xdp.PinDir(p.v.NameB))
+	require.NoError(t, err)
+	foreign, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { foreign.Close() })
+	foreignPin := filepath.Join(dir, "someone_elses_map")
+	require.NoError(t, foreign.Pin(foreignPin))
+	t.Cleanup(func() { _ = foreign.Unpin() })
+
+	p.mustAttach(t, xdp.Options{Mode: xdp.ModeGeneric})
+	require.NoError(t, p.detach())
+	require.FileExists(t, foreignPin)
+	require.NoFileExists(t, filepath.Join(dir, "link"))
+	require.Zero(t, p.linkXDP(t).ProgId)
+	require.ErrorIs(t, p.detach(), fi.ENOENT, "nothing of xdpfab's left")
+}
