@@ -317,6 +317,11 @@ func TestProgram(t *testing.T) {
 		{"udp length below 8", withUDPLen(udp(peer4, portStrict, msg), 7), xdpPass, nil, []Counter{cntMalformed}},
 		{"udp length beyond ip", withUDPLen(udp(peer4, portStrict, msg), 8+len(msg)+1), xdpPass, nil, []Counter{cntMalformed}},
 		{"ip length beyond frame", withIPLen(udp(peer4, portStrict, msg), 20+8+len(msg)+1), xdpPass, nil, []Counter{cntMalformed}},
+		{"ipv6 payload length beyond frame", withIPLen(udp(peer6, portStrict, msg), 8+len(msg)+1), xdpPass, nil, []Counter{cntMalformed}},
+		{"ipv6 udp length below 8", withUDPLen(udp(peer6, portStrict, msg), 7), xdpPass, nil, []Counter{cntMalformed}},
+		{"ipv6 udp length beyond ip", withUDPLen(udp(peer6, portStrict, msg), 8+len(msg)+1), xdpPass, nil, []Counter{cntMalformed}},
+		{"ipv6 tcp", frame{src: peer6, dst: netip.AddrPortFrom(self6, portStrict), proto: 6, payload: tcpish}, xdpPass, nil, []Counter{cntNotUDP}},
+		{"ip version mismatch", withVersion6In4(udp(peer4, portStrict, msg)), xdpPass, nil, []Counter{cntMalformed}},
 
 		// Peers.
 		{"known peer msg, strict port", udp(peer4, portStrict, msg), xdpPass, known(vetted, rOK, 0, 0), []Counter{cntKnown, cntReqOK, cntNoXSK}},
@@ -470,6 +475,7 @@ func withV6Frag(f frame) frame         { f.v6Frag = true; return f }
 func withIHL(f frame, ihl int) frame   { f.ihl = ihl; return f }
 func withUDPLen(f frame, n int) frame  { f.udpLen = n; return f }
 func withIPLen(f frame, n int) frame   { f.ipLen = n; return f }
+func withVersion6In4(f frame) frame    { f.badVersion = true; return f }
 func withOptions(f frame, n int) frame { f.ipOptions = n; return f }
 
 // TestXSKProbeEmpty runs the queue-occupancy probe on an empty XSKMAP.

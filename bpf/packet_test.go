@@ -8,17 +8,18 @@ import (
 // frame describes a test packet; build turns it into bytes. Zero fields
 // take the defaults of a well-formed IPv4 UDP datagram.
 type frame struct {
-	vlan      bool   // one 802.1Q tag
-	etherType uint16 // overrides the L3 ethertype (e.g. ARP)
-	src, dst  netip.AddrPort
-	proto     uint8  // IP protocol, default UDP
-	ipOptions int    // IPv4 option bytes (multiple of 4)
-	fragOff   uint16 // IPv4 flags+fragment offset field (host order)
-	v6Frag    bool   // IPv6: a fragment header before UDP
-	payload   []byte // UDP payload (or L4 bytes when proto is not UDP)
-	udpLen    int    // overrides the UDP length field when nonzero
-	ipLen     int    // overrides the IPv4 total / IPv6 payload length when nonzero
-	ihl       int    // overrides the IPv4 IHL field when nonzero
+	vlan       bool   // one 802.1Q tag
+	etherType  uint16 // overrides the L3 ethertype (e.g. ARP)
+	src, dst   netip.AddrPort
+	proto      uint8  // IP protocol, default UDP
+	ipOptions  int    // IPv4 option bytes (multiple of 4)
+	fragOff    uint16 // IPv4 flags+fragment offset field (host order)
+	v6Frag     bool   // IPv6: a fragment header before UDP
+	payload    []byte // UDP payload (or L4 bytes when proto is not UDP)
+	udpLen     int    // overrides the UDP length field when nonzero
+	ipLen      int    // overrides the IPv4 total / IPv6 payload length when nonzero
+	ihl        int    // overrides the IPv4 IHL field when nonzero
+	badVersion bool   // IPv4 header claiming version 6
 }
 
 var (
@@ -92,6 +93,9 @@ func (f frame) build() []byte {
 		ihl = f.ihl
 	}
 	ip[0] = 0x40 | byte(ihl)
+	if f.badVersion {
+		ip[0] = 0x60 | byte(ihl)
+	}
 	tot := hl + len(l4)
 	if f.ipLen != 0 {
 		tot = f.ipLen
