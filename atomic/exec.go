@@ -49,20 +49,21 @@ func store256(b []byte, v u256) {
 	store128(b[16:], v.im)
 }
 
-// Elements that cannot be updated with one compare-and-swap are updated
-// under one of these locks, chosen by the element's address, so that all
-// executions on the same element serialize. The padding keeps two locks off
-// one cache line.
-const stripeCount = 256
+// Elements that cannot be updated with one atomic instruction are read,
+// computed and written under one of these locks, chosen by a hash of the
+// element's address, so that all executions on the same element
+// serialize. A stripe guards every target element whose address hashes to
+// it. The padding keeps two locks off one cache line.
+const stripeBits = 8
 
-var stripes [stripeCount]struct {
+var stripes [1 << stripeBits]struct {
 	sync.Mutex
 	_ [64 - unsafe.Sizeof(sync.Mutex{})]byte
 }
 
 func stripeFor(p *byte) *sync.Mutex {
 	a := uint64(uintptr(unsafe.Pointer(p)))
-	return &stripes[(a*0x9E3779B97F4A7C15)>>56].Mutex
+	return &stripes[(a*0x9E3779B97F4A7C15)>>(64-stripeBits)].Mutex
 }
 
 func aligned(p *byte, n uintptr) bool {
