@@ -148,7 +148,10 @@ func (m *MR) piece(pos, end uint64) []byte {
 // bytes to operate on, or a Denial. It takes no locks, does not allocate,
 // and refuses a key from the moment its Close returns. Regions with an
 // authorization key are refused; use LookupAuth for them. A length of 0 is
-// allowed anywhere from the region's start to one past its end.
+// allowed anywhere from the region's start to one past its end. A request
+// admitted just before a concurrent Close may still complete on the bytes,
+// which stay valid Go memory (fi_mr(3): operations active while a region is
+// closed may fail or access it).
 func (t *Table) Lookup(key, addr, length uint64, access fi.Flags) (Span, error) {
 	return t.LookupAuth(key, addr, length, access, nil)
 }
