@@ -50,23 +50,26 @@ var doneChan = func() chan struct{} { c := make(chan struct{}); close(c); return
 
 // MR is a registered memory region (struct fid_mr).
 type MR struct {
+	// Read by Lookup on every request, so they share cache lines. Except
+	// state, they are set at registration and read-only after.
+	key          uint64
+	state        atomic.Uint32 // st* bits; written under mu (or before done closes)
+	access       fi.Flags
+	base, length uint64 // remote extent: [base, base+length)
+	segs         []segment
+	authKey      []byte
+	table        *Table
+
 	fi.FIDBase
 
 	// Set at registration, then read-only.
-	table          *Table
-	key            uint64
-	access         fi.Flags
 	regFlags       fi.Flags
-	base, length   uint64 // remote extent: [base, base+length)
 	size           uint64 // bytes registered
-	segs           []segment
 	regionID       uint32
-	authKey        []byte
 	explicitEnable bool          // created disabled: needs Enable
 	done           chan struct{} // closed once the registration completed or failed
 	inlineSegs     [1]segment    // segs of a single-buffer region, saving an allocation
 
-	state atomic.Uint32 // st* bits; written under mu (or before done closes)
 	// counters bound with FI_REMOTE_WRITE, read by CountRemoteWrite without
 	// locks; replaced (copy on write) under mu.
 	counters atomic.Pointer[[]Counter]
