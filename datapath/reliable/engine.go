@@ -28,9 +28,12 @@
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
-//   - Retransmission: per-packet timers starting at RetryInitial (1 ms),
-//     doubling to RetryMax (200 ms); a selective ack showing a gap triggers
-//     one immediate retransmission of the missing packet.
+//   - Retransmission: per-packet timers starting at the peer's RTO, which
+//     is RFC 6298's srtt+4*rttvar but never below RetryInitial (1 ms, as
+//     rxd) so queueing under pipelined load does not cause spurious
+//     retransmissions; each expiry doubles it up to RetryMax (200 ms). A
+//     selective ack showing a gap triggers one immediate retransmission of
+//     the missing packet.
 //   - Unreachable peer: after MaxRetries (20) retransmissions of a packet
 //     without an answer every pending request to that peer completes with
 //     FI_ETIMEDOUT, and the next request starts a new session. Close
@@ -226,6 +229,7 @@ type txSlot struct {
 	buf      []byte
 	n        int
 	deadline int64 // engine-clock ns
+	sentAt   int64 // first transmission, for RTT samples
 	rto      time.Duration
 	retries  int
 	fastRetx bool
@@ -242,8 +246,11 @@ type txPeer struct {
 	slots    []txSlot
 	qhead    int32 // ops with segments not yet packed, FIFO
 	qtail    int32
-	moreOpen bool // the last op queued had FI_MORE
-	inflight int  // ops fully packed, not completed
+	moreOpen bool  // the last op queued had FI_MORE
+	inflight int   // ops fully packed, not completed
+	srtt     int64 // smoothed RTT, ns (0 = no sample yet)
+	rttvar   int64
+	rto      time.Duration // initial timeout of new packets
 }
 
 func (p *txPeer) slot(seq uint32) *txSlot { return &p.slots[seq&uint32(len(p.slots)-1)] }
@@ -502,6 +509,13 @@ func (e *Engine) buildPacket(p *txPeer) {
 	if s.buf == nil {
 		s.buf = make([]byte, e.cfg.MaxPacket)
 	}
+	// A retransmission of the slot's previous packet may still be queued.
+	for i := range e.txq {
+		if &e.txq[i].Buf[0] == &s.buf[0] {
+			_ = e.flushLocked()
+			break
+		}
+	}
 	b := &e.bld
 	b.Reset(s.buf, wire.Header{Type: wire.TypeReq, SrcEP: e.cfg.EndpointID, DstEP: p.peer.EP,
 		AuthKey: e.ops[p.qhead].req.AuthKey, Session: p.session, Seq: seq, Ack: p.base})
@@ -593,9 +607,10 @@ func (e *Engine) buildPacket(p *txPeer) {
 	}
 	pkt := b.Finish()
 	s.seq, s.inUse, s.n = seq, true, len(pkt)
-	s.rto = e.cfg.RetryInitial
+	s.rto = max(p.rto, e.cfg.RetryInitial)
 	s.retries, s.fastRetx = 0, false
-	s.deadline = e.now() + int64(s.rto)
+	s.sentAt = e.now()
+	s.deadline = s.sentAt + int64(s.rto)
 	e.armTimer(s.deadline)
 	p.nextSeq++
 	e.stats.txRequests.Add(1)
@@ -652,6 +667,7 @@ func (e *Engine) failPeer(p *txPeer, err fi.Errno, out *[]Completion) {
 	p.qhead, p.qtail = -1, -1
 	p.inflight = 0
 	p.moreOpen = false
+	p.srtt, p.rttvar, p.rto = 0, 0, 0
 }
 
 // handleResponse processes a RESP or ACK from the target. e.mu is held.
@@ -703,6 +719,11 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	}
 	s.inUse = false
 	e.stats.rxResponses.Add(1)
+	// Karn's rule, plus: only the oldest outstanding packet is sampled, so
+	// time a request spent held behind a lost one does not count as RTT.
+	if s.retries == 0 && !s.fastRetx && seq == p.base {
+		e.rttSample(p, e.now()-s.sentAt)
+	}
 	for i := 0; i < s.nsegs; i++ {
 		ref := &s.segs[i]
 		o := &e.ops[ref.op]
@@ -721,6 +742,41 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	for p.base != p.nextSeq && !p.slot(p.base).inUse {
 		p.base++
 	}
+	// The target answers in order: a request reorderThresh or more below
+	// the one just answered that is still unanswered lost its response (or
+	// its request); resend it now rather than at its timer.
+	if d := seq - p.base; d >= reorderThresh && d < p.nextSeq-p.base {
+		for q := p.base; q != seq-reorderThresh+1; q++ {
+			if o := p.slot(q); o.inUse && !o.fastRetx {
+				o.fastRetx = true
+				e.stats.fastRetransmits.Add(1)
+				e.retransmit(p, o)
+			}
+		}
+	}
+}
+
+// retxBurst bounds timer-driven retransmissions per peer per timer pass.
+const retxBurst = 8
+
+// reorderThresh is how far responses may be reordered before a missing one
+// counts as lost (TCP's duplicate-ack threshold).
+const reorderThresh = 3
+
+// rttSample updates p's RTT estimate (RFC 6298, Karn's rule: only packets
+// never retransmitted are sampled) and the timeout of its next packets.
+func (e *Engine) rttSample(p *txPeer, rtt int64) {
+	if p.srtt == 0 {
+		p.srtt, p.rttvar = rtt, rtt/2
+	} else {
+		d := p.srtt - rtt
+		if d < 0 {
+			d = -d
+		}
+		p.rttvar += (d - p.rttvar) / 4
+		p.srtt += (rtt - p.srtt) / 8
+	}
+	p.rto = min(max(time.Duration(p.srtt+4*p.rttvar), e.cfg.RetryInitial), e.cfg.RetryMax)
 }
 
 // retransmit resends slot s with a fresh Ack field. e.mu is held.
@@ -777,12 +833,19 @@ func (e *Engine) expire(out *[]Completion) int64 {
 	now := e.now()
 	var next int64
 	for _, p := range e.peers {
+		burst := 0
 		for seq := p.base; seq != p.nextSeq; seq++ {
 			s := p.slot(seq)
 			if !s.inUse {
 				continue
 			}
-			if s.deadline <= now {
+			if s.deadline <= now && burst >= retxBurst {
+				// A stall (often our own scheduling) expired many packets
+				// at once: resend the oldest few; their answers and the
+				// gap detection sort out the rest without a storm.
+				s.deadline = now + int64(s.rto)
+			} else if s.deadline <= now {
+				burst++
 				if s.retries >= e.cfg.MaxRetries {
 					e.stats.peersUnreachable.Add(1)
 					e.failPeer(p, fi.ETIMEDOUT, out)

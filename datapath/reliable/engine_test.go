@@ -240,9 +240,11 @@ func fetchAddRun(t *testing.T, o netOpts, initiators, n, depth int) (targetStats
 	results := make([][]uint64, initiators)
 	var wg sync.WaitGroup
 	errs := make(chan error, initiators)
+	var inis []*Engine
 	for w := 0; w < initiators; w++ {
 		c := newCompletions()
 		e := newEngine(t, listenTransport(t, o, o.seed+uint64(w)+1), withEP(o.cfg, uint32(w+1)), nil, c)
+		inis = append(inis, e)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -279,6 +281,16 @@ func fetchAddRun(t *testing.T, o netOpts, initiators, n, depth int) (targetStats
 		}()
 	}
 	wg.Wait()
+	for _, e := range inis {
+		s := e.Stats()
+		e.mu.Lock()
+		var srtt, rto int64
+		for _, p := range e.peers {
+			srtt, rto = p.srtt, int64(p.rto)
+		}
+		e.mu.Unlock()
+		t.Logf("initiator: tx %d retx %d fast %d srtt %v rto %v", s.TxRequests, s.Retransmits, s.FastRetransmits, time.Duration(srtt), time.Duration(rto))
+	}
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
