@@ -228,8 +228,9 @@ type txSlot struct {
 	inUse    bool
 	buf      []byte
 	n        int
-	deadline int64 // engine-clock ns
-	sentAt   int64 // first transmission, for RTT samples
+	deadline int64  // engine-clock ns
+	sentAt   int64  // first transmission, for RTT samples
+	retxMark uint64 // txPeer.retxCount when sent
 	rto      time.Duration
 	retries  int
 	fastRetx bool
@@ -239,18 +240,19 @@ type txSlot struct {
 
 // txPeer is the initiator state for one peer. Guarded by Engine.mu.
 type txPeer struct {
-	peer     Peer
-	session  uint32
-	nextSeq  uint32 // next sequence number to send
-	base     uint32 // lowest sequence number not yet answered
-	slots    []txSlot
-	qhead    int32 // ops with segments not yet packed, FIFO
-	qtail    int32
-	moreOpen bool  // the last op queued had FI_MORE
-	inflight int   // ops fully packed, not completed
-	srtt     int64 // smoothed RTT, ns (0 = no sample yet)
-	rttvar   int64
-	rto      time.Duration // initial timeout of new packets
+	peer      Peer
+	session   uint32
+	nextSeq   uint32 // next sequence number to send
+	base      uint32 // lowest sequence number not yet answered
+	slots     []txSlot
+	qhead     int32 // ops with segments not yet packed, FIFO
+	qtail     int32
+	moreOpen  bool  // the last op queued had FI_MORE
+	inflight  int   // ops fully packed, not completed
+	srtt      int64 // smoothed RTT, ns (0 = no sample yet)
+	rttvar    int64
+	rto       time.Duration // initial timeout of new packets
+	retxCount uint64        // retransmissions to this peer so far
 }
 
 func (p *txPeer) slot(seq uint32) *txSlot { return &p.slots[seq&uint32(len(p.slots)-1)] }
@@ -610,6 +612,7 @@ func (e *Engine) buildPacket(p *txPeer) {
 	s.rto = max(p.rto, e.cfg.RetryInitial)
 	s.retries, s.fastRetx = 0, false
 	s.sentAt = e.now()
+	s.retxMark = p.retxCount
 	s.deadline = s.sentAt + int64(s.rto)
 	e.armTimer(s.deadline)
 	p.nextSeq++
@@ -719,9 +722,10 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	}
 	s.inUse = false
 	e.stats.rxResponses.Add(1)
-	// Karn's rule, plus: only the oldest outstanding packet is sampled, so
+	// Karn's rule, plus: only a packet that was the oldest outstanding one
+	// and saw no retransmission to the peer while in flight is sampled, so
 	// time a request spent held behind a lost one does not count as RTT.
-	if s.retries == 0 && !s.fastRetx && seq == p.base {
+	if s.retries == 0 && !s.fastRetx && seq == p.base && s.retxMark == p.retxCount {
 		e.rttSample(p, e.now()-s.sentAt)
 	}
 	for i := 0; i < s.nsegs; i++ {
@@ -781,6 +785,7 @@ func (e *Engine) rttSample(p *txPeer, rtt int64) {
 
 // retransmit resends slot s with a fresh Ack field. e.mu is held.
 func (e *Engine) retransmit(p *txPeer, s *txSlot) {
+	p.retxCount++
 	s.buf[3] |= wire.HdrRetransmit
 	binary.LittleEndian.PutUint32(s.buf[28:], p.base)
 	e.stats.retransmits.Add(1)

@@ -20,7 +20,7 @@ func le64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 func pair(t *testing.T, o netOpts, tgt Handler) (ini *Engine, c *completions, target *Engine) {
 	t.Helper()
 	c = newCompletions()
-	target = newEngine(t, listenTransport(t, o, o.seed+1), withEP(o.cfg, 2), tgt, nil)
+	target = newEngine(t, listenSide(t, o, o.seed+1, true), withEP(o.cfg, 2), tgt, nil)
 	ini = newEngine(t, listenTransport(t, o, o.seed+2), withEP(o.cfg, 1), nil, c)
 	return ini, c, target
 }
@@ -235,8 +235,16 @@ func testSegmented(t *testing.T, o netOpts) {
 // final value exact, every fetched value distinct.
 func fetchAddRun(t *testing.T, o netOpts, initiators, n, depth int) (targetStats Stats) {
 	tgt := newTestTarget(8)
-	target := newEngine(t, listenTransport(t, o, o.seed), withEP(o.cfg, 100), tgt, nil)
+	target := newEngine(t, listenSide(t, o, o.seed, true), withEP(o.cfg, 100), tgt, nil)
 	peer := Peer{target.LocalAddr(), 100}
+	if o.during != nil {
+		stop := make(chan struct{})
+		var dwg sync.WaitGroup
+		dwg.Add(1)
+		go func() { defer dwg.Done(); o.during(target.LocalAddr(), stop) }()
+		defer dwg.Wait()
+		defer close(stop)
+	}
 	results := make([][]uint64, initiators)
 	var wg sync.WaitGroup
 	errs := make(chan error, initiators)

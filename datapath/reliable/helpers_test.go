@@ -127,17 +127,32 @@ type netOpts struct {
 	seed               uint64
 	cfg                Config // base engine config (OnComplete/Handler set by the helper)
 	addr               string // listen address, default 127.0.0.1:0
+	// open, when set, opens the UDP socket (e.g. inside a netns); target
+	// says which side the socket is for.
+	open func(t testing.TB, target bool) *udp.Transport
+	// during, when set, runs while fetchAddRun's traffic flows (stop closes
+	// when the traffic is done).
+	during func(target netip.AddrPort, stop <-chan struct{})
 }
 
 func listenTransport(t testing.TB, o netOpts, seed uint64) datapath.Transport {
+	return listenSide(t, o, seed, false)
+}
+
+func listenSide(t testing.TB, o netOpts, seed uint64, target bool) datapath.Transport {
 	t.Helper()
-	addr := o.addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	u, err := udp.Listen(netip.MustParseAddrPort(addr), udp.Options{})
-	if err != nil {
-		t.Fatal(err)
+	var u *udp.Transport
+	if o.open != nil {
+		u = o.open(t, target)
+	} else {
+		addr := o.addr
+		if addr == "" {
+			addr = "127.0.0.1:0"
+		}
+		var err error
+		if u, err = udp.Listen(netip.MustParseAddrPort(addr), udp.Options{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if o.loss == 0 && o.dup == 0 && o.reorder == 0 {
 		return u
