@@ -1,0 +1,505 @@
+package av
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/eq"
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// Type is enum fi_av_type.
+type Type int
+
+// AV types, numbered as in fi_domain.h.
+const (
+	TypeUnspec Type = iota // FI_AV_UNSPEC: the provider picks (TypeTable)
+	TypeMap                // FI_AV_MAP: opaque handles
+	TypeTable              // FI_AV_TABLE: indices in insertion order
+)
+
+func (t Type) String() string {
+	switch t {
+	case TypeUnspec:
+		return "FI_AV_UNSPEC"
+	case TypeMap:
+		return "FI_AV_MAP"
+	case TypeTable:
+		return "FI_AV_TABLE"
+	}
+	return fmt.Sprintf("Type(%d)", int(t))
+}
+
+// Attr is struct fi_av_attr.
+type Attr struct {
+	Type      Type
+	RxCtxBits int // bits of an fi_addr reserved for the receive context, 0..MaxRxCtxBits
+	Count     int // expected number of addresses: a sizing hint, not a limit
+	EPPerNode int // endpoints per node, 0 = unknown: a sizing hint
+	Name      string
+	MapAddr   uint64   // base of a shared AV's handles; 0 asks for the provider's
+	Flags     fi.Flags // fi.EVENT, fi.READ, fi.SYMMETRIC, fi.AV_USER_ID
+}
+
+// MaxRxCtxBits is the largest Attr.RxCtxBits: fi_rx_addr puts the receive
+// context in the top bits, above the bits a handle uses.
+const MaxRxCtxBits = 15
+
+// AuthKeySize is the size of an xdpfab authorization key: a 64-bit key
+// that peers carry and the datapath checks.
+const AuthKeySize = 8
+
+// authKeyTag marks an authorization-key handle: bit 48 is above every
+// address handle (TABLE indices are below 2^32, MAP handles below 2^48)
+// and below the receive-context bits.
+const authKeyTag = fi.Addr(1) << 48
+
+// maxAuthKeys is how many auth keys an AV holds (ids 1..65535).
+const maxAuthKeys = 1<<16 - 1
+
+const openFlags = fi.EVENT | fi.READ | fi.SYMMETRIC | fi.AV_USER_ID
+
+// Option configures Open beyond fi_av_attr: what the domain would supply.
+type Option func(*options)
+
+type options struct {
+	format    fi.AddrFormat
+	mirror    Mirror
+	mirrorSet bool
+	kmap      *ebpf.Map
+	authKeys  bool
+}
+
+// WithAddrFormat sets the address format of the domain (fi_info
+// addr_format): fi.FormatSockaddr4, fi.FormatSockaddr6, fi.FormatSockaddr
+// (either, by sa_family; the default) or fi.FormatStr.
+func WithAddrFormat(f fi.AddrFormat) Option { return func(o *options) { o.format = f } }
+
+// WithMirror makes the AV keep m in step instead of a kernel map of its
+// own. WithMirror(nil) opens an AV without a kernel copy, for a datapath
+// that does not use XDP. Ignored for named AVs, which live in their
+// pinned map.
+func WithMirror(m Mirror) Option {
+	return func(o *options) { o.mirror, o.mirrorSet = m, true }
+}
+
+// WithKernelMap makes the AV mirror its entries into m, an AV map shared
+// with other AVs (each keys its entries with its own av_id) and with the
+// XDP program; the AV does not close m.
+func WithKernelMap(m *ebpf.Map) Option { return func(o *options) { o.kmap = m } }
+
+// WithAVAuthKey says the domain was opened with FI_AV_AUTH_KEY: the AV
+// holds authorization keys (InsertAuthKey), and per-insert FI_AV_USER_ID is
+// invalid.
+func WithAVAuthKey() Option { return func(o *options) { o.authKeys = true } }
+
+// authKey is one authorization key of the AV.
+type authKey struct {
+	key     [AuthKeySize]byte
+	used    bool
+	userID  fi.Addr // FI_ADDR_NOTAVAIL until SetUserID
+	addrs   int     // addresses bound to the key
+	enabled int     // endpoints enabled against the key
+}
+
+// AV is an address vector.
+type AV struct {
+	fi.FIDBase
+	attr     Attr
+	format   fi.AddrFormat
+	id       uint32 // av_id of the kernel map keys
+	authKeys bool   // domain has FI_AV_AUTH_KEY
+	readOnly bool
+	idxMask  fi.Addr // clears fi_rx_addr's receive-context bits
+
+	// wmu serializes the calls that change the AV (inserts, removes, user
+	// IDs, auth keys, endpoint binding, Close). It guards the fields below
+	// up to mu, and is held across kernel map syscalls so that mu is not.
+	wmu      sync.Mutex
+	mirror   Mirror
+	ownedMap *ebpf.Map // created by Open, closed by Close
+	pend     pending
+	scratch  *block
+	eq       *eq.EQ  // set under wmu and epMu
+	shared   *shared // named AVs
+	async    *worker
+	closed   bool
+
+	// epMu guards eps and closing, so Close can refuse (FI_EBUSY) or
+	// commit to closing, and stop queued inserts, without waiting for wmu.
+	// Order: epMu before wmu before mu.
+	epMu    sync.Mutex
+	eps     map[fi.FID]*boundEP
+	closing bool
+
+	// mu guards the table and auth keys that lookups read. Writers hold
+	// wmu as well; lookups take only mu.RLock.
+	mu   sync.RWMutex
+	t    *table
+	keys []authKey // id-1 -> key
+	dead bool      // closed: lookups find nothing
+}
+
+// boundEP is an endpoint bound to the AV.
+type boundEP struct {
+	enabled bool
+	keys    []uint16 // auth key ids it was enabled against
+}
+
+var lastAVID atomic.Uint32
+
+// Open is fi_av_open. The attributes are validated and resolved: Attr()
+// reports the type chosen for TypeUnspec and a named AV's map_addr.
+func Open(attr Attr, ctx any, opts ...Option) (*AV, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := validateAttr(&attr, &o); err != nil {
+		return nil, fmt.Errorf("av open: %w", err)
+	}
+	av := &AV{
+		FIDBase:  fi.NewFIDBase(fi.ClassAV, ctx),
+		attr:     attr,
+		format:   o.format,
+		authKeys: o.authKeys,
+		readOnly: attr.Flags&fi.READ != 0,
+		idxMask:  ^fi.Addr(0) >> attr.RxCtxBits,
+		eps:      map[fi.FID]*boundEP{},
+	}
+	if attr.Name != "" {
+		if err := av.openShared(); err != nil {
+			return nil, fmt.Errorf("av open %q: %w", attr.Name, err)
+		}
+	} else {
+		av.id = lastAVID.Add(1) &^ sharedIDBit
+		av.t = newTable(attr.Count, rand.Uint64(), true)
+		switch {
+		case o.mirrorSet:
+			av.mirror = o.mirror
+		case o.kmap != nil:
+			km, err := NewKernelMirror(o.kmap)
+			if err != nil {
+				return nil, fmt.Errorf("av open: %w", err)
+			}
+			av.mirror = km
+		default:
+			m, err := NewKernelMap(0)
+			if err != nil {
+				return nil, fmt.Errorf("av open: %w (open with WithMirror(nil) for an AV without kernel copy)", err)
+			}
+			av.ownedMap = m
+			av.mirror = &KernelMirror{m: m}
+		}
+	}
+	if attr.Flags&fi.EVENT != 0 {
+		av.async = startWorker(av)
+	}
+	return av, nil
+}
+
+func validateAttr(attr *Attr, o *options) error {
+	switch attr.Type {
+	case TypeUnspec:
+		if attr.Name == "" {
+			attr.Type = TypeTable
+		} // a named AV takes the type it was created with
+	case TypeMap, TypeTable:
+	default:
+		return fmt.Errorf("type %v: %w", attr.Type, fi.EINVAL)
+	}
+	if attr.RxCtxBits < 0 || attr.RxCtxBits > MaxRxCtxBits {
+		return fmt.Errorf("rx_ctx_bits %d outside 0..%d: %w", attr.RxCtxBits, MaxRxCtxBits, fi.EINVAL)
+	}
+	if attr.Count < 0 || attr.EPPerNode < 0 {
+		return fmt.Errorf("count %d, ep_per_node %d: %w", attr.Count, attr.EPPerNode, fi.EINVAL)
+	}
+	if attr.Flags&^openFlags != 0 {
+		return fmt.Errorf("flags %#x: %w", uint64(attr.Flags&^openFlags), fi.EBADFLAGS)
+	}
+	if attr.Flags&fi.READ != 0 && attr.Name == "" {
+		return fmt.Errorf("FI_READ needs a named AV: %w", fi.EINVAL)
+	}
+	if attr.Name == "" {
+		attr.MapAddr = 0 // ignored without a name
+	}
+	switch o.format {
+	case fi.FormatUnspec:
+		o.format = fi.FormatSockaddr
+	case fi.FormatSockaddr, fi.FormatSockaddr4, fi.FormatSockaddr6, fi.FormatStr:
+	default:
+		return fmt.Errorf("address format %v: %w", o.format, fi.EINVAL)
+	}
+	return nil
+}
+
+// Attr returns the AV's attributes as resolved by Open.
+func (av *AV) Attr() Attr { return av.attr }
+
+// AddrFormat returns the format of the addresses the AV takes and returns.
+func (av *AV) AddrFormat() fi.AddrFormat { return av.format }
+
+// ID returns the av_id the AV's entries carry in the kernel map (struct
+// av_key). The datapath maps a local port to it.
+func (av *AV) ID() uint32 { return av.id }
+
+// KernelMap returns the BPF map the AV mirrors into, nil without one. An
+// XDP program attached for this AV is loaded with it as av_map
+// (ebpf.CollectionOptions.MapReplacements{bpf.XdpfabMapAvMap: av.KernelMap()});
+// for a named AV, another process can instead open the map pinned at
+// PinPath(name).
+func (av *AV) KernelMap() *ebpf.Map {
+	av.wmu.Lock()
+	defer av.wmu.Unlock()
+	if av.mirror == nil {
+		return nil
+	}
+	return av.mirror.Map()
+}
+
+// Count returns the number of addresses in the AV.
+func (av *AV) Count() int {
+	av.mu.RLock()
+	defer av.mu.RUnlock()
+	if av.dead {
+		return 0
+	}
+	return av.t.live
+}
+
+// Close is fi_close. It fails with FI_EBUSY while an endpoint is bound.
+// Inserts still queued on an FI_EVENT AV are aborted: their addresses fail
+// with FI_ECANCELED and each gets its completion. An unnamed AV's entries
+// leave the kernel map; a named AV stays pinned for other processes until
+// Unlink.
+func (av *AV) Close() error {
+	av.epMu.Lock()
+	if av.closing {
+		av.epMu.Unlock()
+		return fmt.Errorf("av close: %w", fi.EINVAL)
+	}
+	if len(av.eps) > 0 {
+		n := len(av.eps)
+		av.epMu.Unlock()
+		return fmt.Errorf("av close: %d endpoint(s) bound: %w", n, fi.EBUSY)
+	}
+	av.closing = true
+	av.epMu.Unlock()
+	if av.async != nil {
+		av.async.stop() // aborts what is queued, finishes what runs
+	}
+
+	av.wmu.Lock()
+	defer av.wmu.Unlock()
+	av.closed = true
+	var errs []error
+	if _, err := av.flush(); err != nil {
+		errs = append(errs, err)
+	}
+	if av.shared != nil {
+		errs = append(errs, av.shared.close())
+	} else if av.mirror != nil && av.ownedMap == nil {
+		errs = append(errs, av.deleteAllFromKernel())
+	}
+	if av.ownedMap != nil {
+		errs = append(errs, av.ownedMap.Close())
+	}
+	if av.eq != nil {
+		av.eq.Unref(av)
+	}
+	av.mu.Lock()
+	av.dead = true
+	av.t = newTable(0, 0, false)
+	av.keys = nil
+	av.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("av close: %w", err)
+	}
+	return nil
+}
+
+// deleteAllFromKernel removes the AV's entries from a kernel map it shares
+// with others; wmu held.
+func (av *AV) deleteAllFromKernel() error {
+	keys := make([]bpf.XdpfabAvKey, 0, batchLen)
+	var err error
+	av.t.each(func(_ uint32, ep endpoint, _, _ uint16) bool {
+		keys = append(keys, kernelKey(av.id, ep))
+		if len(keys) == batchLen {
+			_, err = av.mirror.Delete(keys)
+			keys = keys[:0]
+		}
+		return err == nil
+	})
+	if err == nil {
+		_, err = av.mirror.Delete(keys)
+	}
+	return errnoOfKernel(err)
+}
+
+// Bind is fi_av_bind: it associates q with the AV, which reports
+// asynchronous inserts there. Flags must be 0; an AV binds one EQ.
+func (av *AV) Bind(q *eq.EQ, flags fi.Flags) error {
+	if flags != 0 {
+		return fmt.Errorf("av bind: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
+	}
+	if q == nil {
+		return fmt.Errorf("av bind: nil EQ: %w", fi.EINVAL)
+	}
+	av.wmu.Lock()
+	defer av.wmu.Unlock()
+	if av.closed {
+		return fmt.Errorf("av bind: closed: %w", fi.EINVAL)
+	}
+	if av.eq != nil {
+		return fmt.Errorf("av bind: an EQ is already bound: %w", fi.EINVAL)
+	}
+	if err := q.Ref(av); err != nil {
+		return fmt.Errorf("av bind: %w", err)
+	}
+	av.epMu.Lock()
+	av.eq = q
+	av.epMu.Unlock()
+	return nil
+}
+
+// AttachEndpoint records that ep is bound to the AV (fi_ep_bind), so Close
+// fails with FI_EBUSY until DetachEndpoint. For the endpoint package.
+func (av *AV) AttachEndpoint(ep fi.FID) error {
+	if ep == nil {
+		return fmt.Errorf("av attach: nil endpoint: %w", fi.EINVAL)
+	}
+	av.epMu.Lock()
+	defer av.epMu.Unlock()
+	if av.closing {
+		return fmt.Errorf("av attach: closed: %w", fi.EINVAL)
+	}
+	if _, ok := av.eps[ep]; ok {
+		return fmt.Errorf("av attach: endpoint already bound: %w", fi.EINVAL)
+	}
+	av.eps[ep] = &boundEP{}
+	return nil
+}
+
+// DetachEndpoint undoes AttachEndpoint (the endpoint is closed), disabling
+// it first if it is enabled.
+func (av *AV) DetachEndpoint(ep fi.FID) error {
+	av.epMu.Lock()
+	defer av.epMu.Unlock()
+	b, ok := av.eps[ep]
+	if !ok {
+		return fmt.Errorf("av detach: endpoint not bound: %w", fi.EINVAL)
+	}
+	av.disable(b)
+	delete(av.eps, ep)
+	return nil
+}
+
+// EnableEndpoint records that the bound endpoint ep is enabled: it is
+// configured with the AV's authorization keys as they are now, whose
+// handles it returns; keys inserted later do not apply to it
+// (fi_av_insert_auth_key), and removing any of them fails with FI_EBUSY
+// until DisableEndpoint or DetachEndpoint.
+func (av *AV) EnableEndpoint(ep fi.FID) ([]fi.Addr, error) {
+	av.epMu.Lock()
+	defer av.epMu.Unlock()
+	b, ok := av.eps[ep]
+	if !ok {
+		return nil, fmt.Errorf("av enable: endpoint not bound: %w", fi.EINVAL)
+	}
+	if b.enabled {
+		return nil, fmt.Errorf("av enable: endpoint already enabled: %w", fi.EINVAL)
+	}
+	av.mu.Lock()
+	defer av.mu.Unlock()
+	var handles []fi.Addr
+	for i := range av.keys {
+		if k := &av.keys[i]; k.used {
+			k.enabled++
+			b.keys = append(b.keys, uint16(i+1))
+			handles = append(handles, authKeyTag|fi.Addr(i+1))
+		}
+	}
+	b.enabled = true
+	return handles, nil
+}
+
+// DisableEndpoint undoes EnableEndpoint.
+func (av *AV) DisableEndpoint(ep fi.FID) error {
+	av.epMu.Lock()
+	defer av.epMu.Unlock()
+	b, ok := av.eps[ep]
+	if !ok || !b.enabled {
+		return fmt.Errorf("av disable: endpoint not enabled: %w", fi.EINVAL)
+	}
+	av.disable(b)
+	return nil
+}
+
+// disable releases the auth keys b was enabled against; epMu held.
+func (av *AV) disable(b *boundEP) {
+	av.mu.Lock()
+	for _, id := range b.keys {
+		if k := &av.keys[id-1]; k.enabled > 0 {
+			k.enabled--
+		}
+	}
+	av.mu.Unlock()
+	b.keys, b.enabled = nil, false
+}
+
+// handle returns the fi_addr of the address at idx.
+func (av *AV) handle(idx uint32, gen uint16) fi.Addr {
+	if av.attr.Type == TypeMap {
+		return fi.Addr(gen)<<32 | fi.Addr(idx)
+	}
+	return fi.Addr(idx)
+}
+
+// resolve returns the index of the live address a refers to (receive
+// context bits ignored); mu held.
+func (av *AV) resolve(a fi.Addr) (uint32, endpoint, uint16, bool) {
+	a &= av.idxMask
+	if a&authKeyTag != 0 || a > 1<<48-1 {
+		return 0, endpoint{}, 0, false
+	}
+	idx := uint32(a)
+	if av.attr.Type == TypeTable && a > maxIndex {
+		return 0, endpoint{}, 0, false
+	}
+	ep, gen, key, ok := av.t.get(idx)
+	if !ok || (av.attr.Type == TypeMap && fi.Addr(gen) != a>>32) {
+		return 0, endpoint{}, 0, false
+	}
+	return idx, ep, key, true
+}
+
+// authKeyID returns the id of the live auth key handle a; mu held.
+func (av *AV) authKeyID(a fi.Addr) (uint16, bool) {
+	a &= av.idxMask
+	if a&^authKeyTag == 0 || a&^(authKeyTag|maxAuthKeys) != 0 || a&authKeyTag == 0 {
+		return 0, false
+	}
+	id := uint16(a)
+	if int(id) > len(av.keys) || !av.keys[id-1].used {
+		return 0, false
+	}
+	return id, true
+}
+
+// sharedIDBit marks the av_ids of named AVs, derived from the name so all
+// processes agree; unnamed AVs count up from 1 without it.
+const sharedIDBit = 1 << 31
+
+func sharedID(name string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return h.Sum32() | sharedIDBit
+}

@@ -1,0 +1,102 @@
+// Package av implements libfabric address vectors, fi_av(3), for xdpfab's
+// UDP endpoints, and keeps each AV mirrored into the BPF map the XDP
+// program reads to map a packet's source (IP, UDP port) to its fi_addr.
+//
+// An endpoint address is an IPv4 or IPv6 address and a UDP port. An AV
+// takes addresses in the format of its domain (WithAddrFormat):
+// struct sockaddr_in (FI_SOCKADDR_IN, 16 bytes), struct sockaddr_in6
+// (FI_SOCKADDR_IN6, 28 bytes), either by sa_family (FI_SOCKADDR, the
+// default), or FI_ADDR_STR strings (fi_sockaddr_in://10.0.0.1:7471,
+// fi_sockaddr_in6://[fe80::1]:7471); InsertAddrPort takes netip.AddrPort
+// whatever the format. An address that is malformed, of the wrong length or
+// family, all-zero or with port 0 fails alone (FI_EINVAL).
+//
+// The calls map onto fi_av(3) one to one:
+//
+//	fi_av_open             Open(Attr, ctx, ...Option)
+//	fi_close               (*AV).Close
+//	fi_av_bind             (*AV).Bind(*eq.EQ, flags)
+//	fi_av_insert           (*AV).Insert([][]byte, ...), InsertAddrPort([]netip.AddrPort, ...)
+//	fi_av_insertsvc        (*AV).InsertSvc
+//	fi_av_insertsym        (*AV).InsertSym
+//	fi_av_remove           (*AV).Remove
+//	fi_av_lookup           (*AV).Lookup
+//	fi_av_straddr          (*AV).Straddr
+//	fi_rx_addr             RxAddr
+//	fi_av_insert_auth_key  (*AV).InsertAuthKey
+//	fi_av_lookup_auth_key  (*AV).LookupAuthKey
+//	fi_av_set_user_id      (*AV).SetUserID
+//
+// The hot-path lookups of the data path take the AV's read lock only and
+// allocate nothing: AddrPort (fi_addr -> peer, for sending), FIAddr and
+// SourceAddr (peer -> fi_addr / user ID, for FI_SOURCE on receive),
+// AuthKeySource (FI_SOURCE_ERR). The endpoint package binds endpoints with
+// AttachEndpoint / DetachEndpoint and EnableEndpoint / DisableEndpoint,
+// which make Close and removing an auth key answer FI_EBUSY.
+//
+// # Kernel mirror
+//
+// Every insert and remove keeps a Mirror in step: by default a BPF hash
+// map of the av_map layout (bpf/xdpfab.h) created for the AV; WithKernelMap
+// shares one map among AVs, each keying its entries with its own av_id
+// (ID); WithMirror(nil) opens an AV without kernel copy. Writes are
+// gathered and made with BPF_MAP_UPDATE_BATCH, batchLen at a time: an
+// insert with FI_MORE may leave its writes pending, an insert without it,
+// a remove or Close writes them. If the kernel refuses a write (a full
+// map), that address fails with the kernel's error (FI_ENOSPC for a full
+// map) and the addresses of the batch after it are aborted (FI_ECANCELED);
+// all of them leave the AV again. To attach XDP for an AV, load the program
+// with KernelMap() replacing av_map; for a named AV another process may
+// open the map pinned at PinPath(name).
+//
+// # Provider choices
+//
+//   - FI_AV_UNSPEC opens an FI_AV_TABLE. TABLE handles are indices, lowest
+//     free index first. MAP handles are generation<<32 | index, never
+//     pointers: a handle used after its address was removed is rejected,
+//     also once the index holds a new address (until the 16-bit generation
+//     wraps). Receive-context bits (rx_ctx_bits up to MaxRxCtxBits) sit in
+//     the top bits, as fi_rx_addr puts them, and lookups ignore them.
+//   - Count and ep_per_node are hints: an AV grows to 2^32-1 addresses.
+//   - Duplicates are detected through the AV's address hash: inserting an
+//     address the AV already holds fails for that address with
+//     FI_EADDRINUSE (FI_ADDR_NOTAVAIL in its slot). One peer has one entry
+//     in the kernel map, so a second handle could never be reported as a
+//     source; FIAddr finds the existing handle. Remove then insert works.
+//   - Asynchronous (FI_EVENT) inserts run in a per-AV goroutine in call
+//     order, on a copy of the addresses taken by the call; InsertSvc and
+//     InsertSym resolve host names there, not in the caller. An FI_MORE
+//     insert completes when its kernel writes are made, that is with the
+//     next insert without FI_MORE (or a remove); FI_SYNC_ERR is synchronous
+//     only (FI_EINVAL on an FI_EVENT AV). Close aborts queued inserts with
+//     FI_ECANCELED.
+//   - FI_SYNC_ERR takes the status array as the insert's context, an []int
+//     receiving 0 or a positive fi.Errno per address, as fi_av(3) says.
+//   - FI_SYMMETRIC: InsertSym of a numeric range stores one range record:
+//     memory does not grow with nodecnt x svccnt. Free TABLE indices are
+//     filled address by address first, so indices stay lowest-first. The
+//     kernel map still gets one entry per address, since XDP looks up exact
+//     keys. Host-name ranges, per-insert user IDs and auth keys, and named
+//     AVs insert address by address.
+//   - User IDs: on an AV opened with FI_AV_USER_ID, SetUserID sets them and
+//     sources report FI_ADDR_NOTAVAIL until then; per-insert FI_AV_USER_ID
+//     is rejected there (FI_EINVAL), as with WithAVAuthKey, and on Remove.
+//   - Auth keys are AuthKeySize (8) bytes; InsertAuthKey needs
+//     WithAVAuthKey. Handles have bit 48 set so LookupAuthKey tells them
+//     from address handles. An auth key cannot be removed while an endpoint
+//     is enabled against it or an address is bound to it (FI_EBUSY). One
+//     peer can be in an AV once, whatever its key.
+//   - A named AV is a BPF map pinned at PinPath(name) (under bpffs, mounted
+//     if needed) holding its entries and metadata; every process opening
+//     the name at the same map_addr gets the same handles. map_addr 0 takes
+//     the AV's (reported by Attr); another value must match it. FI_READ
+//     opens an existing named AV read-only. Changes are serialized across
+//     processes with flock on the pin directory and a version record; a
+//     process catches up before it changes the AV and when a lookup misses.
+//     FI_MORE is not held back on named AVs, and user IDs, auth keys and
+//     endpoint state stay per process. Close keeps the pin; Unlink removes
+//     it. MAP handles of a named AV are not reused.
+//   - IPv6 zones, flow labels and scope ids are not kept: the kernel map
+//     key has none. An IPv4-mapped IPv6 address is the same peer as the
+//     IPv4 address.
+package av

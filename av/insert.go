@@ -1,0 +1,761 @@
+package av
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/eq"
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+const insertFlags = fi.MORE | fi.SYNC_ERR | fi.AV_USER_ID | fi.AUTH_KEY
+
+// Insert is fi_av_insert: it inserts addrs, each one address in the AV's
+// format (what an endpoint's GetName yields: a sockaddr_in, a sockaddr_in6,
+// or an FI_ADDR_STR string), and writes their handles to fiAddr, which may
+// be nil for FI_AV_TABLE and otherwise holds at least len(addrs) slots.
+//
+// Synchronously it returns how many addresses were inserted; a failed
+// address gets FI_ADDR_NOTAVAIL in its fiAddr slot. With fi.SYNC_ERR, ctx
+// must be an []int of at least len(addrs), which receives each address's
+// status: 0 or a positive fi.Errno.
+//
+// On an FI_EVENT AV it returns 0 at once (FI_ENOEQ before Bind); the bound
+// EQ then gets one error entry per failed address (Data: its index,
+// Context: ctx), then one FI_AV_COMPLETE with Data: the number inserted.
+// fiAddr must stay untouched until then.
+//
+// Per-insert fi.AV_USER_ID takes fiAddr[i] as the user ID of address i,
+// fi.AUTH_KEY takes it as the auth key handle (InsertAuthKey) to bind it
+// to; both then overwrite it with the address's handle. fi.MORE lets the
+// AV hold the kernel map writes back until an insert without it.
+func (av *AV) Insert(addrs [][]byte, fiAddr []fi.Addr, flags fi.Flags, ctx any) (int, error) {
+	src := rawSource{format: av.format, addrs: addrs}
+	return av.insert("av insert", src, fiAddr, flags, ctx)
+}
+
+// InsertAddrPort is Insert for addresses given as netip.AddrPort (IPv4 or
+// IPv6 UDP endpoints), whatever the AV's format.
+func (av *AV) InsertAddrPort(addrs []netip.AddrPort, fiAddr []fi.Addr, flags fi.Flags, ctx any) (int, error) {
+	return av.insert("av insert", apSource(addrs), fiAddr, flags, ctx)
+}
+
+// InsertSvc is fi_av_insertsvc: it inserts the address of node (host name
+// or numeric address) and service (UDP port number or name). node may
+// instead be an FI_ADDR_STR address with service "". fiAddr is nil or
+// holds one slot.
+func (av *AV) InsertSvc(node, service string, fiAddr []fi.Addr, flags fi.Flags, ctx any) (int, error) {
+	return av.insert("av insertsvc", &svcSource{format: av.format, node: node, service: service}, fiAddr, flags, ctx)
+}
+
+// InsertSym is fi_av_insertsym: it inserts nodecnt x svccnt addresses,
+// the services service..service+svccnt-1 of node, then of node+1, and so
+// on. node is a numeric address (counted up as an integer) or a host name
+// with a numeric suffix ("host10", "host11", ..., keeping the suffix's
+// zero padding). On an FI_SYMMETRIC AV, a numeric range is stored as a
+// range, in memory independent of its size.
+func (av *AV) InsertSym(node string, nodecnt int, service string, svccnt int, fiAddr []fi.Addr, flags fi.Flags, ctx any) (int, error) {
+	src, err := newSymSource(av.format, node, nodecnt, service, svccnt)
+	if err != nil {
+		return 0, fmt.Errorf("av insertsym: %w", err)
+	}
+	return av.insert("av insertsym", src, fiAddr, flags, ctx)
+}
+
+// source yields the addresses of one insert call.
+type source interface {
+	len() int
+	at(i int) (endpoint, fi.Errno)
+}
+
+type rawSource struct {
+	format fi.AddrFormat
+	addrs  [][]byte
+}
+
+func (s rawSource) len() int                          { return len(s.addrs) }
+func (s rawSource) at(i int) (endpoint, fi.Errno)     { return parseAddr(s.format, s.addrs[i]) }
+func (s apSource) len() int                           { return len(s) }
+func (s apSource) at(i int) (endpoint, fi.Errno)      { return endpointOf(s[i]) }
+func (s *parsedSource) len() int                      { return len(s.eps) }
+func (s *parsedSource) at(i int) (endpoint, fi.Errno) { return s.eps[i], s.errAt(i) }
+
+type apSource []netip.AddrPort
+
+// parsedSource is a copy of an asynchronous insert's addresses, taken by
+// the call so the caller's buffers are free once it returns.
+type parsedSource struct {
+	eps  []endpoint
+	errs []fi.Errno // nil while every address parsed
+}
+
+func (s *parsedSource) errAt(i int) fi.Errno {
+	if s.errs == nil {
+		return 0
+	}
+	return s.errs[i]
+}
+
+func parseAll(src source) *parsedSource {
+	p := &parsedSource{eps: make([]endpoint, src.len())}
+	for i := range p.eps {
+		ep, errno := src.at(i)
+		if errno != 0 {
+			if p.errs == nil {
+				p.errs = make([]fi.Errno, len(p.eps))
+			}
+			p.errs[i] = errno
+		}
+		p.eps[i] = ep
+	}
+	return p
+}
+
+// svcSource resolves one node/service pair when first asked, which for an
+// FI_EVENT AV is in the AV's worker, not in the caller.
+type svcSource struct {
+	format        fi.AddrFormat
+	node, service string
+	ep            endpoint
+	errno         fi.Errno
+	done          bool
+}
+
+func (s *svcSource) len() int { return 1 }
+
+func (s *svcSource) at(int) (endpoint, fi.Errno) {
+	if !s.done {
+		s.done = true
+		if strings.Contains(s.node, "://") && s.service == "" {
+			s.ep, s.errno = parseAddrStr(s.node)
+			if s.errno == 0 && !formatTakes(s.format, s.ep) {
+				s.errno = fi.EINVAL
+			}
+		} else if port, errno := resolvePort(s.service); errno != 0 {
+			s.errno = errno
+		} else {
+			s.ep, s.errno = resolveNode(s.format, s.node, port)
+		}
+	}
+	return s.ep, s.errno
+}
+
+// formatTakes reports whether an AV of format f stores ep's family.
+func formatTakes(f fi.AddrFormat, ep endpoint) bool {
+	switch f {
+	case fi.FormatSockaddr4:
+		return ep.is4()
+	case fi.FormatSockaddr6:
+		return !ep.is4()
+	}
+	return true
+}
+
+func resolvePort(service string) (uint16, fi.Errno) {
+	if n, err := strconv.ParseUint(service, 10, 16); err == nil {
+		if n == 0 {
+			return 0, fi.EINVAL
+		}
+		return uint16(n), 0
+	}
+	if service == "" {
+		return 0, fi.EINVAL
+	}
+	n, err := net.LookupPort("udp", service)
+	if err != nil || n <= 0 || n > 0xffff {
+		return 0, fi.EINVAL
+	}
+	return uint16(n), 0
+}
+
+// resolveTimeout bounds a host name lookup.
+const resolveTimeout = 10 * time.Second
+
+// resolveNode returns the endpoint of node (numeric or host name) in the
+// family the AV format takes.
+func resolveNode(f fi.AddrFormat, node string, port uint16) (endpoint, fi.Errno) {
+	if node == "" {
+		return endpoint{}, fi.EINVAL
+	}
+	if a, err := netip.ParseAddr(node); err == nil {
+		ep, errno := endpointOf(netip.AddrPortFrom(a, port))
+		if errno == 0 && (!formatTakes(f, ep) || a.Is4In6() && f == fi.FormatSockaddr4) {
+			errno = fi.EINVAL
+		}
+		return ep, errno
+	}
+	network := "ip"
+	switch f {
+	case fi.FormatSockaddr4:
+		network = "ip4"
+	case fi.FormatSockaddr6:
+		network = "ip6"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, network, node)
+	if err != nil || len(addrs) == 0 {
+		return endpoint{}, fi.EINVAL
+	}
+	return endpointOf(netip.AddrPortFrom(addrs[0], port))
+}
+
+// symSource enumerates the nodecnt x svccnt addresses of fi_av_insertsym.
+type symSource struct {
+	format      fi.AddrFormat
+	nodes, svcs int
+	port        uint16
+	numeric     bool
+	ip          [16]byte // first node, numeric
+	prefix      string   // host name without its numeric suffix
+	suffix      uint64
+	width       int // digits of the suffix, kept with zero padding
+	lastNode    int // node whose resolution is cached, -1 none
+	lastEP      endpoint
+	lastErr     fi.Errno
+}
+
+func newSymSource(f fi.AddrFormat, node string, nodecnt int, service string, svccnt int) (*symSource, error) {
+	if nodecnt < 0 || svccnt < 0 || (svccnt > 0 && nodecnt > (maxIndex+1)/svccnt) {
+		return nil, fmt.Errorf("nodecnt %d x svccnt %d: %w", nodecnt, svccnt, fi.EINVAL)
+	}
+	s := &symSource{format: f, nodes: nodecnt, svcs: svccnt, lastNode: -1}
+	port, errno := resolvePort(service)
+	if errno != 0 || (svccnt > 0 && int(port)+svccnt-1 > 0xffff) {
+		return nil, fmt.Errorf("service %q x %d: %w", service, svccnt, fi.EINVAL)
+	}
+	s.port = port
+	if a, err := netip.ParseAddr(node); err == nil {
+		ep, errno := endpointOf(netip.AddrPortFrom(a, port))
+		if errno != 0 || !formatTakes(f, ep) {
+			return nil, fmt.Errorf("node %q: %w", node, fi.EINVAL)
+		}
+		if nodecnt > 0 {
+			if _, ok := ipAdd(ep.ip, uint64(nodecnt-1)); !ok {
+				return nil, fmt.Errorf("node %q + %d overflows: %w", node, nodecnt-1, fi.EINVAL)
+			}
+		}
+		s.numeric, s.ip = true, ep.ip
+		return s, nil
+	}
+	i := len(node)
+	for i > 0 && node[i-1] >= '0' && node[i-1] <= '9' {
+		i--
+	}
+	s.prefix, s.width = node[:i], len(node)-i
+	if node == "" || (nodecnt > 1 && s.width == 0) {
+		return nil, fmt.Errorf("node %q needs a numeric suffix for nodecnt %d: %w", node, nodecnt, fi.EINVAL)
+	}
+	if s.width > 0 {
+		n, err := strconv.ParseUint(node[i:], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("node %q: %w", node, fi.EINVAL)
+		}
+		s.suffix = n
+	}
+	return s, nil
+}
+
+func (s *symSource) len() int { return s.nodes * s.svcs }
+
+func (s *symSource) at(i int) (endpoint, fi.Errno) {
+	node, svc := i/s.svcs, i%s.svcs
+	port := s.port + uint16(svc)
+	if s.numeric {
+		ip, _ := ipAdd(s.ip, uint64(node))
+		return endpoint{ip: ip, port: port}, 0
+	}
+	if node != s.lastNode {
+		s.lastNode = node
+		s.lastEP, s.lastErr = resolveNode(s.format, s.nodeName(node), s.port)
+	}
+	ep := s.lastEP
+	ep.port = port
+	return ep, s.lastErr
+}
+
+// nodeName is the host name of node i: the suffix counted up, its zero
+// padding kept ("host09" + 1 = "host10").
+func (s *symSource) nodeName(i int) string {
+	if s.width == 0 {
+		return s.prefix
+	}
+	n := strconv.FormatUint(s.suffix+uint64(i), 10)
+	if len(n) < s.width {
+		n = strings.Repeat("0", s.width-len(n)) + n
+	}
+	return s.prefix + n
+}
+
+// insertJob is one insert call in progress.
+type insertJob struct {
+	src       source
+	fiAddr    []fi.Addr
+	flags     fi.Flags
+	ctx       any
+	syncErr   []int
+	async     bool
+	inserted  int
+	failed    []failure // async: the error entries to post, in address order
+	unflushed int       // entries of the job in the pending kernel batch
+	done      bool      // every address processed
+	returned  bool      // synchronous call already returned (FI_MORE)
+	finished  bool      // completion posted
+}
+
+type failure struct {
+	i   int
+	err fi.Errno
+}
+
+func (j *insertJob) fail(i int, errno fi.Errno) {
+	if j.fiAddr != nil {
+		j.fiAddr[i] = fi.AddrNotAvail
+	}
+	if j.syncErr != nil {
+		j.syncErr[i] = int(errno)
+	}
+	if j.async {
+		j.failed = append(j.failed, failure{i, errno})
+	}
+}
+
+// insert checks the arguments common to every insert call and runs the
+// insert now (synchronous AV) or queues it (FI_EVENT).
+func (av *AV) insert(op string, src source, fiAddr []fi.Addr, flags fi.Flags, ctx any) (int, error) {
+	n := src.len()
+	if flags&^insertFlags != 0 {
+		return 0, fmt.Errorf("%s: flags %#x: %w", op, uint64(flags&^insertFlags), fi.EBADFLAGS)
+	}
+	if fiAddr != nil && len(fiAddr) < n {
+		return 0, fmt.Errorf("%s: fi_addr has %d slots for %d addresses: %w", op, len(fiAddr), n, fi.EINVAL)
+	}
+	if fiAddr == nil && av.attr.Type == TypeMap && n > 0 {
+		return 0, fmt.Errorf("%s: FI_AV_MAP needs an fi_addr buffer: %w", op, fi.EINVAL)
+	}
+	if flags&fi.AV_USER_ID != 0 {
+		switch {
+		case av.attr.Flags&fi.AV_USER_ID != 0:
+			return 0, fmt.Errorf("%s: per-insert FI_AV_USER_ID on an AV opened with FI_AV_USER_ID (use SetUserID): %w", op, fi.EINVAL)
+		case av.authKeys:
+			return 0, fmt.Errorf("%s: per-insert FI_AV_USER_ID with FI_AV_AUTH_KEY: %w", op, fi.EINVAL)
+		case flags&fi.AUTH_KEY != 0:
+			return 0, fmt.Errorf("%s: FI_AV_USER_ID and FI_AUTH_KEY both read fi_addr: %w", op, fi.EINVAL)
+		case fiAddr == nil && n > 0:
+			return 0, fmt.Errorf("%s: FI_AV_USER_ID needs the user IDs in fi_addr: %w", op, fi.EINVAL)
+		}
+	}
+	if flags&fi.AUTH_KEY != 0 {
+		if !av.authKeys {
+			return 0, fmt.Errorf("%s: FI_AUTH_KEY needs a domain with FI_AV_AUTH_KEY: %w", op, fi.EINVAL)
+		}
+		if fiAddr == nil && n > 0 {
+			return 0, fmt.Errorf("%s: FI_AUTH_KEY needs the auth key handles in fi_addr: %w", op, fi.EINVAL)
+		}
+	}
+	j := &insertJob{src: src, fiAddr: fiAddr, flags: flags, ctx: ctx, async: av.async != nil}
+	if flags&fi.SYNC_ERR != 0 {
+		if j.async {
+			return 0, fmt.Errorf("%s: FI_SYNC_ERR on an FI_EVENT AV: %w", op, fi.EINVAL)
+		}
+		se, ok := ctx.([]int)
+		if !ok || len(se) < n {
+			return 0, fmt.Errorf("%s: FI_SYNC_ERR needs an []int of %d statuses as context: %w", op, n, fi.EINVAL)
+		}
+		j.syncErr = se
+	}
+
+	if av.readOnly {
+		return 0, fmt.Errorf("%s: AV opened read-only: %w", op, fi.EACCES)
+	}
+	if j.async {
+		// Not under wmu: an asynchronous insert returns at once, also while
+		// the worker runs an earlier one.
+		av.epMu.Lock()
+		closing, bound := av.closing, av.eq != nil
+		av.epMu.Unlock()
+		switch {
+		case closing:
+			return 0, fmt.Errorf("%s: closed: %w", op, fi.EINVAL)
+		case !bound:
+			return 0, fmt.Errorf("%s: FI_EVENT AV without a bound EQ: %w", op, fi.ENOEQ)
+		}
+		switch src.(type) {
+		case rawSource, apSource:
+			j.src = parseAll(src) // the caller's address buffers are its own again
+		}
+		if err := av.async.submit(j); err != nil {
+			return 0, fmt.Errorf("%s: %w", op, err)
+		}
+		return 0, nil
+	}
+	av.wmu.Lock()
+	if av.closed {
+		av.wmu.Unlock()
+		return 0, fmt.Errorf("%s: closed: %w", op, fi.EINVAL)
+	}
+	defer av.wmu.Unlock()
+	return av.insertSync(op, j)
+}
+
+// insertSync runs a synchronous insert; wmu held.
+func (av *AV) insertSync(op string, j *insertJob) (n int, err error) {
+	if av.shared != nil {
+		if err := av.shared.begin(); err != nil {
+			return 0, fmt.Errorf("%s: %w", op, err)
+		}
+		defer func() {
+			if serr := av.shared.end(); serr != nil {
+				err = errors.Join(err, fmt.Errorf("%s: %w", op, serr))
+			}
+		}()
+	}
+	av.run(j)
+	if j.flags&fi.MORE == 0 || av.shared != nil {
+		// The call's own addresses the kernel refused have failed one by
+		// one; only those of earlier FI_MORE calls need an error here.
+		if lost, ferr := av.flush(); ferr != nil && lost > 0 {
+			err = fmt.Errorf("%s: %d address(es) of earlier FI_MORE inserts removed again: %w", op, lost, ferr)
+		}
+	}
+	j.returned = true
+	return j.inserted, err
+}
+
+// blockLen addresses are parsed or resolved outside mu, then placed under
+// one mu.Lock.
+const blockLen = 256
+
+type block struct {
+	eps  [blockLen]endpoint
+	errs [blockLen]fi.Errno
+}
+
+// run inserts the job's addresses; wmu held.
+func (av *AV) run(j *insertJob) {
+	defer func() { j.done = true }()
+	if s, ok := j.src.(*symSource); ok && av.symmetricRange(j, s) {
+		return
+	}
+	av.runRange(j, 0, j.src.len())
+}
+
+// runRange inserts addresses [from, to) of the job one by one.
+func (av *AV) runRange(j *insertJob, from, to int) {
+	if av.scratch == nil {
+		av.scratch = new(block)
+	}
+	sc := av.scratch
+	for base := from; base < to; base += blockLen {
+		m := min(blockLen, to-base)
+		for k := range m {
+			sc.eps[k], sc.errs[k] = j.src.at(base + k)
+		}
+		av.mu.Lock()
+		for k := range m {
+			errno := sc.errs[k]
+			if errno == 0 && !formatTakes(av.format, sc.eps[k]) {
+				errno = fi.EINVAL
+			}
+			if errno == 0 {
+				errno = av.place(j, base+k, sc.eps[k])
+			}
+			if errno != 0 {
+				j.fail(base+k, errno)
+			}
+		}
+		av.mu.Unlock()
+		if len(av.pend.keys) >= batchLen {
+			av.flush() // failures are recorded in the jobs
+		}
+	}
+}
+
+// place inserts address i of the job; wmu and mu held.
+func (av *AV) place(j *insertJob, i int, ep endpoint) fi.Errno {
+	var keyID uint16
+	if j.flags&fi.AUTH_KEY != 0 {
+		id, ok := av.authKeyID(j.fiAddr[i])
+		if !ok {
+			return fi.ENOKEY
+		}
+		keyID = id
+	}
+	if _, dup := av.t.find(ep); dup {
+		return fi.EADDRINUSE
+	}
+	idx, ok := av.t.alloc()
+	if !ok {
+		return fi.ENOSPC
+	}
+	e := av.t.put(idx, ep, keyID)
+	var vflags uint32
+	if j.flags&fi.AV_USER_ID != 0 {
+		*av.t.userID(idx) = j.fiAddr[i]
+		e.state |= entryUserID
+		vflags = entryFlagUserIDSet
+	}
+	if keyID != 0 {
+		av.keys[keyID-1].addrs++
+	}
+	h := av.handle(idx, e.gen)
+	if j.fiAddr != nil {
+		j.fiAddr[i] = h
+	}
+	if j.syncErr != nil {
+		j.syncErr[i] = 0
+	}
+	j.inserted++
+	if av.mirror != nil {
+		av.pend.add(kernelKey(av.id, ep), bpf.XdpfabAvValue{FiAddr: uint64(h), AuthKeyId: uint32(keyID), Flags: vflags}, pendingOp{j, i, idx})
+		j.unflushed++
+	}
+	return 0
+}
+
+// symmetricRange stores a numeric symmetric insert as a range when the AV
+// has FI_SYMMETRIC and nothing per address is asked for. Free indices
+// below the end are filled one by one first, as FI_AV_TABLE's lowest-index
+// rule wants; the rest becomes one range. It returns false to leave the
+// insert to the address-by-address path (for example when one of the
+// addresses is already in the AV, so that it alone fails).
+func (av *AV) symmetricRange(j *insertJob, s *symSource) bool {
+	n := s.len()
+	if av.attr.Flags&fi.SYMMETRIC == 0 || !s.numeric || av.shared != nil || n < 2 ||
+		j.flags&(fi.AV_USER_ID|fi.AUTH_KEY) != 0 {
+		return false
+	}
+	// wmu held: no one else changes the table, reading it needs no mu.
+	for i := range n {
+		ep, _ := s.at(i)
+		if _, dup := av.t.find(ep); dup {
+			return false
+		}
+	}
+	holes := min(len(av.t.free), n)
+	if uint64(av.t.next)+uint64(n-holes)-1 > maxIndex {
+		return false
+	}
+	av.runRange(j, 0, holes)
+	rest := n - holes
+	r := &symRange{
+		first: av.t.next, count: uint32(rest), off0: uint64(holes),
+		ip: s.ip, port: s.port, nodes: uint64(s.nodes), svcs: uint64(s.svcs),
+	}
+	av.mu.Lock()
+	av.t.next += uint32(rest)
+	av.t.addRange(r)
+	av.mu.Unlock()
+	j.inserted += rest
+	for k := range rest {
+		i := holes + k
+		h := av.handle(r.first+uint32(k), rangeGen)
+		if j.fiAddr != nil {
+			j.fiAddr[i] = h
+		}
+		if j.syncErr != nil {
+			j.syncErr[i] = 0
+		}
+		if av.mirror != nil {
+			av.pend.add(kernelKey(av.id, r.member(uint32(k))), bpf.XdpfabAvValue{FiAddr: uint64(h)}, pendingOp{j, i, r.first + uint32(k)})
+			j.unflushed++
+			if len(av.pend.keys) >= batchLen {
+				av.flush()
+			}
+		}
+	}
+	return true
+}
+
+// pending is the batch of kernel map writes not yet made; guarded by wmu.
+type pending struct {
+	keys []bpf.XdpfabAvKey
+	vals []bpf.XdpfabAvValue
+	ops  []pendingOp
+}
+
+// pendingOp says which address of which insert a pending write is for.
+type pendingOp struct {
+	job *insertJob
+	i   int
+	idx uint32
+}
+
+func (p *pending) add(k bpf.XdpfabAvKey, v bpf.XdpfabAvValue, op pendingOp) {
+	if p.keys == nil {
+		p.keys = make([]bpf.XdpfabAvKey, 0, batchLen)
+		p.vals = make([]bpf.XdpfabAvValue, 0, batchLen)
+		p.ops = make([]pendingOp, 0, batchLen)
+	}
+	p.keys = append(p.keys, k)
+	p.vals = append(p.vals, v)
+	p.ops = append(p.ops, op)
+}
+
+// flush writes the pending batch with one batched map update; wmu held,
+// mu not. When the kernel refuses an entry, it and the entries after it
+// (not attempted: aborted, FI_ECANCELED) leave the AV again and fail in
+// their insert; lost counts those whose synchronous insert had already
+// returned. Asynchronous inserts whose entries are all written complete.
+func (av *AV) flush() (lost int, err error) {
+	p := &av.pend
+	if len(p.ops) == 0 {
+		return 0, nil
+	}
+	n, err := av.mirror.Update(p.keys, p.vals)
+	if err != nil {
+		err = errnoOfKernel(err)
+		first := fi.ErrnoOf(err)
+		av.mu.Lock()
+		for k := n; k < len(p.ops); k++ {
+			op := p.ops[k]
+			av.dropEntry(op.idx)
+			op.job.inserted--
+			errno := fi.ECANCELED
+			if k == n {
+				errno = first
+			}
+			if op.job.returned {
+				lost++
+			} else {
+				op.job.fail(op.i, errno)
+			}
+		}
+		av.mu.Unlock()
+	}
+	for _, op := range p.ops {
+		op.job.unflushed--
+		if op.job.unflushed == 0 && op.job.done {
+			av.finish(op.job)
+		}
+	}
+	clear(p.ops)
+	p.keys, p.vals, p.ops = p.keys[:0], p.vals[:0], p.ops[:0]
+	return lost, err
+}
+
+// dropEntry removes idx from the table, releasing its auth key; mu held.
+func (av *AV) dropEntry(idx uint32) (endpoint, bool) {
+	_, _, key, ok := av.t.get(idx)
+	if !ok {
+		return endpoint{}, false
+	}
+	if key != 0 {
+		av.keys[key-1].addrs--
+	}
+	return av.t.remove(idx)
+}
+
+// finish posts an asynchronous insert's error entries and completion.
+func (av *AV) finish(j *insertJob) {
+	if !j.async || j.finished {
+		return
+	}
+	j.finished = true
+	for _, f := range j.failed {
+		av.eq.PostErr(eq.ErrEntry{FID: av, Context: j.ctx, Data: uint64(f.i), Err: f.err})
+	}
+	av.eq.Post(eq.Entry{Event: eq.AVComplete, FID: av, Context: j.ctx, Data: uint64(j.inserted)})
+}
+
+// worker runs the inserts of an FI_EVENT AV in call order, so indices
+// are assigned in the order of the calls.
+type worker struct {
+	av       *AV
+	mu       sync.Mutex
+	queue    []*insertJob // guarded by mu
+	stopping bool         // guarded by mu
+	wake     chan struct{}
+	done     chan struct{}
+}
+
+func startWorker(av *AV) *worker {
+	w := &worker{av: av, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+func (w *worker) submit(j *insertJob) error {
+	w.mu.Lock()
+	if w.stopping {
+		w.mu.Unlock()
+		return fmt.Errorf("closed: %w", fi.EINVAL)
+	}
+	w.queue = append(w.queue, j)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (w *worker) loop() {
+	defer close(w.done)
+	for range w.wake {
+		for {
+			w.mu.Lock()
+			if len(w.queue) == 0 {
+				stop := w.stopping
+				w.mu.Unlock()
+				if stop {
+					return
+				}
+				break
+			}
+			j := w.queue[0]
+			w.queue[0] = nil
+			w.queue = w.queue[1:]
+			abort := w.stopping
+			w.mu.Unlock()
+			w.av.wmu.Lock()
+			if abort {
+				w.av.abort(j)
+			} else {
+				w.av.runAsync(j)
+			}
+			w.av.wmu.Unlock()
+		}
+	}
+}
+
+// stop aborts the queued inserts, lets the running one finish and waits
+// for the worker to end.
+func (w *worker) stop() {
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	<-w.done
+}
+
+// runAsync runs a queued insert; wmu held.
+func (av *AV) runAsync(j *insertJob) {
+	av.run(j)
+	if j.flags&fi.MORE == 0 {
+		av.flush() // completes j and the FI_MORE inserts before it
+	}
+	if j.unflushed == 0 {
+		av.finish(j) // nothing (left) to write to the kernel
+	}
+}
+
+// abort fails every address of a queued insert with FI_ECANCELED.
+func (av *AV) abort(j *insertJob) {
+	for i := range j.src.len() {
+		j.fail(i, fi.ECANCELED)
+	}
+	j.done = true
+	av.finish(j)
+}

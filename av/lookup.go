@@ -1,0 +1,368 @@
+package av
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// Remove is fi_av_remove: it removes the addresses fiAddrs refer to, or
+// with fi.AUTH_KEY the authorization keys (FI_EBUSY while an endpoint is
+// enabled against one or an address is bound to it). It removes all or,
+// when one handle is invalid or repeated, none (FI_EINVAL). A removed
+// handle stays invalid until an insert returns it again; FI_AV_MAP handles
+// carry a generation, so a stale one is detected even then.
+func (av *AV) Remove(fiAddrs []fi.Addr, flags fi.Flags) (err error) {
+	switch {
+	case flags&fi.AV_USER_ID != 0:
+		return fmt.Errorf("av remove: per-remove FI_AV_USER_ID is not supported: %w", fi.EINVAL)
+	case flags&^fi.AUTH_KEY != 0:
+		return fmt.Errorf("av remove: flags %#x: %w", uint64(flags&^fi.AUTH_KEY), fi.EBADFLAGS)
+	}
+	av.wmu.Lock()
+	defer av.wmu.Unlock()
+	if av.closed {
+		return fmt.Errorf("av remove: closed: %w", fi.EINVAL)
+	}
+	if av.readOnly {
+		return fmt.Errorf("av remove: AV opened read-only: %w", fi.EACCES)
+	}
+	if av.shared != nil {
+		if err := av.shared.begin(); err != nil {
+			return fmt.Errorf("av remove: %w", err)
+		}
+		defer func() {
+			if serr := av.shared.end(); serr != nil {
+				err = errors.Join(err, fmt.Errorf("av remove: %w", serr))
+			}
+		}()
+	}
+	// Inserts held back by FI_MORE go to the kernel before removes do, or a
+	// later flush would bring a removed address back.
+	if lost, ferr := av.flush(); ferr != nil && lost > 0 {
+		return fmt.Errorf("av remove: %d address(es) of earlier FI_MORE inserts removed again: %w", lost, ferr)
+	}
+	if flags&fi.AUTH_KEY != 0 {
+		return av.removeAuthKeys(fiAddrs)
+	}
+
+	av.mu.Lock()
+	idxs := make([]uint32, len(fiAddrs))
+	seen := make(map[uint32]struct{}, len(fiAddrs))
+	for i, a := range fiAddrs {
+		idx, _, _, ok := av.resolve(a)
+		if _, dup := seen[idx]; !ok || dup {
+			av.mu.Unlock()
+			return fmt.Errorf("av remove: fi_addr[%d] = %v is not in the AV: %w", i, a, fi.EINVAL)
+		}
+		seen[idx] = struct{}{}
+		idxs[i] = idx
+	}
+	keys := make([]bpf.XdpfabAvKey, 0, len(idxs))
+	for _, idx := range idxs {
+		ep, _ := av.dropEntry(idx)
+		keys = append(keys, kernelKey(av.id, ep))
+	}
+	av.mu.Unlock()
+	if av.mirror == nil {
+		return nil
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), batchLen)
+		if _, err := av.mirror.Delete(keys[:n]); err != nil {
+			return fmt.Errorf("av remove: kernel AV map: %w", errnoOfKernel(err))
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// Lookup is fi_av_lookup: it writes the address fiAddr refers to, in the
+// AV's format, into buf, truncated to len(buf), and returns the size the
+// whole address needs (which may exceed len(buf)).
+func (av *AV) Lookup(fiAddr fi.Addr, buf []byte) (int, error) {
+	av.mu.RLock()
+	_, ep, _, ok := av.resolve(fiAddr)
+	av.mu.RUnlock()
+	if !ok {
+		if ep, ok = av.sharedMiss(func() (endpoint, bool) {
+			av.mu.RLock()
+			defer av.mu.RUnlock()
+			_, ep, _, ok := av.resolve(fiAddr)
+			return ep, ok
+		}); !ok {
+			return 0, fmt.Errorf("av lookup: %v: %w", fiAddr, fi.EINVAL)
+		}
+	}
+	var tmp [80]byte
+	out := appendAddr(tmp[:0], av.format, ep)
+	copy(buf, out)
+	return len(out), nil
+}
+
+// Straddr is fi_av_straddr: it writes addr (one address in the AV's
+// format, inserted or not) as text (fi_sockaddr_in://10.0.0.1:7471,
+// fi_sockaddr_in6://[fe80::1]:7471) into buf, truncated to len(buf), and
+// returns the size the whole text needs.
+func (av *AV) Straddr(addr []byte, buf []byte) (int, error) {
+	ep, errno := parseAddr(av.format, addr)
+	if errno != 0 {
+		return 0, fmt.Errorf("av straddr: %w", errno)
+	}
+	var tmp [80]byte
+	out := appendAddrStr(tmp[:0], ep)
+	copy(buf, out)
+	return len(out), nil
+}
+
+// RxAddr is fi_rx_addr: the address of receive context rxIndex of the
+// endpoint at fiAddr, for an AV with rxCtxBits receive-context bits.
+func RxAddr(fiAddr fi.Addr, rxIndex, rxCtxBits int) fi.Addr {
+	if rxCtxBits <= 0 || rxCtxBits > 64 {
+		return fiAddr
+	}
+	return fi.Addr(uint64(rxIndex)<<(64-rxCtxBits)) | fiAddr
+}
+
+// RxIndex returns the receive context fi_rx_addr put in fiAddr.
+func (av *AV) RxIndex(fiAddr fi.Addr) int {
+	if av.attr.RxCtxBits == 0 || fiAddr == fi.AddrNotAvail {
+		return 0
+	}
+	return int(uint64(fiAddr) >> (64 - av.attr.RxCtxBits))
+}
+
+// AddrPort returns the peer fiAddr refers to, for sending (receive-context
+// bits ignored). It takes no allocation and no lock but the AV's read lock.
+func (av *AV) AddrPort(fiAddr fi.Addr) (netip.AddrPort, bool) {
+	av.mu.RLock()
+	_, ep, _, ok := av.resolve(fiAddr)
+	av.mu.RUnlock()
+	if !ok {
+		return netip.AddrPort{}, false
+	}
+	return ep.addrPort(), true
+}
+
+// FIAddr returns the handle of peer ap (IPv4 or IPv4-mapped alike), or
+// FI_ADDR_NOTAVAIL when ap is not in the AV. Allocation-free.
+func (av *AV) FIAddr(ap netip.AddrPort) fi.Addr {
+	ep := endpoint{ip: ap.Addr().As16(), port: ap.Port()}
+	av.mu.RLock()
+	idx, ok := av.t.find(ep)
+	var h fi.Addr
+	if ok {
+		_, gen, _, _ := av.t.get(idx)
+		h = av.handle(idx, gen)
+	}
+	av.mu.RUnlock()
+	if !ok {
+		return av.sharedMissFIAddr(ep)
+	}
+	return h
+}
+
+// SourceAddr returns what a completion reports as the source of a message
+// from ap (FI_SOURCE): the user ID when one applies, else the handle. On an
+// AV opened with FI_AV_USER_ID that is the ID set with SetUserID, or
+// FI_ADDR_NOTAVAIL until then; otherwise an ID given with a per-insert
+// FI_AV_USER_ID, or the handle. FI_ADDR_NOTAVAIL for unknown peers.
+// Allocation-free.
+func (av *AV) SourceAddr(ap netip.AddrPort) fi.Addr {
+	ep := endpoint{ip: ap.Addr().As16(), port: ap.Port()}
+	av.mu.RLock()
+	a, ok := av.sourceLocked(ep)
+	av.mu.RUnlock()
+	if !ok && av.shared != nil {
+		if av.sharedMissFIAddr(ep) == fi.AddrNotAvail {
+			return fi.AddrNotAvail
+		}
+		av.mu.RLock()
+		a, _ = av.sourceLocked(ep)
+		av.mu.RUnlock()
+	}
+	return a
+}
+
+func (av *AV) sourceLocked(ep endpoint) (fi.Addr, bool) {
+	idx, ok := av.t.find(ep)
+	if !ok {
+		return fi.AddrNotAvail, false
+	}
+	if e := av.t.dense(idx); e != nil && e.gen != 0 && e.state&entryUserID != 0 {
+		return av.t.chunks[idx>>chunkShift].userIDs[idx&chunkMask], true
+	}
+	if av.attr.Flags&fi.AV_USER_ID != 0 {
+		return fi.AddrNotAvail, true
+	}
+	_, gen, _, _ := av.t.get(idx)
+	return av.handle(idx, gen), true
+}
+
+// AuthKeySource returns what an FI_SOURCE_ERR error event reports for a
+// message under auth key handle key: its user ID on an FI_AV_USER_ID AV
+// (FI_ADDR_NOTAVAIL until SetUserID), else the handle itself.
+func (av *AV) AuthKeySource(key fi.Addr) fi.Addr {
+	av.mu.RLock()
+	defer av.mu.RUnlock()
+	id, ok := av.authKeyID(key)
+	switch {
+	case !ok:
+		return fi.AddrNotAvail
+	case av.attr.Flags&fi.AV_USER_ID != 0:
+		return av.keys[id-1].userID
+	}
+	return authKeyTag | fi.Addr(id)
+}
+
+// SetUserID is fi_av_set_user_id: on an AV opened with FI_AV_USER_ID it
+// sets the user ID completions report for fiAddr, or with fi.AUTH_KEY for
+// the auth key handle fiAddr.
+func (av *AV) SetUserID(fiAddr, userID fi.Addr, flags fi.Flags) error {
+	if flags&^fi.AUTH_KEY != 0 {
+		return fmt.Errorf("av set_user_id: flags %#x: %w", uint64(flags&^fi.AUTH_KEY), fi.EBADFLAGS)
+	}
+	if av.attr.Flags&fi.AV_USER_ID == 0 {
+		return fmt.Errorf("av set_user_id: AV not opened with FI_AV_USER_ID: %w", fi.EINVAL)
+	}
+	av.wmu.Lock()
+	defer av.wmu.Unlock()
+	if av.closed {
+		return fmt.Errorf("av set_user_id: closed: %w", fi.EINVAL)
+	}
+	if flags&fi.AUTH_KEY != 0 {
+		av.mu.Lock()
+		defer av.mu.Unlock()
+		id, ok := av.authKeyID(fiAddr)
+		if !ok {
+			return fmt.Errorf("av set_user_id: auth key %v: %w", fiAddr, fi.EINVAL)
+		}
+		av.keys[id-1].userID = userID
+		return nil
+	}
+	if _, err := av.flush(); err != nil {
+		return fmt.Errorf("av set_user_id: kernel AV map: %w", err)
+	}
+	av.mu.Lock()
+	idx, ep, key, ok := av.resolve(fiAddr)
+	if !ok {
+		if av.shared != nil {
+			av.mu.Unlock()
+			err := av.shared.refresh()
+			av.mu.Lock()
+			if err != nil {
+				av.mu.Unlock()
+				return fmt.Errorf("av set_user_id: %w", err)
+			}
+			idx, ep, key, ok = av.resolve(fiAddr)
+		}
+		if !ok {
+			av.mu.Unlock()
+			return fmt.Errorf("av set_user_id: %v: %w", fiAddr, fi.EINVAL)
+		}
+	}
+	e := av.t.materialize(idx)
+	*av.t.userID(idx) = userID
+	e.state |= entryUserID
+	h := av.handle(idx, e.gen)
+	av.mu.Unlock()
+	if av.mirror == nil || av.readOnly {
+		return nil
+	}
+	k := []bpf.XdpfabAvKey{kernelKey(av.id, ep)}
+	v := []bpf.XdpfabAvValue{{FiAddr: uint64(h), AuthKeyId: uint32(key), Flags: entryFlagUserIDSet}}
+	if _, err := av.mirror.Update(k, v); err != nil {
+		return fmt.Errorf("av set_user_id: kernel AV map: %w", errnoOfKernel(err))
+	}
+	return nil
+}
+
+// InsertAuthKey is fi_av_insert_auth_key: it stores an authorization key
+// of AuthKeySize bytes (FI_EINVAL otherwise) and returns its handle, to be
+// used with fi.AUTH_KEY. It needs WithAVAuthKey; flags must be 0.
+func (av *AV) InsertAuthKey(key []byte, flags fi.Flags) (fi.Addr, error) {
+	switch {
+	case flags != 0:
+		return fi.AddrNotAvail, fmt.Errorf("av insert_auth_key: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
+	case !av.authKeys:
+		return fi.AddrNotAvail, fmt.Errorf("av insert_auth_key: domain without FI_AV_AUTH_KEY: %w", fi.EINVAL)
+	case len(key) != AuthKeySize:
+		return fi.AddrNotAvail, fmt.Errorf("av insert_auth_key: %d-byte key, want %d: %w", len(key), AuthKeySize, fi.EINVAL)
+	}
+	av.wmu.Lock()
+	defer av.wmu.Unlock()
+	switch {
+	case av.closed:
+		return fi.AddrNotAvail, fmt.Errorf("av insert_auth_key: closed: %w", fi.EINVAL)
+	case av.readOnly:
+		return fi.AddrNotAvail, fmt.Errorf("av insert_auth_key: AV opened read-only: %w", fi.EACCES)
+	}
+	av.mu.Lock()
+	defer av.mu.Unlock()
+	id := -1
+	for i := range av.keys {
+		if !av.keys[i].used {
+			id = i
+			break
+		}
+	}
+	if id < 0 {
+		if len(av.keys) == maxAuthKeys {
+			return fi.AddrNotAvail, fmt.Errorf("av insert_auth_key: %d keys: %w", maxAuthKeys, fi.ENOSPC)
+		}
+		av.keys = append(av.keys, authKey{})
+		id = len(av.keys) - 1
+	}
+	av.keys[id] = authKey{key: [AuthKeySize]byte(key), used: true, userID: fi.AddrNotAvail}
+	return authKeyTag | fi.Addr(id+1), nil
+}
+
+// LookupAuthKey is fi_av_lookup_auth_key: it writes the auth key of an
+// auth key handle, or the key an address was inserted with, into buf
+// (truncated to len(buf)) and returns the key's size. An address inserted
+// without a key gives FI_ENOKEY.
+func (av *AV) LookupAuthKey(fiAddr fi.Addr, buf []byte) (int, error) {
+	av.mu.RLock()
+	defer av.mu.RUnlock()
+	id, ok := av.authKeyID(fiAddr)
+	if !ok {
+		_, _, key, found := av.resolve(fiAddr)
+		if !found {
+			return 0, fmt.Errorf("av lookup_auth_key: %v: %w", fiAddr, fi.EINVAL)
+		}
+		if key == 0 {
+			return 0, fmt.Errorf("av lookup_auth_key: %v has no auth key: %w", fiAddr, fi.ENOKEY)
+		}
+		id = key
+	}
+	copy(buf, av.keys[id-1].key[:])
+	return AuthKeySize, nil
+}
+
+// removeAuthKeys removes auth key handles; wmu held.
+func (av *AV) removeAuthKeys(handles []fi.Addr) error {
+	av.mu.Lock()
+	defer av.mu.Unlock()
+	for i, h := range handles {
+		id, ok := av.authKeyID(h)
+		if !ok {
+			return fmt.Errorf("av remove: auth key fi_addr[%d] = %#x: %w", i, uint64(h), fi.EINVAL)
+		}
+		switch k := &av.keys[id-1]; {
+		case k.enabled > 0:
+			return fmt.Errorf("av remove: auth key %#x: %d endpoint(s) enabled against it: %w", uint64(h), k.enabled, fi.EBUSY)
+		case k.addrs > 0:
+			return fmt.Errorf("av remove: auth key %#x: %d address(es) bound to it: %w", uint64(h), k.addrs, fi.EBUSY)
+		}
+	}
+	for _, h := range handles {
+		id, ok := av.authKeyID(h)
+		if ok { // a handle listed twice is removed once
+			av.keys[id-1] = authKey{}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,364 @@
+package av
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/bpffs"
+)
+
+// A named AV lives in a BPF map of the av_map layout pinned at
+// PinPath(name): its address entries (pad 0) are what the XDP program
+// reads, and two records with pad recordPad hold what every process must
+// agree on, keyed by the AV's av_id:
+//
+//	port 0: meta: fi_addr = map_addr, auth_key_id = rx_ctx_bits, flags = type | format<<8
+//	port 1: version: fi_addr = version, bumped by every change; auth_key_id = next never-used index
+//
+// Writers serialize with flock on the pin directory; a process re-reads
+// the map when the version moved (before each change, and when a lookup
+// misses).
+const recordPad = 1
+
+const (
+	recordMeta    = 0
+	recordVersion = 1
+)
+
+// PinPath returns where the named AV name is pinned.
+func PinPath(name string) string { return bpffs.Path("av", name) }
+
+// Unlink removes the named AV name: its pin goes, the kernel frees the map
+// once no process holds it open. Opening the name afterwards creates a new
+// AV.
+func Unlink(name string) error {
+	if err := validName(name); err != nil {
+		return fmt.Errorf("av unlink: %w", err)
+	}
+	if err := os.Remove(PinPath(name)); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("av unlink %q: %w", name, fi.ENOENT)
+		}
+		return fmt.Errorf("av unlink %q: %w", name, err)
+	}
+	return nil
+}
+
+func validName(name string) error {
+	if name == "" || name == "." || name == ".." || len(name) > 200 || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("AV name %q: %w", name, fi.EINVAL)
+	}
+	return nil
+}
+
+// shared is the cross-process state of a named AV; guarded by the AV's wmu.
+type shared struct {
+	av      *AV
+	m       *ebpf.Map
+	lockFD  int
+	version uint64
+	loaded  bool
+}
+
+// openShared opens or creates the named AV; the AV is not yet visible.
+func (av *AV) openShared() error {
+	name := av.attr.Name
+	if err := validName(name); err != nil {
+		return err
+	}
+	dir, err := bpffs.Ensure(bpffs.Path("av"))
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	s := &shared{av: av, lockFD: fd}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.unlock()
+
+	av.id = sharedID(name)
+	path := PinPath(name)
+	m, err := ebpf.LoadPinnedMap(path, &ebpf.LoadPinOptions{ReadOnly: av.readOnly})
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if av.readOnly {
+			return fmt.Errorf("FI_READ: no AV named %q: %w", name, fi.ENOENT)
+		}
+		if m, err = s.create(path); err != nil {
+			return err
+		}
+		s.m = m
+	case err != nil:
+		return fmt.Errorf("open pinned %s: %w", path, errnoOfKernel(err))
+	default:
+		s.m = m
+		if err := s.adopt(); err != nil {
+			return err
+		}
+	}
+	av.t = newTable(av.attr.Count, rand.Uint64(), av.attr.Type == TypeTable)
+	km, err := NewKernelMirror(s.m)
+	if err != nil {
+		return err
+	}
+	av.mirror = km
+	av.shared = s
+	if err := s.sync(); err != nil {
+		av.shared = nil
+		return err
+	}
+	ok = true
+	return nil
+}
+
+// create makes and pins the map of a new named AV; the pin lock is held.
+func (s *shared) create(path string) (*ebpf.Map, error) {
+	av := s.av
+	if av.attr.Type == TypeUnspec {
+		av.attr.Type = TypeTable
+	}
+	if av.attr.MapAddr == 0 {
+		// The provider's choice: a base naming the handle space of this
+		// AV; processes opening the name get it back from the map.
+		av.attr.MapAddr = uint64(av.id) << 16
+	}
+	spec, err := AVMapSpec()
+	if err != nil {
+		return nil, err
+	}
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		return nil, fmt.Errorf("create AV map: %w", errnoOfKernel(err))
+	}
+	meta := bpf.XdpfabAvValue{FiAddr: av.attr.MapAddr, AuthKeyId: uint32(av.attr.RxCtxBits),
+		Flags: uint32(av.attr.Type) | uint32(av.format)<<8}
+	if err := m.Update(s.recordKey(recordMeta), &meta, ebpf.UpdateNoExist); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("write AV metadata: %w", errnoOfKernel(err))
+	}
+	if err := m.Pin(path); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("pin %s: %w", path, errnoOfKernel(err))
+	}
+	return m, nil
+}
+
+// adopt checks the attributes against those the AV was created with and
+// takes the ones left to the provider.
+func (s *shared) adopt() error {
+	av := s.av
+	spec, err := AVMapSpec()
+	if err != nil {
+		return err
+	}
+	if s.m.KeySize() != spec.KeySize || s.m.ValueSize() != spec.ValueSize {
+		return fmt.Errorf("%s is not an AV map: %w", PinPath(av.attr.Name), fi.EINVAL)
+	}
+	var meta bpf.XdpfabAvValue
+	if err := s.m.Lookup(s.recordKey(recordMeta), &meta); err != nil {
+		return fmt.Errorf("read AV metadata: %w", errnoOfKernel(err))
+	}
+	typ, format := Type(meta.Flags&0xff), fi.AddrFormat(meta.Flags>>8)
+	switch {
+	case av.attr.Type != TypeUnspec && av.attr.Type != typ:
+		return fmt.Errorf("AV %q is %v, not %v: %w", av.attr.Name, typ, av.attr.Type, fi.EINVAL)
+	case av.attr.MapAddr != 0 && av.attr.MapAddr != meta.FiAddr:
+		return fmt.Errorf("AV %q has map_addr %#x, not %#x: %w", av.attr.Name, meta.FiAddr, av.attr.MapAddr, fi.EINVAL)
+	case uint32(av.attr.RxCtxBits) != meta.AuthKeyId:
+		return fmt.Errorf("AV %q has rx_ctx_bits %d, not %d: %w", av.attr.Name, meta.AuthKeyId, av.attr.RxCtxBits, fi.EINVAL)
+	case format != av.format:
+		return fmt.Errorf("AV %q holds %v addresses, not %v: %w", av.attr.Name, format, av.format, fi.EINVAL)
+	}
+	av.attr.Type, av.attr.MapAddr = typ, meta.FiAddr
+	return nil
+}
+
+func (s *shared) recordKey(port uint16) *bpf.XdpfabAvKey {
+	return &bpf.XdpfabAvKey{AvId: s.av.id, Port: port, Pad: recordPad}
+}
+
+func (s *shared) lock() error {
+	for {
+		err := unix.Flock(s.lockFD, unix.LOCK_EX)
+		if err != unix.EINTR {
+			if err != nil {
+				return fmt.Errorf("lock %s: %w", bpffs.Path("av"), err)
+			}
+			return nil
+		}
+	}
+}
+
+func (s *shared) unlock() { unix.Flock(s.lockFD, unix.LOCK_UN) }
+
+// begin starts a change: it takes the pin lock and catches up with the
+// other processes; wmu held.
+func (s *shared) begin() error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	if err := s.sync(); err != nil {
+		s.unlock()
+		return err
+	}
+	return nil
+}
+
+// end publishes a change and drops the pin lock; wmu held.
+func (s *shared) end() error {
+	defer s.unlock()
+	v := bpf.XdpfabAvValue{FiAddr: s.version + 1, AuthKeyId: s.av.t.next}
+	if err := s.m.Update(s.recordKey(recordVersion), &v, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("publish AV version: %w", errnoOfKernel(err))
+	}
+	s.version++
+	return nil
+}
+
+// refresh catches up with other processes if the version moved; wmu held.
+func (s *shared) refresh() error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.unlock()
+	return s.sync()
+}
+
+// sync makes the local table what the map holds, if the version moved;
+// wmu and the pin lock held. Entries that stay keep their local state
+// (user IDs, which are per process).
+func (s *shared) sync() error {
+	var ver bpf.XdpfabAvValue
+	err := s.m.Lookup(s.recordKey(recordVersion), &ver)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("read AV version: %w", errnoOfKernel(err))
+	}
+	if s.loaded && ver.FiAddr == s.version {
+		return nil
+	}
+	av := s.av
+	type kentry struct {
+		ep  endpoint
+		h   fi.Addr
+		key uint16
+	}
+	var found []kentry
+	var k bpf.XdpfabAvKey
+	var v bpf.XdpfabAvValue
+	it := s.m.Iterate()
+	for it.Next(&k, &v) {
+		if k.AvId == av.id && k.Pad == 0 {
+			found = append(found, kentry{endpointOfKey(&k), fi.Addr(v.FiAddr), uint16(v.AuthKeyId)})
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("read AV map: %w", errnoOfKernel(err))
+	}
+
+	av.mu.Lock()
+	defer av.mu.Unlock()
+	t := av.t
+	keep := make(map[uint32]struct{}, len(found))
+	for _, f := range found {
+		idx, gen := uint32(f.h), uint16(f.h>>32)
+		keep[idx] = struct{}{}
+		if ep, g, _, ok := t.get(idx); ok && ep == f.ep && (av.attr.Type == TypeTable || g == gen) {
+			continue
+		}
+		av.dropEntry(idx)
+		if old, ok := t.find(f.ep); ok {
+			av.dropEntry(old)
+		}
+		e := t.put(idx, f.ep, 0) // auth keys are per process
+		if av.attr.Type == TypeMap {
+			e.gen = gen
+		}
+		t.next = max(t.next, idx+1)
+	}
+	var stale []uint32
+	t.each(func(idx uint32, _ endpoint, _, _ uint16) bool {
+		if _, ok := keep[idx]; !ok {
+			stale = append(stale, idx)
+		}
+		return true
+	})
+	for _, idx := range stale {
+		av.dropEntry(idx)
+	}
+	t.next = max(t.next, ver.AuthKeyId)
+	// Free indices: those below next that nobody holds (TABLE reuses them).
+	t.free = t.free[:0]
+	if t.reuse {
+		for idx := uint32(0); idx < t.next; idx++ {
+			if _, _, _, ok := t.get(idx); !ok {
+				t.free.push(idx)
+			}
+		}
+	}
+	s.version, s.loaded = ver.FiAddr, true
+	return nil
+}
+
+func (s *shared) close() error {
+	var err error
+	if s.m != nil {
+		err = s.m.Close()
+	}
+	if s.lockFD >= 0 {
+		unix.Close(s.lockFD)
+		s.lockFD = -1
+	}
+	return err
+}
+
+// sharedMiss is the slow path of a lookup that missed on a named AV:
+// another process may have inserted since; catch up and retry.
+func (av *AV) sharedMiss(retry func() (endpoint, bool)) (endpoint, bool) {
+	if av.shared == nil {
+		return endpoint{}, false
+	}
+	av.wmu.Lock()
+	if av.closed {
+		av.wmu.Unlock()
+		return endpoint{}, false
+	}
+	err := av.shared.refresh()
+	av.wmu.Unlock()
+	if err != nil {
+		return endpoint{}, false
+	}
+	return retry()
+}
+
+// sharedMissFIAddr is sharedMiss for a lookup by address.
+func (av *AV) sharedMissFIAddr(ep endpoint) fi.Addr {
+	h := fi.AddrNotAvail
+	av.sharedMiss(func() (endpoint, bool) {
+		av.mu.RLock()
+		defer av.mu.RUnlock()
+		if idx, ok := av.t.find(ep); ok {
+			_, gen, _, _ := av.t.get(idx)
+			h = av.handle(idx, gen)
+		}
+		return ep, h != fi.AddrNotAvail
+	})
+	return h
+}

@@ -1,0 +1,478 @@
+package av
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"sort"
+
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// The table stores entries in chunks of chunkLen, allocated when an index
+// in them is first used, so a directory of chunk pointers is the only
+// storage that follows the index space; a symmetric range spanning whole
+// chunks allocates none of them.
+const (
+	chunkShift = 10
+	chunkLen   = 1 << chunkShift
+	chunkMask  = chunkLen - 1
+
+	// maxIndex is the highest index an AV hands out: index+1 must fit the
+	// hash index's uint32 slots.
+	maxIndex = 1<<32 - 2
+)
+
+// entry states.
+const (
+	entryUsed   uint16 = 1 << 0 // the index holds an address
+	entryUserID uint16 = 1 << 1 // a user ID is set for it
+)
+
+// entry is one address stored at an index: 24 bytes.
+type entry struct {
+	ip      [16]byte
+	port    uint16
+	gen     uint16 // generation of the index's current or last occupant; 0 = never used
+	state   uint16 // entryUsed | entryUserID
+	authKey uint16 // auth key id the address is bound to, 0 = none
+}
+
+type chunk struct {
+	e [chunkLen]entry
+	// userIDs is allocated when the first user ID of the chunk is set, so
+	// AVs that never use FI_AV_USER_ID pay nothing for it.
+	userIDs *[chunkLen]fi.Addr
+}
+
+// symRange is a symmetric insert stored as arithmetic: member k is the
+// (off0+k)-th address of the node x service rectangle, nodes first.
+type symRange struct {
+	first   uint32   // index of member 0
+	count   uint32   // members
+	off0    uint64   // rectangle offset of member 0
+	ip      [16]byte // first node of the rectangle
+	port    uint16   // first service of the rectangle
+	nodes   uint64   // nodecnt
+	svcs    uint64   // svccnt
+	authKey uint16   // auth key all members are bound to
+	live    uint32   // members not removed
+	// removed holds the member numbers removed so far; memory follows
+	// removals only, and it is dropped once no member is live.
+	removed map[uint32]struct{}
+}
+
+// rangeGen is the generation of every member of a range: a range always
+// takes indices never used before. An index of a range reused later starts
+// at rangeGen+1 so old handles stay dead.
+const rangeGen = 1
+
+func (r *symRange) member(k uint32) endpoint {
+	off := r.off0 + uint64(k)
+	ip, _ := ipAdd(r.ip, off/r.svcs)
+	return endpoint{ip: ip, port: r.port + uint16(off%r.svcs)}
+}
+
+// memberOf returns the live member number of e.
+func (r *symRange) memberOf(e endpoint) (uint32, bool) {
+	if r.live == 0 || e.port < r.port {
+		return 0, false
+	}
+	node, ok := ipSub(e.ip, r.ip)
+	svc := uint64(e.port - r.port)
+	if !ok || node >= r.nodes || svc >= r.svcs {
+		return 0, false
+	}
+	off := node*r.svcs + svc
+	if off < r.off0 || off-r.off0 >= uint64(r.count) {
+		return 0, false
+	}
+	k := uint32(off - r.off0)
+	if _, gone := r.removed[k]; gone {
+		return 0, false
+	}
+	return k, true
+}
+
+// table maps indices to addresses and back. It is not safe for concurrent
+// use; the AV guards it.
+type table struct {
+	chunks []*chunk
+	live   int         // addresses stored
+	next   uint32      // lowest index never handed out
+	free   indexHeap   // freed indices, handed out again lowest first
+	reuse  bool        // hand freed indices out again (not for shared MAP AVs)
+	hash   []uint32    // index+1 of every dense entry; open addressing, linear probing; 0 = empty
+	hashed int         // entries in hash
+	seed   uint64      // hash seed
+	ranges []*symRange // sorted by first
+}
+
+func newTable(countHint int, seed uint64, reuse bool) *table {
+	t := &table{seed: seed, reuse: reuse}
+	if countHint > 1<<20 {
+		countHint = 1 << 20 // a hint, not a reason to allocate gigabytes up front
+	}
+	if countHint > 0 {
+		t.growHash(countHint)
+		t.chunks = make([]*chunk, 0, (countHint+chunkLen-1)/chunkLen)
+	}
+	return t
+}
+
+// dense returns the dense entry slot of idx, or nil when its chunk does
+// not exist.
+func (t *table) dense(idx uint32) *entry {
+	c := idx >> chunkShift
+	if int(c) >= len(t.chunks) || t.chunks[c] == nil {
+		return nil
+	}
+	return &t.chunks[c].e[idx&chunkMask]
+}
+
+// get returns the address at idx with its generation and auth key.
+func (t *table) get(idx uint32) (ep endpoint, gen, authKey uint16, ok bool) {
+	if e := t.dense(idx); e != nil && e.gen != 0 {
+		if e.state&entryUsed == 0 {
+			return endpoint{}, 0, 0, false
+		}
+		return endpoint{ip: e.ip, port: e.port}, e.gen, e.authKey, true
+	}
+	if len(t.ranges) == 0 {
+		return endpoint{}, 0, 0, false
+	}
+	if r, k, ok := t.rangeAt(idx); ok {
+		return r.member(k), rangeGen, r.authKey, true
+	}
+	return endpoint{}, 0, 0, false
+}
+
+// spanOf returns the range whose index span holds idx, live or not.
+func (t *table) spanOf(idx uint32) *symRange {
+	i := sort.Search(len(t.ranges), func(i int) bool { return t.ranges[i].first > idx }) - 1
+	if i < 0 {
+		return nil
+	}
+	r := t.ranges[i]
+	if idx-r.first >= r.count {
+		return nil
+	}
+	return r
+}
+
+// rangeAt returns the live range member at idx (not superseded by a dense
+// entry: callers check that first).
+func (t *table) rangeAt(idx uint32) (*symRange, uint32, bool) {
+	r := t.spanOf(idx)
+	if r == nil || r.live == 0 {
+		return nil, 0, false
+	}
+	k := idx - r.first
+	if _, gone := r.removed[k]; gone {
+		return nil, 0, false
+	}
+	return r, k, true
+}
+
+// find returns the index holding ep.
+func (t *table) find(ep endpoint) (uint32, bool) {
+	if _, idx, ok := t.hashFind(ep); ok {
+		return idx, true
+	}
+	for _, r := range t.ranges {
+		if k, ok := r.memberOf(ep); ok {
+			return r.first + k, true
+		}
+	}
+	return 0, false
+}
+
+// alloc hands out the lowest free index (TABLE order) or a new one.
+func (t *table) alloc() (uint32, bool) {
+	if t.reuse && len(t.free) > 0 {
+		return t.free.pop(), true
+	}
+	if t.next > maxIndex {
+		return 0, false
+	}
+	t.next++
+	return t.next - 1, true
+}
+
+// put stores ep at idx (from alloc) as a dense entry.
+func (t *table) put(idx uint32, ep endpoint, authKey uint16) *entry {
+	c := int(idx >> chunkShift)
+	for c >= len(t.chunks) {
+		t.chunks = append(t.chunks, nil)
+	}
+	if t.chunks[c] == nil {
+		t.chunks[c] = new(chunk)
+	}
+	e := &t.chunks[c].e[idx&chunkMask]
+	if e.gen == 0 {
+		e.gen = 1
+		if t.spanOf(idx) != nil {
+			e.gen = rangeGen + 1
+		}
+	}
+	e.ip, e.port, e.state, e.authKey = ep.ip, ep.port, entryUsed, authKey
+	t.hashInsert(idx, ep)
+	t.live++
+	return e
+}
+
+// addRange stores r, whose indices [r.first, r.first+r.count) were never
+// handed out, without touching per-index storage.
+func (t *table) addRange(r *symRange) {
+	r.live = r.count
+	t.ranges = append(t.ranges, r) // r.first is past every existing range
+	t.live += int(r.count)
+}
+
+// materialize turns the live range member at idx into a dense entry with
+// the same handle, so per-address state (a user ID) can be attached.
+func (t *table) materialize(idx uint32) *entry {
+	if e := t.dense(idx); e != nil && e.gen != 0 {
+		return e
+	}
+	r, k, ok := t.rangeAt(idx)
+	if !ok {
+		return nil
+	}
+	ep := r.member(k)
+	t.dropMember(r, k)
+	t.live--
+	e := t.put(idx, ep, r.authKey)
+	e.gen = rangeGen
+	return e
+}
+
+func (t *table) dropMember(r *symRange, k uint32) {
+	if r.removed == nil {
+		r.removed = map[uint32]struct{}{}
+	}
+	r.removed[k] = struct{}{}
+	r.live--
+	if r.live == 0 {
+		r.removed = nil
+	}
+}
+
+// remove frees idx and returns the address it held.
+func (t *table) remove(idx uint32) (endpoint, bool) {
+	if e := t.dense(idx); e != nil && e.gen != 0 {
+		if e.state&entryUsed == 0 {
+			return endpoint{}, false
+		}
+		ep := endpoint{ip: e.ip, port: e.port}
+		t.hashDelete(ep)
+		e.state, e.authKey = 0, 0
+		if e.gen++; e.gen == 0 {
+			e.gen = 1
+		}
+		t.release(idx)
+		return ep, true
+	}
+	if r, k, ok := t.rangeAt(idx); ok {
+		ep := r.member(k)
+		t.dropMember(r, k)
+		t.release(idx)
+		return ep, true
+	}
+	return endpoint{}, false
+}
+
+func (t *table) release(idx uint32) {
+	t.live--
+	if t.reuse {
+		t.free.push(idx)
+	}
+}
+
+// userID returns the user ID slot of a dense entry.
+func (t *table) userID(idx uint32) *fi.Addr {
+	c := t.chunks[idx>>chunkShift]
+	if c.userIDs == nil {
+		c.userIDs = new([chunkLen]fi.Addr)
+	}
+	return &c.userIDs[idx&chunkMask]
+}
+
+// each calls fn for every stored address until fn returns false.
+func (t *table) each(fn func(idx uint32, ep endpoint, gen, authKey uint16) bool) {
+	for ci, c := range t.chunks {
+		if c == nil {
+			continue
+		}
+		for i := range c.e {
+			if e := &c.e[i]; e.state&entryUsed != 0 {
+				if !fn(uint32(ci<<chunkShift|i), endpoint{ip: e.ip, port: e.port}, e.gen, e.authKey) {
+					return
+				}
+			}
+		}
+	}
+	for _, r := range t.ranges {
+		for k := uint32(0); k < r.count && r.live > 0; k++ {
+			if _, gone := r.removed[k]; gone {
+				continue
+			}
+			idx := r.first + k
+			if e := t.dense(idx); e != nil && e.gen != 0 {
+				continue // superseded, listed above
+			}
+			if !fn(idx, r.member(k), rangeGen, r.authKey) {
+				return
+			}
+		}
+	}
+}
+
+// Hash index over dense entries.
+
+func (t *table) hashOf(ep endpoint) uint64 {
+	a := binary.LittleEndian.Uint64(ep.ip[:8])
+	b := binary.LittleEndian.Uint64(ep.ip[8:])
+	h := mix(a^t.seed^0xa0761d6478bd642f, b^0xe7037ed1a0b428db)
+	return mix(h^uint64(ep.port), 0x8ebc6af09c88c6e3)
+}
+
+func mix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+func (t *table) hashFind(ep endpoint) (slot int, idx uint32, ok bool) {
+	if t.hashed == 0 {
+		return 0, 0, false
+	}
+	mask := len(t.hash) - 1
+	for i := int(t.hashOf(ep)) & mask; ; i = (i + 1) & mask {
+		v := t.hash[i]
+		if v == 0 {
+			return 0, 0, false
+		}
+		if e := t.dense(v - 1); e.ip == ep.ip && e.port == ep.port {
+			return i, v - 1, true
+		}
+	}
+}
+
+func (t *table) hashInsert(idx uint32, ep endpoint) {
+	if (t.hashed+1)*4 > len(t.hash)*3 {
+		t.growHash(t.hashed + 1)
+	}
+	mask := len(t.hash) - 1
+	i := int(t.hashOf(ep)) & mask
+	for t.hash[i] != 0 {
+		i = (i + 1) & mask
+	}
+	t.hash[i] = idx + 1
+	t.hashed++
+}
+
+// growHash resizes the index for at least n entries at load <= 3/4.
+func (t *table) growHash(n int) {
+	size := 16
+	for size*3 < n*4 {
+		size *= 2
+	}
+	if size <= len(t.hash) {
+		size = len(t.hash) * 2
+	}
+	old := t.hash
+	t.hash = make([]uint32, size)
+	mask := size - 1
+	for _, v := range old {
+		if v == 0 {
+			continue
+		}
+		e := t.dense(v - 1)
+		i := int(t.hashOf(endpoint{ip: e.ip, port: e.port})) & mask
+		for t.hash[i] != 0 {
+			i = (i + 1) & mask
+		}
+		t.hash[i] = v
+	}
+}
+
+// hashDelete removes ep by backward-shift deletion, which keeps probe
+// chains intact without tombstones.
+func (t *table) hashDelete(ep endpoint) {
+	i, _, ok := t.hashFind(ep)
+	if !ok {
+		return
+	}
+	mask := len(t.hash) - 1
+	for j := (i + 1) & mask; t.hash[j] != 0; j = (j + 1) & mask {
+		e := t.dense(t.hash[j] - 1)
+		home := int(t.hashOf(endpoint{ip: e.ip, port: e.port})) & mask
+		// Move the entry at j into the hole at i unless its home lies
+		// cyclically in (i, j].
+		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+			t.hash[i] = t.hash[j]
+			i = j
+		}
+	}
+	t.hash[i] = 0
+	t.hashed--
+}
+
+// indexHeap is a min-heap of free indices.
+type indexHeap []uint32
+
+func (h *indexHeap) push(x uint32) {
+	*h = append(*h, x)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p] <= s[i] {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+func (h *indexHeap) pop() uint32 {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	*h = s[:n]
+	h.down(0)
+	return top
+}
+
+func (h indexHeap) down(i int) {
+	for n := len(h); ; {
+		l, m := 2*i+1, i
+		if l < n && h[l] < h[m] {
+			m = l
+		}
+		if l+1 < n && h[l+1] < h[m] {
+			m = l + 1
+		}
+		if m == i {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// remove deletes x from the heap (a shared AV learning that another
+// process took a free index); O(n), off the hot path.
+func (h *indexHeap) remove(x uint32) {
+	s := *h
+	for i, v := range s {
+		if v == x {
+			s[i] = s[len(s)-1]
+			s = s[:len(s)-1]
+			for j := len(s)/2 - 1; j >= 0; j-- {
+				s.down(j)
+			}
+			*h = s
+			return
+		}
+	}
+}
