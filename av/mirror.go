@@ -118,7 +118,8 @@ func AVMapSpec() (*ebpf.MapSpec, error) {
 // NewKernelMap creates an AV map from the XDP object's av_map spec;
 // maxEntries 0 keeps the spec's size. Several AVs can share it (each keys
 // its entries with its own av_id, see WithKernelMap), and the XDP program
-// can be loaded with it as its av_map (ebpf.CollectionOptions.MapReplacements).
+// can be loaded with it as its av_map (ebpf.CollectionOptions.MapReplacements);
+// a map of another size needs the program's spec given the same MaxEntries.
 func NewKernelMap(maxEntries uint32) (*ebpf.Map, error) {
 	spec, err := AVMapSpec()
 	if err != nil {

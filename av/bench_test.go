@@ -1,0 +1,278 @@
+package av
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/xdpfab/xdpfab/eq"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/testenv"
+)
+
+// TestConcurrent runs inserts, removes and both lookups from many
+// goroutines (meant for -race), on a synchronous and an FI_EVENT AV, then
+// checks the kernel copy.
+func TestConcurrent(t *testing.T) {
+	for _, flags := range []fi.Flags{0, fi.EVENT} {
+		a, f := openTest(t, Attr{Type: TypeMap, Flags: flags | fi.SYMMETRIC})
+		wait := func(int64) {}
+		if flags&fi.EVENT != 0 {
+			w, stop := newDrainedEQ(t, a)
+			defer stop()
+			wait = w
+		}
+		const workers, per = 8, 400
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mine := make([]netip.AddrPort, per)
+				for i := range mine {
+					mine[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(w), byte(i >> 8), byte(i)}), 9000)
+				}
+				for lo := 0; lo < per; lo += 50 {
+					out := fiAddrs(50)
+					more := fi.Flags(0)
+					if lo%100 == 0 {
+						more = fi.MORE
+					}
+					_, err := a.InsertAddrPort(mine[lo:lo+50], out, more, nil)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if flags&fi.EVENT == 0 {
+						if err := a.Remove(out[:10], 0); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+					for _, p := range mine[:lo+50] {
+						if h := a.FIAddr(p); h != fi.AddrNotAvail {
+							if got, ok := a.AddrPort(h); ok && got != p {
+								t.Errorf("AddrPort(FIAddr(%v)) = %v", p, got)
+								return
+							}
+						}
+						a.SourceAddr(p)
+					}
+				}
+				if _, err := a.InsertSym(fmt.Sprintf("10.200.%d.1", w), 4, "100", 8, fiAddrs(32), 0, nil); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		// An empty insert without FI_MORE writes what FI_MORE inserts left
+		// pending (on the FI_EVENT AV it is queued behind everything else).
+		_, err := a.InsertAddrPort(nil, nil, 0, nil)
+		require.NoError(t, err)
+		wait(workers*(per/50+1) + 1) // every insert call has completed
+		f.requireInStep(t, a)
+		if flags&fi.EVENT == 0 {
+			require.Equal(t, workers*(per/50*40+32), a.Count())
+		} else {
+			require.Equal(t, workers*(per+32), a.Count())
+		}
+	}
+}
+
+func openEQ(t *testing.T) *eq.EQ {
+	q, err := eq.Open(eq.Attr{Size: 1 << 16}, nil)
+	require.NoError(t, err)
+	return q
+}
+
+// newDrainedEQ binds an EQ to a and keeps reading it; wait(n) returns
+// once n FI_AV_COMPLETE events have been read.
+func newDrainedEQ(t *testing.T, a *AV) (wait func(n int64), stop func()) {
+	q, done := openEQ(t), make(chan struct{})
+	require.NoError(t, a.Bind(q, 0))
+	var completions atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if e, err := q.Read(0); err == nil {
+				if e.Event == eq.AVComplete {
+					completions.Add(1)
+				}
+			} else if errors.Is(err, fi.EAVAIL) {
+				q.ReadErr(0)
+			} else {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+	wait = func(n int64) {
+		for deadline := time.Now().Add(10 * time.Second); completions.Load() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d completions", completions.Load(), n)
+			}
+		}
+	}
+	return wait, func() { close(done) }
+}
+
+func rawAddrs(n int) [][]byte {
+	out := make([][]byte, n)
+	buf := make([]byte, n*SockaddrInLen)
+	for i, p := range addrs(n) {
+		b := buf[i*SockaddrInLen : (i+1)*SockaddrInLen : (i+1)*SockaddrInLen]
+		copy(b, sin(p.String()))
+		out[i] = b
+	}
+	return out
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkInsert1M inserts 1,000,000 sockaddr_in addresses in one call
+// into a fresh AV, with its kernel map ("kernel", privileged) or without
+// kernel copy ("nomirror"). retained-B/entry is the Go heap the AV holds
+// afterwards per address; B/op / 1e6 is everything allocated per address.
+func BenchmarkInsert1M(b *testing.B) {
+	const n = 1_000_000
+	in := rawAddrs(n)
+	for _, mode := range []string{"kernel", "nomirror"} {
+		for _, typ := range []Type{TypeTable, TypeMap} {
+			b.Run(mode+"/"+typ.String(), func(b *testing.B) {
+				var opts []Option
+				if mode == "kernel" {
+					testenv.RequirePriv(b)
+				} else {
+					opts = append(opts, WithMirror(nil))
+				}
+				out := make([]fi.Addr, n)
+				var retained uint64
+				b.ReportAllocs()
+				for b.Loop() {
+					b.StopTimer()
+					before := heapInUse()
+					b.StartTimer()
+					a, err := Open(Attr{Type: typ}, nil, opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					got, err := a.Insert(in, out, 0, nil)
+					if err != nil || got != n {
+						b.Fatal(got, err)
+					}
+					b.StopTimer()
+					retained = heapInUse() - before
+					if mode == "kernel" && a.KernelMap() == nil {
+						b.Fatal("no kernel map")
+					}
+					a.Close()
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(retained)/n, "retained-B/entry")
+			})
+		}
+	}
+}
+
+// BenchmarkLookup measures the hot-path lookups on an AV of 1,000,000
+// addresses: fi_addr -> peer (send) and peer -> fi_addr / source (receive).
+func BenchmarkLookup(b *testing.B) {
+	const n = 1_000_000
+	peers := addrs(n)
+	for _, typ := range []Type{TypeTable, TypeMap} {
+		a, err := Open(Attr{Type: typ}, nil, WithMirror(nil))
+		require.NoError(b, err)
+		out := make([]fi.Addr, n)
+		_, err = a.InsertAddrPort(peers, out, 0, nil)
+		require.NoError(b, err)
+		b.Run(typ.String()+"/AddrPort", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, ok := a.AddrPort(out[i]); !ok {
+					b.Fatal("miss")
+				}
+				if i++; i == n {
+					i = 0
+				}
+			}
+		})
+		b.Run(typ.String()+"/FIAddr", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if a.FIAddr(peers[i]) == fi.AddrNotAvail {
+					b.Fatal("miss")
+				}
+				if i++; i == n {
+					i = 0
+				}
+			}
+		})
+		b.Run(typ.String()+"/SourceAddr", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				a.SourceAddr(peers[i])
+				if i++; i == n {
+					i = 0
+				}
+			}
+		})
+		a.Close()
+	}
+}
+
+// BenchmarkInsertSym inserts nodes x 1000 addresses with InsertSym on an
+// FI_SYMMETRIC AV; retained-B is the Go heap the AV holds afterwards,
+// which must not grow with the count.
+func BenchmarkInsertSym(b *testing.B) {
+	for _, mode := range []string{"nomirror", "kernel"} {
+		for _, nodes := range []int{1, 1000} {
+			b.Run(fmt.Sprintf("%s/%dx1000", mode, nodes), func(b *testing.B) {
+				var opts []Option
+				if mode == "kernel" {
+					testenv.RequirePriv(b)
+				} else {
+					opts = append(opts, WithMirror(nil))
+				}
+				var retained uint64
+				b.ReportAllocs()
+				for b.Loop() {
+					b.StopTimer()
+					before := heapInUse()
+					b.StartTimer()
+					a, err := Open(Attr{Type: TypeTable, Flags: fi.SYMMETRIC}, nil, opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					got, err := a.InsertSym("10.0.0.1", nodes, "1000", 1000, nil, 0, nil)
+					if err != nil || got != nodes*1000 {
+						b.Fatal(got, err)
+					}
+					b.StopTimer()
+					retained = heapInUse() - before
+					a.Close()
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(retained), "retained-B")
+			})
+		}
+	}
+}
