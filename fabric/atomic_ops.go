@@ -1,0 +1,271 @@
+package fabric
+
+import (
+	"fmt"
+
+	fatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/datapath/reliable"
+	"github.com/xdpfab/xdpfab/datapath/wire"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
+)
+
+// AtomicValid is fi_atomicvalid: how many elements one base atomic of
+// (dt, op) may carry, or FI_EOPNOTSUPP.
+func (ep *Endpoint) AtomicValid(dt fatomic.Datatype, op fatomic.Op) (int, error) {
+	return ep.atomicEngine().Valid(dt, op)
+}
+
+// FetchAtomicValid is fi_fetch_atomicvalid.
+func (ep *Endpoint) FetchAtomicValid(dt fatomic.Datatype, op fatomic.Op) (int, error) {
+	return ep.atomicEngine().FetchValid(dt, op)
+}
+
+// CompareAtomicValid is fi_compare_atomicvalid.
+func (ep *Endpoint) CompareAtomicValid(dt fatomic.Datatype, op fatomic.Op) (int, error) {
+	return ep.atomicEngine().CompareValid(dt, op)
+}
+
+// atomicEngine returns the engine sized to this endpoint's packets (the
+// package default before Enable).
+func (ep *Endpoint) atomicEngine() fatomic.Engine {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.eng == nil {
+		return fatomic.Engine{MaxPayload: defaultAtomicPayload}
+	}
+	return ep.amo
+}
+
+// defaultAtomicPayload is the operand bytes one request holds with the
+// default 1500-byte MTU (1472 B of UDP payload less the headers).
+const defaultAtomicPayload = 1472 - wire.HeaderLen - wire.OpDescLen
+
+// Atomic is fi_atomic: op applied with count elements of buf to the
+// peer's memory at addr in region key.
+func (ep *Endpoint) Atomic(buf []byte, count int, desc mr.Desc, dest fi.Addr, addr, key uint64,
+	dt fatomic.Datatype, op fatomic.Op, context any) error {
+	m := MsgAtomic{MsgIOV: []IOC{{buf, count}}, Desc: []mr.Desc{desc}, Addr: dest,
+		RMAIOV: []RMAIOC{{addr, count, key}}, Datatype: dt, Op: op, Context: context}
+	return ep.atomic(fatomic.Base, &m, nil, nil, nil, ep.attr.OpFlags)
+}
+
+// AtomicV is fi_atomicv.
+func (ep *Endpoint) AtomicV(iov []IOC, desc []mr.Desc, dest fi.Addr, addr, key uint64,
+	dt fatomic.Datatype, op fatomic.Op, context any) error {
+	m := MsgAtomic{MsgIOV: iov, Desc: desc, Addr: dest, RMAIOV: []RMAIOC{{addr, iocCount(iov), key}},
+		Datatype: dt, Op: op, Context: context}
+	return ep.atomic(fatomic.Base, &m, nil, nil, nil, ep.attr.OpFlags)
+}
+
+// AtomicMsg is fi_atomicmsg.
+func (ep *Endpoint) AtomicMsg(msg *MsgAtomic, flags fi.Flags) error {
+	return ep.atomic(fatomic.Base, msg, nil, nil, nil, flags)
+}
+
+// InjectAtomic is fi_inject_atomic: the operand is copied before the call
+// returns and no completion is generated.
+func (ep *Endpoint) InjectAtomic(buf []byte, count int, dest fi.Addr, addr, key uint64,
+	dt fatomic.Datatype, op fatomic.Op) error {
+	m := MsgAtomic{MsgIOV: []IOC{{buf, count}}, Addr: dest, RMAIOV: []RMAIOC{{addr, count, key}},
+		Datatype: dt, Op: op}
+	return ep.atomic(fatomic.Base, &m, nil, nil, nil, fi.INJECT)
+}
+
+// FetchAtomic is fi_fetch_atomic: like Atomic, and the values before the
+// operation are in result when the completion is read.
+func (ep *Endpoint) FetchAtomic(buf []byte, count int, desc mr.Desc, result []byte, resultDesc mr.Desc,
+	dest fi.Addr, addr, key uint64, dt fatomic.Datatype, op fatomic.Op, context any) error {
+	m := MsgAtomic{MsgIOV: []IOC{{buf, count}}, Desc: []mr.Desc{desc}, Addr: dest,
+		RMAIOV: []RMAIOC{{addr, count, key}}, Datatype: dt, Op: op, Context: context}
+	return ep.atomic(fatomic.Fetch, &m, nil, []IOC{{result, count}}, []mr.Desc{resultDesc}, ep.attr.OpFlags)
+}
+
+// FetchAtomicV is fi_fetch_atomicv.
+func (ep *Endpoint) FetchAtomicV(iov []IOC, desc []mr.Desc, resultv []IOC, resultDesc []mr.Desc,
+	dest fi.Addr, addr, key uint64, dt fatomic.Datatype, op fatomic.Op, context any) error {
+	m := MsgAtomic{MsgIOV: iov, Desc: desc, Addr: dest, RMAIOV: []RMAIOC{{addr, iocCount(iov), key}},
+		Datatype: dt, Op: op, Context: context}
+	return ep.atomic(fatomic.Fetch, &m, nil, resultv, resultDesc, ep.attr.OpFlags)
+}
+
+// FetchAtomicMsg is fi_fetch_atomicmsg.
+func (ep *Endpoint) FetchAtomicMsg(msg *MsgAtomic, resultv []IOC, resultDesc []mr.Desc, flags fi.Flags) error {
+	return ep.atomic(fatomic.Fetch, msg, nil, resultv, resultDesc, flags)
+}
+
+// CompareAtomic is fi_compare_atomic: op (the CSWAP family or MSWAP) with
+// operand buf and compare values, the old values in result.
+func (ep *Endpoint) CompareAtomic(buf []byte, count int, desc mr.Desc, compare []byte, compareDesc mr.Desc,
+	result []byte, resultDesc mr.Desc, dest fi.Addr, addr, key uint64, dt fatomic.Datatype, op fatomic.Op, context any) error {
+	m := MsgAtomic{MsgIOV: []IOC{{buf, count}}, Desc: []mr.Desc{desc}, Addr: dest,
+		RMAIOV: []RMAIOC{{addr, count, key}}, Datatype: dt, Op: op, Context: context}
+	return ep.atomic(fatomic.Compare, &m, []IOC{{compare, count}}, []IOC{{result, count}}, []mr.Desc{resultDesc}, ep.attr.OpFlags)
+}
+
+// CompareAtomicV is fi_compare_atomicv.
+func (ep *Endpoint) CompareAtomicV(iov []IOC, desc []mr.Desc, comparev []IOC, compareDesc []mr.Desc,
+	resultv []IOC, resultDesc []mr.Desc, dest fi.Addr, addr, key uint64, dt fatomic.Datatype, op fatomic.Op, context any) error {
+	m := MsgAtomic{MsgIOV: iov, Desc: desc, Addr: dest, RMAIOV: []RMAIOC{{addr, iocCount(iov), key}},
+		Datatype: dt, Op: op, Context: context}
+	return ep.atomic(fatomic.Compare, &m, comparev, resultv, resultDesc, ep.attr.OpFlags)
+}
+
+// CompareAtomicMsg is fi_compare_atomicmsg.
+func (ep *Endpoint) CompareAtomicMsg(msg *MsgAtomic, comparev []IOC, compareDesc []mr.Desc,
+	resultv []IOC, resultDesc []mr.Desc, flags fi.Flags) error {
+	return ep.atomic(fatomic.Compare, msg, comparev, resultv, resultDesc, flags)
+}
+
+func iocCount(iov []IOC) int {
+	n := 0
+	for _, v := range iov {
+		n += v.Count
+	}
+	return n
+}
+
+var classCall = [...]string{fatomic.Base: "atomic", fatomic.Fetch: "fetch_atomic", fatomic.Compare: "compare_atomic"}
+
+// atomic is the one path behind every fi_atomic(3) call: it checks the
+// (datatype, op) against the class's valid count, the iovecs against the
+// count, then gathers operands (and compare values) into one request and
+// lets the completion scatter the old values back.
+func (ep *Endpoint) atomic(c fatomic.Class, m *MsgAtomic, cmp, res []IOC, resDesc []mr.Desc, flags fi.Flags) error {
+	call := classCall[c]
+	if flags&fi.TAGGED != 0 {
+		return fmt.Errorf("%s: atomics on tagged buffers: %w", call, fi.EOPNOTSUPP)
+	}
+	if c != fatomic.Base && flags&fi.INJECT != 0 {
+		return fmt.Errorf("%s: FI_INJECT cannot return data: %w", call, fi.EINVAL)
+	}
+	if m == nil || len(m.RMAIOV) != RMAIovLimit {
+		return fmt.Errorf("%s: one remote iovec required (rma_iov_limit %d): %w", call, RMAIovLimit, fi.EINVAL)
+	}
+	eng := ep.atomicEngine()
+	var limit int
+	var err error
+	switch c {
+	case fatomic.Base:
+		limit, err = eng.Valid(m.Datatype, m.Op)
+	case fatomic.Fetch:
+		limit, err = eng.FetchValid(m.Datatype, m.Op)
+	default:
+		limit, err = eng.CompareValid(m.Datatype, m.Op)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", call, err)
+	}
+	size := fatomic.Size(m.Datatype)
+	count := m.RMAIOV[0].Count
+	if count <= 0 || count > limit {
+		return fmt.Errorf("%s: count %d outside 1..%d for %v %v: %w", call, count, limit, m.Datatype, m.Op, fi.EINVAL)
+	}
+	n := count * size
+	readOnly := m.Op == fatomic.ATOMIC_READ
+	if !readOnly {
+		if err := checkIOV(m.MsgIOV, count, size); err != nil {
+			return fmt.Errorf("%s: operand: %w", call, err)
+		}
+		if err := ep.checkLocalIOV(m.Desc, m.MsgIOV, size, fi.WRITE); err != nil {
+			return fmt.Errorf("%s: operand: %w", call, err)
+		}
+	}
+	if c == fatomic.Compare {
+		if err := checkIOV(cmp, count, size); err != nil {
+			return fmt.Errorf("%s: compare: %w", call, err)
+		}
+	}
+	if c != fatomic.Base {
+		if err := checkIOV(res, count, size); err != nil {
+			return fmt.Errorf("%s: result: %w", call, err)
+		}
+		if err := ep.checkLocalIOV(resDesc, res, size, fi.READ); err != nil {
+			return fmt.Errorf("%s: result: %w", call, err)
+		}
+	}
+	r := reliable.Request{RKey: m.RMAIOV[0].Key, Addr: m.RMAIOV[0].Addr, Data: m.Data,
+		Datatype: uint8(m.Datatype), AtomicOp: uint8(m.Op), Count: uint32(count)}
+	kind, cqFlags := cntrWrite, fi.ATOMIC|fi.WRITE
+	switch c {
+	case fatomic.Base:
+		r.Opcode = wire.OpAtomic
+	case fatomic.Fetch:
+		r.Opcode, kind, cqFlags = wire.OpFetchAtomic, cntrRead, fi.ATOMIC|fi.READ
+	default:
+		r.Opcode, kind, cqFlags = wire.OpCompareAtomic, cntrRead, fi.ATOMIC|fi.READ
+	}
+	// Single-buffer operands go out as they are; vectors are gathered into
+	// the op's scratch buffer, which lives as long as the pool slot.
+	gather := func(o *txOp) error {
+		need := 3 * n
+		if cap(o.scratch) < need {
+			o.scratch = make([]byte, 3*defaultAtomicPayload)
+			if cap(o.scratch) < need {
+				o.scratch = make([]byte, need)
+			}
+		}
+		s := o.scratch[:need]
+		if !readOnly {
+			r.Payload = gatherIOV(m.MsgIOV, s[:n])
+		}
+		if c == fatomic.Compare {
+			r.Compare = gatherIOV(cmp, s[n:2*n])
+		}
+		if c != fatomic.Base {
+			if len(res) == 1 {
+				r.Result = res[0].Buf[:n]
+			} else {
+				r.Result = s[2*n : 3*n]
+				o.result, o.resultV = r.Result, res
+			}
+		}
+		return nil
+	}
+	return wrap(call, ep.post(&r, m.Addr, flags, kind, cqFlags, m.Context, gather))
+}
+
+// gatherIOV returns the iovec's bytes as one slice: the buffer itself when
+// there is one, else a copy into dst.
+func gatherIOV(iov []IOC, dst []byte) []byte {
+	if len(iov) == 1 {
+		return iov[0].Buf[:len(dst)]
+	}
+	off := 0
+	for _, v := range iov {
+		off += copy(dst[off:], v.Buf)
+	}
+	return dst
+}
+
+// checkIOV checks that iov holds count elements of size bytes in all, each
+// buffer at least as long as its count says.
+func checkIOV(iov []IOC, count, size int) error {
+	if len(iov) == 0 || len(iov) > IovLimit {
+		return fmt.Errorf("%d iovecs (1..%d): %w", len(iov), IovLimit, fi.EINVAL)
+	}
+	total := 0
+	for i, v := range iov {
+		if v.Count < 0 || len(v.Buf) < v.Count*size {
+			return fmt.Errorf("iovec %d: %d bytes for %d elements of %d: %w", i, len(v.Buf), v.Count, size, fi.EINVAL)
+		}
+		total += v.Count
+	}
+	if total != count {
+		return fmt.Errorf("iovecs hold %d elements, remote range %d: %w", total, count, fi.EINVAL)
+	}
+	return nil
+}
+
+func (ep *Endpoint) checkLocalIOV(desc []mr.Desc, iov []IOC, size int, access fi.Flags) error {
+	for i, v := range iov {
+		var d mr.Desc
+		if i < len(desc) {
+			d = desc[i]
+		}
+		if err := ep.checkLocal(d, v.Buf[:v.Count*size], access); err != nil {
+			return err
+		}
+	}
+	return nil
+}

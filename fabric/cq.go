@@ -1,0 +1,411 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/wait"
+)
+
+// CQFormat is enum fi_cq_format: which fields of a completion are filled.
+type CQFormat int
+
+// CQ formats, numbered as in fi_eq.h.
+const (
+	CQFormatUnspec  CQFormat = iota // FI_CQ_FORMAT_UNSPEC: the provider picks CQFormatData
+	CQFormatContext                 // FI_CQ_FORMAT_CONTEXT: op context only
+	CQFormatMsg                     // FI_CQ_FORMAT_MSG: + flags, len
+	CQFormatData                    // FI_CQ_FORMAT_DATA: + buf, data
+	CQFormatTagged                  // FI_CQ_FORMAT_TAGGED: + tag
+)
+
+// CQAttr is fi_cq_attr.
+type CQAttr struct {
+	Size            int // entries; 0 picks DefaultCQSize
+	Flags           fi.Flags
+	Format          CQFormat
+	WaitObj         fi.WaitObj
+	SignalingVector int
+	WaitSet         *wait.Set // the set to join with fi.WaitSet
+}
+
+// DefaultCQSize is the CQ size used when CQAttr.Size is 0.
+const DefaultCQSize = 4096
+
+// CQEntry is one completion: the union of fi_cq_entry, fi_cq_msg_entry,
+// fi_cq_data_entry and fi_cq_tagged_entry. Fields beyond the CQ's format
+// are left zero.
+type CQEntry struct {
+	Context any
+	Flags   fi.Flags // FI_SEND, FI_RECV, FI_RMA|FI_READ, FI_ATOMIC|FI_WRITE, ...
+	Len     int
+	Buf     []byte
+	Data    uint64
+	Tag     uint64
+}
+
+// CQErrEntry is fi_cq_err_entry.
+type CQErrEntry struct {
+	CQEntry
+	OLen      int      // overflow length for truncated receives
+	Err       fi.Errno // positive libfabric error number
+	ProvErrno int
+	ErrData   []byte
+	Src       fi.Addr // the peer the failed operation was with, when known
+}
+
+type cqItem struct {
+	isErr bool
+	src   fi.Addr
+	err   CQErrEntry // CQEntry part used for successes
+}
+
+// CQ is a completion queue (fi_cq). Completions and error completions are
+// kept in one FIFO: Read answers FI_EAVAIL while the head is an error, like
+// libfabric's util CQ, so errors are seen in order.
+//
+// The queue is bounded by Size; the endpoints posting to it reserve a slot
+// for every operation they accept (see reserve), so a completion is never
+// dropped for lack of room: an operation that cannot reserve one fails with
+// FI_EAGAIN when posted.
+type CQ struct {
+	fi.FIDBase
+	attr CQAttr
+
+	mu sync.Mutex
+	// Guarded by mu.
+	ring     []cqItem
+	head, n  int
+	reserved int // slots promised to accepted, not yet completed operations
+	closed   bool
+	refs     int // endpoints bound
+
+	// Exactly one of obj (FD, MUTEX_COND, YIELD, UNSPEC) and set (WAIT_SET)
+	// is set, or neither for WAIT_NONE. Signalled after mu is released.
+	obj *wait.Object
+	set *wait.Set
+}
+
+// CQOpen is fi_cq_open.
+func (d *Domain) CQOpen(attr CQAttr, context any) (*CQ, error) {
+	if attr.Size < 0 || attr.Size > 1<<22 {
+		return nil, fmt.Errorf("cq open: size %d: %w", attr.Size, fi.EINVAL)
+	}
+	if attr.Size == 0 {
+		attr.Size = DefaultCQSize
+	}
+	if attr.Flags&^fi.AFFINITY != 0 {
+		return nil, fmt.Errorf("cq open: flags %#x: %w", uint64(attr.Flags), fi.EBADFLAGS)
+	}
+	if attr.Format < CQFormatUnspec || attr.Format > CQFormatTagged {
+		return nil, fmt.Errorf("cq open: format %d: %w", attr.Format, fi.EINVAL)
+	}
+	if attr.Format == CQFormatUnspec {
+		attr.Format = CQFormatData
+	}
+	cq := &CQ{FIDBase: fi.NewFIDBase(fi.ClassCQ, context), attr: attr, ring: make([]cqItem, attr.Size)}
+	switch attr.WaitObj {
+	case fi.WaitNone:
+	case fi.WaitSet:
+		if attr.WaitSet == nil {
+			return nil, fmt.Errorf("cq open: FI_WAIT_SET without a wait set: %w", fi.EINVAL)
+		}
+		if err := attr.WaitSet.Add((*cqMember)(cq)); err != nil {
+			return nil, fmt.Errorf("cq open: %w", err)
+		}
+		cq.set = attr.WaitSet
+	default:
+		obj, err := wait.NewObject(attr.WaitObj)
+		if err != nil {
+			return nil, fmt.Errorf("cq open: %w", err)
+		}
+		cq.obj = obj
+	}
+	return cq, nil
+}
+
+// cqMember lets a CQ join a wait.Set without exporting Pending.
+type cqMember CQ
+
+func (m *cqMember) Pending() bool { return (*CQ)(m).pending() }
+
+func (cq *CQ) pending() bool {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.n > 0 || cq.closed
+}
+
+func (cq *CQ) signal() {
+	if cq.obj != nil {
+		cq.obj.Signal()
+	} else if cq.set != nil {
+		cq.set.Signal()
+	}
+}
+
+// Attr returns the CQ's attributes with defaults resolved.
+func (cq *CQ) Attr() CQAttr { return cq.attr }
+
+// reserve promises one slot to an operation being accepted; it fails with
+// FI_EAGAIN when every slot is taken or promised.
+func (cq *CQ) reserve() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return fmt.Errorf("cq closed: %w", fi.EINVAL)
+	}
+	if cq.n+cq.reserved >= len(cq.ring) {
+		return fi.EAGAIN
+	}
+	cq.reserved++
+	return nil
+}
+
+// unreserve returns a slot promised by reserve that will not be used.
+func (cq *CQ) unreserve() {
+	cq.mu.Lock()
+	cq.reserved--
+	cq.mu.Unlock()
+}
+
+// complete queues a completion into a slot promised by reserve (reserved
+// true) or, for completions not tied to a posted operation, any free slot.
+func (cq *CQ) complete(e *CQEntry, src fi.Addr, reserved bool) {
+	cq.push(cqItem{src: src, err: CQErrEntry{CQEntry: *e}}, reserved)
+}
+
+// completeErr queues an error completion, like complete.
+func (cq *CQ) completeErr(e *CQErrEntry, reserved bool) {
+	cq.push(cqItem{isErr: true, src: e.Src, err: *e}, reserved)
+}
+
+func (cq *CQ) push(it cqItem, reserved bool) {
+	cq.mu.Lock()
+	if reserved {
+		cq.reserved--
+	}
+	if cq.closed || cq.n == len(cq.ring) {
+		// Closed under an in-flight op, or an unreserved completion with no
+		// room: libfabric's CQ overrun. Unreserved pushes are only used for
+		// unsolicited events that the caller has already bounded.
+		cq.mu.Unlock()
+		return
+	}
+	cq.filter(&it.err.CQEntry)
+	tail := cq.head + cq.n
+	if tail >= len(cq.ring) {
+		tail -= len(cq.ring)
+	}
+	cq.ring[tail] = it
+	cq.n++
+	cq.mu.Unlock()
+	cq.signal()
+}
+
+// filter clears the fields the CQ's format does not carry.
+func (cq *CQ) filter(e *CQEntry) {
+	switch cq.attr.Format {
+	case CQFormatContext:
+		*e = CQEntry{Context: e.Context}
+	case CQFormatMsg:
+		e.Buf, e.Data, e.Tag = nil, 0, 0
+	case CQFormatData:
+		e.Tag = 0
+	}
+}
+
+// Read is fi_cq_read: it moves up to len(buf) completions into buf and
+// returns how many. It fails with FI_EAGAIN when none is queued and with
+// FI_EAVAIL when the head is an error completion (read it with ReadErr).
+func (cq *CQ) Read(buf []CQEntry) (int, error) { return cq.ReadFrom(buf, nil) }
+
+// ReadFrom is fi_cq_readfrom: Read that also reports each completion's
+// source address (the sender's fi_addr, or its user ID on an AV with user
+// IDs; FI_ADDR_NOTAVAIL when unknown) into src, which must be nil or at
+// least as long as buf.
+func (cq *CQ) ReadFrom(buf []CQEntry, src []fi.Addr) (int, error) {
+	if src != nil && len(src) < len(buf) {
+		return 0, fmt.Errorf("cq readfrom: %d source slots for %d entries: %w", len(src), len(buf), fi.EINVAL)
+	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.readLocked(buf, src)
+}
+
+func (cq *CQ) readLocked(buf []CQEntry, src []fi.Addr) (int, error) {
+	if cq.closed {
+		return 0, fmt.Errorf("cq read: closed: %w", fi.EINVAL)
+	}
+	if cq.n == 0 {
+		return 0, fi.EAGAIN
+	}
+	i := 0
+	for i < len(buf) && cq.n > 0 {
+		it := &cq.ring[cq.head]
+		if it.isErr {
+			break
+		}
+		buf[i] = it.err.CQEntry
+		if src != nil {
+			src[i] = it.src
+		}
+		*it = cqItem{}
+		cq.head++
+		if cq.head == len(cq.ring) {
+			cq.head = 0
+		}
+		cq.n--
+		i++
+	}
+	if i == 0 && len(buf) > 0 {
+		return 0, fi.EAVAIL
+	}
+	return i, nil
+}
+
+// ReadErr is fi_cq_readerr: it takes the head error completion, or fails
+// with FI_EAGAIN when the head is not one.
+func (cq *CQ) ReadErr(flags fi.Flags) (CQErrEntry, error) {
+	if flags != 0 {
+		return CQErrEntry{}, fmt.Errorf("cq readerr: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
+	}
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return CQErrEntry{}, fmt.Errorf("cq readerr: closed: %w", fi.EINVAL)
+	}
+	if cq.n == 0 || !cq.ring[cq.head].isErr {
+		return CQErrEntry{}, fi.EAGAIN
+	}
+	e := cq.ring[cq.head].err
+	cq.ring[cq.head] = cqItem{}
+	cq.head++
+	if cq.head == len(cq.ring) {
+		cq.head = 0
+	}
+	cq.n--
+	return e, nil
+}
+
+// SRead is fi_cq_sread: Read that blocks until at least one completion (or
+// an error completion, FI_EAVAIL) is queued, timeoutMs milliseconds pass
+// (FI_EAGAIN; negative waits forever) or the CQ is closed. It fails with
+// FI_ENOSYS on a CQ opened with FI_WAIT_NONE.
+func (cq *CQ) SRead(buf []CQEntry, timeoutMs int) (int, error) {
+	return cq.SReadFrom(buf, nil, timeoutMs)
+}
+
+// SReadFrom is fi_cq_sreadfrom.
+func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error) {
+	if cq.obj == nil {
+		return 0, fmt.Errorf("cq sread: no wait object (%v): %w", cq.attr.WaitObj, fi.ENOSYS)
+	}
+	if src != nil && len(src) < len(buf) {
+		return 0, fmt.Errorf("cq sreadfrom: %d source slots for %d entries: %w", len(src), len(buf), fi.EINVAL)
+	}
+	timeout := time.Duration(timeoutMs) * time.Millisecond
+	var deadline time.Time
+	if timeoutMs >= 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for {
+		n, err := cq.ReadFrom(buf, src)
+		if !errors.Is(err, fi.EAGAIN) {
+			return n, err
+		}
+		if timeoutMs >= 0 {
+			timeout = time.Until(deadline)
+			if timeout <= 0 {
+				return 0, fi.EAGAIN
+			}
+		}
+		if err := cq.obj.Wait(timeout, cq.pending); err != nil {
+			if errors.Is(err, fi.ETIMEDOUT) || errors.Is(err, fi.EINTR) {
+				return 0, fi.EAGAIN
+			}
+			return 0, fmt.Errorf("cq sread: %w", err)
+		}
+	}
+}
+
+// Signal is fi_cq_signal: it wakes a goroutine blocked in SRead, which
+// returns FI_EAGAIN.
+func (cq *CQ) Signal() error {
+	if cq.obj == nil {
+		return fmt.Errorf("cq signal: no wait object: %w", fi.ENOSYS)
+	}
+	cq.obj.Interrupt()
+	return nil
+}
+
+// Control is fi_control on the CQ: wait.GetWait returns the eventfd (into an
+// *int) or the mutex/cond pair (into a *wait.MutexCond) to wait on outside
+// xdpfab; wait.GetWaitObj returns the kind.
+func (cq *CQ) Control(cmd wait.Command, arg any) error {
+	switch {
+	case cq.obj != nil:
+		return cq.obj.Control(cmd, arg)
+	case cq.set != nil:
+		return cq.set.Control(cmd, arg)
+	}
+	return fmt.Errorf("cq control: FI_WAIT_NONE: %w", fi.ENODATA)
+}
+
+// TryWait is fi_trywait for the CQ: FI_EAGAIN when completions are queued,
+// else the wait object is armed so that a poll on it wakes on the next one.
+func (cq *CQ) TryWait() error {
+	switch {
+	case cq.set != nil:
+		return cq.set.TryWait()
+	case cq.obj == nil:
+		return fmt.Errorf("cq trywait: FI_WAIT_NONE: %w", fi.ENOSYS)
+	}
+	cq.obj.Reset()
+	if cq.pending() {
+		return fi.EAGAIN
+	}
+	return nil
+}
+
+// Close is fi_close: FI_EBUSY while an endpoint is bound; queued
+// completions are discarded.
+func (cq *CQ) Close() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return fmt.Errorf("cq close: already closed: %w", fi.EINVAL)
+	}
+	if cq.refs > 0 {
+		return fmt.Errorf("cq close: %d endpoint(s) bound: %w", cq.refs, fi.EBUSY)
+	}
+	cq.closed = true
+	clear(cq.ring)
+	cq.n = 0
+	if cq.obj != nil {
+		cq.obj.Close()
+	} else if cq.set != nil {
+		// Leaving the set takes its lock, which may call Pending: not
+		// under cq.mu.
+		defer cq.set.Remove((*cqMember)(cq))
+	}
+	return nil
+}
+
+func (cq *CQ) ref() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return fmt.Errorf("cq closed: %w", fi.EINVAL)
+	}
+	cq.refs++
+	return nil
+}
+
+func (cq *CQ) unref() {
+	cq.mu.Lock()
+	cq.refs--
+	cq.mu.Unlock()
+}

@@ -1,0 +1,389 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+
+	fatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/av"
+	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/reliable"
+	"github.com/xdpfab/xdpfab/datapath/udp"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
+	"golang.org/x/sys/unix"
+)
+
+// EPType is enum fi_ep_type; xdpfab offers FI_EP_RDM.
+type EPType int
+
+// Endpoint types, numbered as in fabric.h.
+const (
+	EPUnspec EPType = 0 // FI_EP_UNSPEC: resolves to EPRDM
+	EPRDM    EPType = 3 // FI_EP_RDM: reliable, unconnected
+)
+
+// EPAttr configures an endpoint.
+type EPAttr struct {
+	Type EPType
+	// Port is the UDP port; 0 takes the domain's port for the domain's
+	// first endpoint and any free port otherwise.
+	Port uint16
+	// TxSize bounds the operations outstanding at once (tx_attr.size);
+	// posting more fails with FI_EAGAIN. Default 4096.
+	TxSize int
+	// RxSize bounds the receives posted at once (rx_attr.size). Default 1024.
+	RxSize int
+	// OpFlags are the default op flags of calls without a flags argument
+	// (tx_attr.op_flags), e.g. fi.COMPLETION with a CQ bound with
+	// FI_SELECTIVE_COMPLETION.
+	OpFlags fi.Flags
+	// AcceptUnknown lets peers that are not in the bound AV send to the
+	// endpoint (their completions report FI_ADDR_NOTAVAIL as source). By
+	// default only peers in the AV are served: others are dropped.
+	AcceptUnknown bool
+	// Transport overrides the endpoint's packet transport (tests inject
+	// loss with a wrapper); nil opens the domain's kind.
+	Transport datapath.Transport
+}
+
+// endpointID is the id every xdpfab endpoint uses on its own socket: an
+// endpoint owns its UDP port, so the port already tells endpoints apart.
+const endpointID = 1
+
+// Endpoint is an FI_EP_RDM endpoint (fi_endpoint).
+type Endpoint struct {
+	fi.FIDBase
+	dom  *Domain
+	attr EPAttr
+	tr   datapath.Transport
+	eng  *reliable.Engine // nil until Enable
+	amo  fatomic.Engine   // valid counts and execution for this endpoint's packet size
+
+	mu sync.Mutex
+	// Guarded by mu.
+	av              *av.AV
+	txCQ, rxCQ      *CQ
+	txSel, rxSel    bool // bound with FI_SELECTIVE_COMPLETION
+	cntr            [numCntrKinds]*Cntr
+	enabled, closed bool
+	ops             []txOp
+	freeOps         []int32
+
+	rx receiver
+
+	// pieceBuf is scratch for the handler (the engine's receive goroutine
+	// only): the buffers a target span covers.
+	pieceBuf [mr.IOVLimit][]byte
+}
+
+// Counter kinds an endpoint can bind (fi_ep_bind flags).
+const (
+	cntrSend = iota
+	cntrRecv
+	cntrRead
+	cntrWrite
+	cntrRemoteRead
+	cntrRemoteWrite
+	numCntrKinds
+)
+
+var cntrFlags = [numCntrKinds]fi.Flags{fi.SEND, fi.RECV, fi.READ, fi.WRITE, fi.REMOTE_READ, fi.REMOTE_WRITE}
+
+// txOp is the per-operation state between posting and completion; a fixed
+// pool of them (TxSize) bounds what is outstanding and avoids allocation.
+type txOp struct {
+	ctx      any
+	cqFlags  fi.Flags // FI_SEND|FI_MSG, FI_RMA|FI_READ, ...
+	wantComp bool     // write a success completion
+	reserved bool     // a CQ slot was reserved
+	cntr     int      // counter kind advanced on completion, or -1
+	buf      []byte
+	scratch  []byte // gather buffer for the V and Msg atomic calls
+	result   []byte // caller's result iovecs to scatter into (fetch/compare V calls)
+	resultV  []IOC
+	dest     fi.Addr
+}
+
+// Endpoint is fi_endpoint: it opens an endpoint on the domain with its own
+// UDP socket (GetName works at once); it serves traffic once enabled.
+func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
+	switch attr.Type {
+	case EPUnspec:
+		attr.Type = EPRDM
+	case EPRDM:
+	default:
+		return nil, fmt.Errorf("endpoint: type %d (only FI_EP_RDM): %w", attr.Type, fi.ENOPROTOOPT)
+	}
+	if attr.TxSize < 0 || attr.RxSize < 0 || attr.TxSize > 1<<16 || attr.RxSize > 1<<16 {
+		return nil, fmt.Errorf("endpoint: sizes %d/%d: %w", attr.TxSize, attr.RxSize, fi.EINVAL)
+	}
+	if attr.TxSize == 0 {
+		attr.TxSize = 4096
+	}
+	if attr.RxSize == 0 {
+		attr.RxSize = 1024
+	}
+	if attr.OpFlags&^(fi.COMPLETION|fi.INJECT|fi.FENCE|fi.DELIVERY_COMPLETE|fi.TRANSMIT_COMPLETE|fi.INJECT_COMPLETE) != 0 {
+		return nil, fmt.Errorf("endpoint: op flags %#x: %w", uint64(attr.OpFlags), fi.EBADFLAGS)
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("endpoint: domain closed: %w", fi.EINVAL)
+	}
+	port := attr.Port
+	if port == 0 && d.eps == 0 {
+		port = d.attr.Port
+	}
+	d.eps++
+	d.mu.Unlock()
+
+	ep := &Endpoint{FIDBase: fi.NewFIDBase(fi.ClassEP, context), dom: d, attr: attr, tr: attr.Transport}
+	if ep.tr == nil {
+		tr, err := d.openTransport(port)
+		if err != nil {
+			d.mu.Lock()
+			d.eps--
+			d.mu.Unlock()
+			return nil, err
+		}
+		ep.tr = tr
+	}
+	ep.ops = make([]txOp, attr.TxSize)
+	ep.freeOps = make([]int32, attr.TxSize)
+	for i := range ep.freeOps {
+		ep.freeOps[i] = int32(attr.TxSize - 1 - i)
+	}
+	ep.rx.init(attr.RxSize)
+	return ep, nil
+}
+
+func (d *Domain) localAddr() netip.Addr {
+	if d.attr.Addr.IsValid() {
+		return d.attr.Addr
+	}
+	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+}
+
+func (d *Domain) openTransport(port uint16) (datapath.Transport, error) {
+	switch d.attr.Transport {
+	case TransportXDP:
+		return nil, fmt.Errorf("endpoint: AF_XDP transport: %w", fi.EOPNOTSUPP)
+	}
+	tr, err := udp.Listen(netip.AddrPortFrom(d.localAddr(), port), udp.Options{})
+	if err != nil {
+		if errors.Is(err, fi.EADDRINUSE) || errors.Is(err, net.ErrClosed) {
+			return nil, fmt.Errorf("endpoint: %w", err)
+		}
+		return nil, fmt.Errorf("endpoint: open UDP transport on %v: %w", netip.AddrPortFrom(d.localAddr(), port), err)
+	}
+	return tr, nil
+}
+
+// GetName is fi_getname: the endpoint's address in the AV's binary format
+// (a sockaddr_in or sockaddr_in6), ready for a peer's av.Insert.
+func (ep *Endpoint) GetName() []byte {
+	return sockaddr(ep.tr.LocalAddr())
+}
+
+// sockaddr encodes ap as struct sockaddr_in (16 bytes) or sockaddr_in6 (28
+// bytes), the binary address formats FI_SOCKADDR_IN/IN6.
+func sockaddr(ap netip.AddrPort) []byte {
+	a := ap.Addr().Unmap()
+	if a.Is4() {
+		b := make([]byte, 16)
+		b[0] = unix.AF_INET // sa_family is host order: little-endian here
+		b[2], b[3] = byte(ap.Port()>>8), byte(ap.Port())
+		ip := a.As4()
+		copy(b[4:8], ip[:])
+		return b
+	}
+	b := make([]byte, 28)
+	b[0] = unix.AF_INET6
+	b[2], b[3] = byte(ap.Port()>>8), byte(ap.Port())
+	ip := a.As16()
+	copy(b[8:24], ip[:])
+	return b
+}
+
+// LocalAddr returns the endpoint's socket address.
+func (ep *Endpoint) LocalAddr() netip.AddrPort { return ep.tr.LocalAddr() }
+
+// Bind is fi_ep_bind: an *av.AV, a *CQ with fi.TRANSMIT and/or fi.RECV
+// (plus fi.SELECTIVE_COMPLETION), or a *Cntr with any of fi.SEND, fi.RECV,
+// fi.READ, fi.WRITE, fi.REMOTE_READ, fi.REMOTE_WRITE. Bindings are made
+// before Enable.
+func (ep *Endpoint) Bind(obj fi.FID, flags fi.Flags) error {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.closed {
+		return fmt.Errorf("ep bind: closed: %w", fi.EINVAL)
+	}
+	if ep.enabled {
+		return fmt.Errorf("ep bind: endpoint already enabled: %w", fi.EOPBADSTATE)
+	}
+	switch o := obj.(type) {
+	case *av.AV:
+		if flags != 0 {
+			return fmt.Errorf("ep bind av: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
+		}
+		if ep.av != nil {
+			return fmt.Errorf("ep bind av: an AV is already bound: %w", fi.EINVAL)
+		}
+		if err := o.AttachEndpoint(ep); err != nil {
+			return fmt.Errorf("ep bind av: %w", err)
+		}
+		ep.av = o
+	case *CQ:
+		if flags&^(fi.TRANSMIT|fi.RECV|fi.SELECTIVE_COMPLETION) != 0 || flags&(fi.TRANSMIT|fi.RECV) == 0 {
+			return fmt.Errorf("ep bind cq: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
+		}
+		if (flags&fi.TRANSMIT != 0 && ep.txCQ != nil) || (flags&fi.RECV != 0 && ep.rxCQ != nil) {
+			return fmt.Errorf("ep bind cq: a CQ is already bound for that direction: %w", fi.EINVAL)
+		}
+		sel := flags&fi.SELECTIVE_COMPLETION != 0
+		if flags&fi.TRANSMIT != 0 {
+			if err := o.ref(); err != nil {
+				return err
+			}
+			ep.txCQ, ep.txSel = o, sel
+		}
+		if flags&fi.RECV != 0 {
+			if err := o.ref(); err != nil {
+				return err
+			}
+			ep.rxCQ, ep.rxSel = o, sel
+		}
+	case *Cntr:
+		if flags == 0 || flags&^(fi.SEND|fi.RECV|fi.READ|fi.WRITE|fi.REMOTE_READ|fi.REMOTE_WRITE) != 0 {
+			return fmt.Errorf("ep bind cntr: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
+		}
+		for k, f := range cntrFlags {
+			if flags&f != 0 {
+				if ep.cntr[k] != nil {
+					return fmt.Errorf("ep bind cntr: a counter is already bound for %#x: %w", uint64(f), fi.EINVAL)
+				}
+			}
+		}
+		for k, f := range cntrFlags {
+			if flags&f != 0 {
+				ep.cntr[k] = o
+				o.ref()
+			}
+		}
+	default:
+		return fmt.Errorf("ep bind: cannot bind %T: %w", obj, fi.EINVAL)
+	}
+	return nil
+}
+
+// Enable is fi_enable: it starts the endpoint's datapath. An AV and, for
+// anything that completes, CQs must be bound first (FI_ENOAV / FI_ENOCQ).
+func (ep *Endpoint) Enable() error {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	switch {
+	case ep.closed:
+		return fmt.Errorf("ep enable: closed: %w", fi.EINVAL)
+	case ep.enabled:
+		return fmt.Errorf("ep enable: already enabled: %w", fi.EOPBADSTATE)
+	case ep.av == nil:
+		return fmt.Errorf("ep enable: no AV bound: %w", fi.ENOAV)
+	case ep.txCQ == nil && ep.rxCQ == nil && ep.cntr == [numCntrKinds]*Cntr{}:
+		return fmt.Errorf("ep enable: no CQ or counter bound: %w", fi.ENOCQ)
+	}
+	if _, err := ep.av.EnableEndpoint(ep); err != nil {
+		return fmt.Errorf("ep enable: %w", err)
+	}
+	eng, err := reliable.New(ep.tr, reliable.Config{
+		EndpointID: endpointID,
+		Handler:    ep,
+		OnComplete: ep.onComplete,
+		Admit:      ep.admit,
+		MaxOps:     ep.attr.TxSize,
+		InjectSize: InjectSize,
+		BusyPoll:   ep.dom.attr.BusyPoll,
+	})
+	if err != nil {
+		_ = ep.av.DisableEndpoint(ep)
+		return fmt.Errorf("ep enable: %w", err)
+	}
+	ep.amo = fatomic.Engine{MaxPayload: eng.MaxSegment()}
+	ep.eng = eng
+	ep.enabled = true
+	return nil
+}
+
+// admit serves peers in the bound AV (or anyone with AcceptUnknown).
+func (ep *Endpoint) admit(p reliable.Peer, meta datapath.Meta) bool {
+	if ep.attr.AcceptUnknown {
+		return true
+	}
+	if meta.FIAddr != fi.AddrNotAvail {
+		return true // the XDP program found it in the AV map
+	}
+	return ep.av.FIAddr(p.Addr) != fi.AddrNotAvail
+}
+
+// Close is fi_close: it stops the datapath (outstanding operations complete
+// with FI_ECANCELED), releases the socket and the bindings.
+func (ep *Endpoint) Close() error {
+	ep.mu.Lock()
+	if ep.closed {
+		ep.mu.Unlock()
+		return fmt.Errorf("ep close: already closed: %w", fi.EINVAL)
+	}
+	ep.closed = true
+	eng := ep.eng
+	ep.mu.Unlock()
+	if eng != nil {
+		eng.Close() // completes what is pending with FI_ECANCELED, via onComplete
+	}
+	ep.tr.Close()
+	ep.rx.cancelAll(ep)
+
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.av != nil {
+		_ = ep.av.DetachEndpoint(ep)
+	}
+	if ep.txCQ != nil {
+		ep.txCQ.unref()
+	}
+	if ep.rxCQ != nil {
+		ep.rxCQ.unref()
+	}
+	for k, c := range ep.cntr {
+		if c != nil {
+			c.unref()
+			ep.cntr[k] = nil
+		}
+	}
+	ep.dom.mu.Lock()
+	ep.dom.eps--
+	ep.dom.mu.Unlock()
+	return nil
+}
+
+// Closed reports whether the endpoint was closed (mr.Endpoint).
+func (ep *Endpoint) Closed() bool {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.closed
+}
+
+// Stats returns the datapath's counters (packets, retransmissions, drops
+// by reason).
+func (ep *Endpoint) Stats() reliable.Stats {
+	ep.mu.Lock()
+	eng := ep.eng
+	ep.mu.Unlock()
+	if eng == nil {
+		return reliable.Stats{}
+	}
+	return eng.Stats()
+}

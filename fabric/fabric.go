@@ -1,0 +1,229 @@
+// Package fabric holds the libfabric objects that make address vectors,
+// event queues, memory registration and the atomic engine useful across a
+// network: Fabric, Domain, Endpoint (FI_EP_RDM), completion queues (CQ) and
+// counters (Cntr).
+//
+// Model. A Domain is a local IP address and UDP port (port 0: any) with the
+// memory registrations of its process (an mr.Table) and the attributes
+// fi_getinfo would report for it (Domain.Info). An Endpoint opened on it
+// owns one transport (a kernel UDP socket, or AF_XDP when the xdpfab XDP
+// program is attached on the interface) and one reliable datapath engine;
+// its address (GetName) is the socket address peers insert into their AV.
+// Data transfer calls (messages, RMA, the fi_atomic(3) calls) become
+// requests to the engine, which delivers them exactly once, in posting
+// order, to the peer endpoint; the target side executes them against its
+// domain's registered memory through mr.Table.Lookup (unknown key, range and
+// access checks, with the errno the initiator then gets) and the atomic
+// engine, and the initiator's CQ and counters report completion.
+//
+// Provider choices, as fi_getinfo would report them: FI_EP_RDM endpoints,
+// FI_SOCKADDR_IN/IN6 addresses, auto progress (goroutines; busy polling on
+// request), FI_THREAD_SAFE, mr_mode FI_MR_PROV_KEY|FI_MR_ALLOCATED|FI_MR_LOCAL
+// off by default (see DomainAttr.MRMode), completions delivered when the
+// target has executed the operation (FI_DELIVERY_COMPLETE semantics for
+// every operation, so fetched data is in the caller's buffer before its
+// completion is read).
+package fabric
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	fatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/eq"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
+)
+
+// ProviderName is the provider name fi_getinfo would report.
+const ProviderName = "xdpfab"
+
+// Fabric is fi_fabric: the root object EQs and domains are opened from.
+type Fabric struct {
+	fi.FIDBase
+	name string
+}
+
+// OpenFabric is fi_fabric.
+func OpenFabric(name string, context any) (*Fabric, error) {
+	if name == "" {
+		name = ProviderName
+	}
+	return &Fabric{FIDBase: fi.NewFIDBase(fi.ClassFabric, context), name: name}, nil
+}
+
+// Name returns the fabric's name.
+func (f *Fabric) Name() string { return f.name }
+
+// EQOpen is fi_eq_open.
+func (f *Fabric) EQOpen(attr eq.Attr, context any) (*eq.EQ, error) { return eq.Open(attr, context) }
+
+// Close is fi_close.
+func (f *Fabric) Close() error { return nil }
+
+// TransportKind selects how a domain's endpoints move packets.
+type TransportKind int
+
+const (
+	// TransportAuto uses AF_XDP when the xdpfab XDP program is attached on
+	// the domain's interface (and the process is privileged), and the kernel
+	// UDP socket otherwise, logging why.
+	TransportAuto TransportKind = iota
+	// TransportUDP always uses the kernel UDP socket.
+	TransportUDP
+	// TransportXDP requires AF_XDP and fails when it is not available.
+	TransportXDP
+)
+
+// DomainAttr configures a domain (the fi_domain_attr fields that apply,
+// plus where it lives on the network).
+type DomainAttr struct {
+	// Addr is the local IP address endpoints bind to and GetName reports,
+	// so it must be one peers can reach; the zero value means 127.0.0.1.
+	Addr netip.Addr
+	// Port is the UDP port of the domain's first endpoint (0: any).
+	Port uint16
+	// MRMode is the mr_mode the application supports; the domain reports
+	// the bits it will enforce (see mr.Mode.Effective).
+	MRMode    mr.Mode
+	Transport TransportKind
+	// BusyPoll makes endpoint progress spin on the transport instead of
+	// blocking in the kernel: lower latency, one core per endpoint.
+	BusyPoll bool
+	// AuthKey is the domain's authorization key (fi_domain_attr.auth_key).
+	AuthKey []byte
+}
+
+// Info is what fi_getinfo reports for a domain.
+type Info struct {
+	Provider      string
+	AddrFormat    fi.AddrFormat
+	MRMode        mr.Mode
+	MRIovLimit    int
+	MRKeySize     int
+	MaxMsgSize    int
+	InjectSize    int
+	MaxAtomicSize int // bytes of operand data per atomic request
+	Caps          fi.Flags
+}
+
+// MaxMsgSize is the largest message or RMA transfer (max_msg_size).
+const MaxMsgSize = 1 << 30
+
+// InjectSize is inject_size: sends and RMA writes up to this size may use
+// FI_INJECT (the buffer is copied before the call returns).
+const InjectSize = 1024
+
+var nextDomainID atomic.Uint32
+
+// Domain is fi_domain.
+type Domain struct {
+	fi.FIDBase
+	fabric *Fabric
+	attr   DomainAttr
+	id     uint32
+	mrs    *mr.Table
+
+	mu sync.Mutex
+	// Guarded by mu.
+	eps    int // open endpoints
+	avs    int // open AVs
+	eqRef  *eq.EQ
+	closed bool
+}
+
+// Domain is fi_domain: it opens a domain on the fabric.
+func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
+	if attr.Addr.IsValid() && attr.Addr.Zone() != "" && !attr.Addr.Is6() {
+		return nil, fmt.Errorf("domain: address %s: %w", attr.Addr, fi.EINVAL)
+	}
+	if attr.Transport < TransportAuto || attr.Transport > TransportXDP {
+		return nil, fmt.Errorf("domain: transport %d: %w", attr.Transport, fi.EINVAL)
+	}
+	d := &Domain{FIDBase: fi.NewFIDBase(fi.ClassDomain, context), fabric: f, attr: attr, id: nextDomainID.Add(1)}
+	t, err := mr.NewTable(mr.Config{Mode: attr.MRMode, DomainID: d.id, AuthKey: attr.AuthKey, Owner: d})
+	if err != nil {
+		return nil, fmt.Errorf("domain: %w", err)
+	}
+	d.mrs = t
+	return d, nil
+}
+
+// ID returns the xdpfab-wide domain id (the domain_id of the MR map).
+func (d *Domain) ID() uint32 { return d.id }
+
+// Info reports the domain's attributes as fi_getinfo would.
+func (d *Domain) Info() Info {
+	format := fi.FormatSockaddr4
+	if d.attr.Addr.Is6() && !d.attr.Addr.Is4In6() {
+		format = fi.FormatSockaddr6
+	}
+	return Info{
+		Provider:      ProviderName,
+		AddrFormat:    format,
+		MRMode:        d.mrs.Mode(),
+		MRIovLimit:    d.mrs.IOVLimit(),
+		MRKeySize:     d.mrs.KeySize(),
+		MaxMsgSize:    MaxMsgSize,
+		InjectSize:    InjectSize,
+		MaxAtomicSize: fatomic.MaxPayload,
+		Caps: fi.MSG | fi.RMA | fi.ATOMIC | fi.READ | fi.WRITE | fi.SEND | fi.RECV |
+			fi.REMOTE_READ | fi.REMOTE_WRITE | fi.SOURCE | fi.AV_USER_ID,
+	}
+}
+
+// MRs returns the domain's memory-registration table.
+func (d *Domain) MRs() *mr.Table { return d.mrs }
+
+// Bind is fi_domain_bind: bind an EQ with FI_REG_MR so registrations
+// complete asynchronously with FI_MR_COMPLETE events.
+func (d *Domain) Bind(q *eq.EQ, flags fi.Flags) error {
+	if err := d.mrs.BindEQ(q, flags); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.eqRef = q
+	d.mu.Unlock()
+	return nil
+}
+
+// MRReg is fi_mr_reg.
+func (d *Domain) MRReg(buf []byte, access fi.Flags, offset, requestedKey uint64, flags fi.Flags, context any) (*mr.MR, error) {
+	return d.mrs.Reg(buf, access, offset, requestedKey, flags, context)
+}
+
+// MRRegV is fi_mr_regv.
+func (d *Domain) MRRegV(iov [][]byte, access fi.Flags, offset, requestedKey uint64, flags fi.Flags, context any) (*mr.MR, error) {
+	return d.mrs.RegV(iov, access, offset, requestedKey, flags, context)
+}
+
+// MRRegAttr is fi_mr_regattr.
+func (d *Domain) MRRegAttr(attr *mr.Attr, flags fi.Flags) (*mr.MR, error) {
+	return d.mrs.RegAttr(attr, flags)
+}
+
+// QueryAtomic is fi_query_atomic.
+func (d *Domain) QueryAtomic(dt fatomic.Datatype, op fatomic.Op, flags fi.Flags) (fatomic.Attr, error) {
+	return fatomic.Query(dt, op, flags)
+}
+
+// Close is fi_close: FI_EBUSY while endpoints or AVs opened on the domain
+// are open; otherwise its MR table closes (failing with FI_EBUSY while
+// regions are registered).
+func (d *Domain) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("domain close: already closed: %w", fi.EINVAL)
+	}
+	if d.eps > 0 || d.avs > 0 {
+		return fmt.Errorf("domain close: %d endpoint(s), %d AV(s) open: %w", d.eps, d.avs, fi.EBUSY)
+	}
+	if err := d.mrs.Close(); err != nil {
+		return fmt.Errorf("domain close: %w", err)
+	}
+	d.closed = true
+	return nil
+}

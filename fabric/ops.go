@@ -1,0 +1,230 @@
+package fabric
+
+import (
+	"fmt"
+
+	fatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/datapath/reliable"
+	"github.com/xdpfab/xdpfab/datapath/wire"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
+)
+
+// IOC is struct fi_ioc: a buffer of Count elements of the atomic datatype.
+type IOC struct {
+	Buf   []byte
+	Count int
+}
+
+// RMAIOC is struct fi_rma_ioc: Count elements at Addr in the peer's region
+// Key.
+type RMAIOC struct {
+	Addr  uint64
+	Count int
+	Key   uint64
+}
+
+// MsgAtomic is struct fi_msg_atomic.
+type MsgAtomic struct {
+	MsgIOV   []IOC
+	Desc     []mr.Desc
+	Addr     fi.Addr
+	RMAIOV   []RMAIOC // xdpfab's rma_iov_limit is 1
+	Datatype fatomic.Datatype
+	Op       fatomic.Op
+	Context  any
+	Data     uint64
+}
+
+// RMAIovLimit is rma_iov_limit: one remote target range per call.
+const RMAIovLimit = 1
+
+// IovLimit is iov_limit for the vectored atomic calls.
+const IovLimit = 8
+
+// opFlagsAllowed are the per-call flags the *Msg calls accept.
+const opFlagsAllowed = fi.COMPLETION | fi.MORE | fi.INJECT | fi.FENCE | fi.REMOTE_CQ_DATA |
+	fi.DELIVERY_COMPLETE | fi.TRANSMIT_COMPLETE | fi.INJECT_COMPLETE
+
+// post validates the endpoint state, reserves an op slot (and a CQ slot),
+// and submits r. kind is the counter kind the op advances; cqFlags the
+// completion's flags. It returns FI_EAGAIN when TxSize operations are
+// outstanding or the CQ has no room for another completion.
+func (ep *Endpoint) post(r *reliable.Request, dest fi.Addr, flags fi.Flags, kind int, cqFlags fi.Flags, ctx any, scratch func(*txOp) error) error {
+	if flags&^opFlagsAllowed != 0 {
+		return fmt.Errorf("%w: flags %#x", fi.EBADFLAGS, uint64(flags&^opFlagsAllowed))
+	}
+	ep.mu.Lock()
+	if !ep.enabled || ep.closed {
+		ep.mu.Unlock()
+		return fmt.Errorf("endpoint not enabled: %w", fi.EOPBADSTATE)
+	}
+	cq, sel, eng, avb := ep.txCQ, ep.txSel, ep.eng, ep.av
+	if len(ep.freeOps) == 0 {
+		ep.mu.Unlock()
+		return fi.EAGAIN
+	}
+	idx := ep.freeOps[len(ep.freeOps)-1]
+	ep.freeOps = ep.freeOps[:len(ep.freeOps)-1]
+	ep.mu.Unlock()
+
+	ap, ok := avb.AddrPort(dest)
+	if !ok {
+		ep.freeOp(idx)
+		return fmt.Errorf("destination %v not in the AV: %w", dest, fi.EADDRNOTAVAIL)
+	}
+	o := &ep.ops[idx]
+	*o = txOp{ctx: ctx, cqFlags: cqFlags, cntr: kind, dest: dest, scratch: o.scratch}
+	// A completion is written unless the CQ is selective and the op did
+	// not ask for one; FI_INJECT ops never generate one. Errors always do
+	// when a CQ is bound, so a slot is reserved whenever a CQ is.
+	o.wantComp = cq != nil && flags&fi.INJECT == 0 && (!sel || flags&fi.COMPLETION != 0)
+	if cq != nil && flags&fi.INJECT == 0 {
+		if err := cq.reserve(); err != nil {
+			ep.freeOp(idx)
+			return err
+		}
+		o.reserved = true
+	}
+	if scratch != nil {
+		if err := scratch(o); err != nil {
+			ep.release(idx, cq)
+			return err
+		}
+	}
+	r.Peer = reliable.Peer{Addr: ap, EP: endpointID}
+	r.Flags = flags & (fi.MORE | fi.FENCE | fi.INJECT | fi.REMOTE_CQ_DATA)
+	r.Context = idx
+	if err := eng.Submit(r); err != nil {
+		ep.release(idx, cq)
+		return err
+	}
+	return nil
+}
+
+func (ep *Endpoint) freeOp(idx int32) {
+	ep.mu.Lock()
+	ep.freeOps = append(ep.freeOps, idx)
+	ep.mu.Unlock()
+}
+
+func (ep *Endpoint) release(idx int32, cq *CQ) {
+	if ep.ops[idx].reserved {
+		cq.unreserve()
+	}
+	ep.freeOp(idx)
+}
+
+// onComplete turns the engine's completion into the CQ entry or error
+// entry and counter updates the op asked for.
+func (ep *Endpoint) onComplete(c reliable.Completion) {
+	idx := c.Context.(int32)
+	o := &ep.ops[idx]
+	ep.mu.Lock()
+	cq := ep.txCQ
+	var cntr *Cntr
+	if o.cntr >= 0 {
+		cntr = ep.cntr[o.cntr]
+	}
+	ep.mu.Unlock()
+	if c.Err == fi.SUCCESS {
+		if o.resultV != nil {
+			scatter(o.resultV, o.result)
+		}
+		if cntr != nil {
+			cntr.Add(1)
+		}
+		if o.wantComp {
+			e := CQEntry{Context: o.ctx, Flags: o.cqFlags, Len: c.Len}
+			cq.complete(&e, o.dest, true)
+		} else if o.reserved {
+			cq.unreserve()
+		}
+	} else {
+		if cntr != nil {
+			cntr.AddErr(1)
+		}
+		if o.reserved {
+			e := CQErrEntry{CQEntry: CQEntry{Context: o.ctx, Flags: o.cqFlags}, Err: c.Err,
+				ProvErrno: int(c.Err), Src: o.dest}
+			cq.completeErr(&e, true)
+		}
+	}
+	o.ctx, o.buf, o.result, o.resultV = nil, nil, nil, nil
+	ep.freeOp(idx)
+}
+
+// scatter copies the gathered result back into the caller's result iovecs.
+func scatter(iov []IOC, from []byte) {
+	for _, v := range iov {
+		n := copy(v.Buf, from)
+		from = from[n:]
+	}
+}
+
+// Send is fi_send.
+func (ep *Endpoint) Send(buf []byte, desc mr.Desc, dest fi.Addr, context any) error {
+	if err := ep.checkLocal(desc, buf, fi.SEND); err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf}
+	return wrap("send", ep.post(&r, dest, ep.attr.OpFlags, cntrSend, fi.SEND|fi.MSG, context, nil))
+}
+
+// Inject is fi_inject: buf (at most InjectSize bytes) is copied before the
+// call returns and no completion is generated.
+func (ep *Endpoint) Inject(buf []byte, dest fi.Addr) error {
+	if len(buf) > InjectSize {
+		return fmt.Errorf("inject: %d bytes > inject_size %d: %w", len(buf), InjectSize, fi.EMSGSIZE)
+	}
+	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf}
+	return wrap("inject", ep.post(&r, dest, fi.INJECT, cntrSend, fi.SEND|fi.MSG, nil, nil))
+}
+
+// Write is fi_write: buf into the peer's region key at addr.
+func (ep *Endpoint) Write(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint64, context any) error {
+	return ep.WriteMsg(buf, desc, dest, addr, key, context, 0, ep.attr.OpFlags)
+}
+
+// WriteMsg is fi_writemsg with one local and one remote iovec: Write with
+// explicit flags and remote CQ data.
+func (ep *Endpoint) WriteMsg(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint64, context any, data uint64, flags fi.Flags) error {
+	if err := ep.checkLocal(desc, buf, fi.WRITE); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if flags&fi.INJECT != 0 && len(buf) > InjectSize {
+		return fmt.Errorf("write: inject of %d bytes > %d: %w", len(buf), InjectSize, fi.EMSGSIZE)
+	}
+	r := reliable.Request{Opcode: wire.OpRMAWrite, Payload: buf, RKey: key, Addr: addr, Data: data}
+	return wrap("write", ep.post(&r, dest, flags, cntrWrite, fi.RMA|fi.WRITE, context, nil))
+}
+
+// InjectWrite is fi_inject_write.
+func (ep *Endpoint) InjectWrite(buf []byte, dest fi.Addr, addr, key uint64) error {
+	return ep.WriteMsg(buf, mr.Desc{}, dest, addr, key, nil, 0, fi.INJECT)
+}
+
+// Read is fi_read: len(buf) bytes from the peer's region key at addr.
+func (ep *Endpoint) Read(buf []byte, desc mr.Desc, src fi.Addr, addr, key uint64, context any) error {
+	if err := ep.checkLocal(desc, buf, fi.READ); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	r := reliable.Request{Opcode: wire.OpRMARead, Result: buf, RKey: key, Addr: addr}
+	return wrap("read", ep.post(&r, src, ep.attr.OpFlags, cntrRead, fi.RMA|fi.READ, context, nil))
+}
+
+func wrap(call string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", call, err)
+}
+
+// checkLocal enforces FI_MR_LOCAL: local buffers need a descriptor of a
+// region covering them with the access the operation needs.
+func (ep *Endpoint) checkLocal(desc mr.Desc, buf []byte, access fi.Flags) error {
+	if ep.dom.mrs.Mode()&mr.ModeLocal == 0 || len(buf) == 0 {
+		return nil
+	}
+	return ep.dom.mrs.CheckLocal(desc, buf, access)
+}

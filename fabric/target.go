@@ -1,0 +1,190 @@
+package fabric
+
+import (
+	fatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/reliable"
+	"github.com/xdpfab/xdpfab/datapath/wire"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
+)
+
+// HandleRequest executes one incoming op at the target (the
+// reliable.Handler of the endpoint's engine). The engine hands each op over
+// exactly once and in the peer's posting order; the errno returned here is
+// what the initiator's completion reports. Every check (key, range,
+// access, region enabled) happens before target memory is touched.
+func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.Errno) {
+	d := &in.Op
+	if in.Meta.Verdict == datapath.VerdictRejectedMR {
+		// The XDP program already found the key, range or access wrong;
+		// look it up again only to return the precise errno.
+		if _, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, targetLen(d), targetAccess(d)); err != nil {
+			return 0, fi.ErrnoOf(err)
+		}
+		return 0, fi.EACCES
+	}
+	switch d.Opcode {
+	case wire.OpMsg:
+		return 0, ep.rx.deliver(ep, in)
+	case wire.OpRMAWrite:
+		span, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, uint64(d.Len), fi.REMOTE_WRITE)
+		if err != nil {
+			return 0, fi.ErrnoOf(err)
+		}
+		p := in.Payload
+		for _, b := range ep.pieces(&span) {
+			p = p[copy(b, p):]
+		}
+		if d.Flags&wire.OpLast != 0 { // counted once per operation
+			span.MR.CountRemoteWrite()
+			ep.countTarget(cntrRemoteWrite)
+		}
+		return 0, fi.SUCCESS
+	case wire.OpRMARead:
+		if int(d.RespLen) > len(resp) {
+			return 0, fi.EMSGSIZE
+		}
+		span, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, uint64(d.RespLen), fi.REMOTE_READ)
+		if err != nil {
+			return 0, fi.ErrnoOf(err)
+		}
+		n := 0
+		for _, b := range ep.pieces(&span) {
+			n += copy(resp[n:], b)
+		}
+		if d.Flags&wire.OpLast != 0 {
+			ep.countTarget(cntrRemoteRead)
+		}
+		return n, fi.SUCCESS
+	case wire.OpAtomic, wire.OpFetchAtomic, wire.OpCompareAtomic:
+		return ep.executeAtomic(in, resp)
+	}
+	return 0, fi.EOPNOTSUPP
+}
+
+// targetLen and targetAccess give the byte range length and remote access
+// an op needs on the target region (docs/protocol.md).
+func targetLen(d *wire.OpDesc) uint64 {
+	switch d.Opcode {
+	case wire.OpRMARead, wire.OpFetchAtomic, wire.OpCompareAtomic:
+		return uint64(d.RespLen)
+	}
+	return uint64(d.Len)
+}
+
+func targetAccess(d *wire.OpDesc) fi.Flags {
+	var a fi.Flags
+	if d.Access&wire.AccessRead != 0 {
+		a |= fi.REMOTE_READ
+	}
+	if d.Access&wire.AccessWrite != 0 {
+		a |= fi.REMOTE_WRITE
+	}
+	return a
+}
+
+func (ep *Endpoint) executeAtomic(in *reliable.Incoming, resp []byte) (int, fi.Errno) {
+	d := &in.Op
+	dt, op := fatomic.Datatype(d.Datatype), fatomic.Op(d.AtomicOp)
+	size := fatomic.Size(dt)
+	if size == 0 || d.Count == 0 {
+		return 0, fi.EINVAL
+	}
+	n := int(d.Count) * size
+	c := fatomic.Base
+	access := fi.REMOTE_WRITE
+	switch d.Opcode {
+	case wire.OpFetchAtomic:
+		c = fatomic.Fetch
+		access = fi.REMOTE_READ | fi.REMOTE_WRITE
+		if op == fatomic.ATOMIC_READ {
+			access = fi.REMOTE_READ
+		}
+	case wire.OpCompareAtomic:
+		c = fatomic.Compare
+		access = fi.REMOTE_READ | fi.REMOTE_WRITE
+	}
+	operand, compare, result := in.Payload, []byte(nil), []byte(nil)
+	switch c {
+	case fatomic.Base:
+		if len(operand) != n {
+			return 0, fi.EINVAL
+		}
+	case fatomic.Fetch:
+		if op == fatomic.ATOMIC_READ {
+			operand = nil
+		} else if len(operand) != n {
+			return 0, fi.EINVAL
+		}
+	case fatomic.Compare:
+		if len(operand) != 2*n {
+			return 0, fi.EINVAL
+		}
+		operand, compare = in.Payload[:n], in.Payload[n:]
+	}
+	if c != fatomic.Base {
+		if int(d.RespLen) != n || len(resp) < n {
+			return 0, fi.EINVAL
+		}
+		result = resp[:n]
+	}
+	span, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, uint64(n), access)
+	if err != nil {
+		return 0, fi.ErrnoOf(err)
+	}
+	// A region registered from several buffers may split the range; each
+	// piece must hold whole elements (an element is never split across
+	// buffers, which would make it non-atomic).
+	pieces := ep.pieces(&span)
+	for _, b := range pieces {
+		if len(b)%size != 0 {
+			return 0, fi.EINVAL
+		}
+	}
+	off := 0
+	for _, b := range pieces {
+		end := off + len(b)
+		var opnd, cmp, res []byte
+		if operand != nil {
+			opnd = operand[off:end]
+		}
+		if compare != nil {
+			cmp = compare[off:end]
+		}
+		if result != nil {
+			res = result[off:end]
+		}
+		if err := ep.amo.Execute(c, dt, op, b, opnd, cmp, res); err != nil {
+			return 0, fi.ErrnoOf(err)
+		}
+		off = end
+	}
+	if access&fi.REMOTE_WRITE != 0 {
+		span.MR.CountRemoteWrite()
+		ep.countTarget(cntrRemoteWrite)
+	} else {
+		ep.countTarget(cntrRemoteRead)
+	}
+	return len(result), fi.SUCCESS
+}
+
+// countTarget advances the counter bound for a target-side event.
+func (ep *Endpoint) countTarget(kind int) {
+	ep.mu.Lock()
+	c := ep.cntr[kind]
+	ep.mu.Unlock()
+	if c != nil {
+		c.Add(1)
+	}
+}
+
+// pieces returns the registered buffers a span covers. It uses the
+// endpoint's scratch array: only the engine's receive goroutine calls it.
+func (ep *Endpoint) pieces(s *mr.Span) [][]byte {
+	if s.Contiguous() {
+		ep.pieceBuf[0] = s.First
+		return ep.pieceBuf[:1]
+	}
+	return s.AppendBufs(ep.pieceBuf[:0])
+}
