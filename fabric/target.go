@@ -2,7 +2,6 @@ package fabric
 
 import (
 	fatomic "github.com/xdpfab/xdpfab/atomic"
-	"github.com/xdpfab/xdpfab/datapath"
 	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
@@ -16,14 +15,10 @@ import (
 // access, region enabled) happens before target memory is touched.
 func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.Errno) {
 	d := &in.Op
-	if in.Meta.Verdict == datapath.VerdictRejectedMR {
-		// The XDP program already found the key, range or access wrong;
-		// look it up again only to return the precise errno.
-		if _, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, targetLen(d), targetAccess(d)); err != nil {
-			return 0, fi.ErrnoOf(err)
-		}
-		return 0, fi.EACCES
-	}
+	// The XDP program's verdict (in.Meta) is per packet and a packet may
+	// carry several ops, so every op is checked here on its own: the
+	// mr.Table lookup below is what decides, and it never lets a bad op
+	// touch memory.
 	switch d.Opcode {
 	case wire.OpMsg:
 		return 0, ep.rx.deliver(ep, in)
