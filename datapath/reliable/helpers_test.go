@@ -1,6 +1,7 @@
 package reliable
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"net/netip"
@@ -51,7 +52,11 @@ func (t *testTarget) HandleRequest(in *Incoming, resp []byte) (int, fi.Errno) {
 	switch d.Opcode {
 	case wire.OpMsg:
 		if d.Flags&wire.OpFirst != 0 {
-			t.msgs[in.Peer] = make([]byte, 0, d.Count)
+			if m := t.msgs[in.Peer]; cap(m) >= int(d.Count) {
+				t.msgs[in.Peer] = m[:0]
+			} else {
+				t.msgs[in.Peer] = make([]byte, 0, d.Count)
+			}
 		}
 		m := t.msgs[in.Peer]
 		if uint64(len(m)) != d.Addr {
@@ -60,8 +65,9 @@ func (t *testTarget) HandleRequest(in *Incoming, resp []byte) (int, fi.Errno) {
 		m = append(m, in.Payload...)
 		t.msgs[in.Peer] = m
 		if d.Flags&wire.OpLast != 0 {
-			t.done <- m
-			delete(t.msgs, in.Peer)
+			if len(t.done) < cap(t.done) { // benchmarks do not collect messages
+				t.done <- bytes.Clone(m)
+			}
 		}
 		return 0, 0
 	case wire.OpRMAWrite:

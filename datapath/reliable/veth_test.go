@@ -14,7 +14,7 @@ import (
 // (10.200.0.2), initiators in A (10.200.0.1). dropPct > 0 installs an
 // nftables rule dropping that share of incoming UDP to our sockets in both
 // namespaces, so requests and responses are both lost on the real path.
-func vethNet(t *testing.T, dropPct int) func(t testing.TB, target bool) *udp.Transport {
+func vethNet(t testing.TB, dropPct int) func(t testing.TB, target bool) *udp.Transport {
 	testenv.RequirePriv(t)
 	a, b := testenv.NewNetns(t), testenv.NewNetns(t)
 	testenv.NewVeth(t, a, b, testenv.VethOptions{})
