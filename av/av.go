@@ -127,6 +127,7 @@ type AV struct {
 	ownedMap *ebpf.Map // created by Open, closed by Close
 	pend     pending
 	scratch  *block
+	touched  uint64  // sink of table.touch
 	eq       *eq.EQ  // set under wmu and epMu
 	shared   *shared // named AVs
 	async    *worker

@@ -40,9 +40,10 @@
 // map of the av_map layout (bpf/xdpfab.h) created for the AV; WithKernelMap
 // shares one map among AVs, each keying its entries with its own av_id
 // (ID); WithMirror(nil) opens an AV without kernel copy. Writes are
-// gathered and made with BPF_MAP_UPDATE_BATCH, batchLen at a time: an
-// insert with FI_MORE may leave its writes pending, an insert without it,
-// a remove or Close writes them. If the kernel refuses a write (a full
+// gathered and made with BPF_MAP_UPDATE_BATCH, batchLen at a time, a full
+// batch written by a goroutine while the next fills (at most two in
+// flight): an insert with FI_MORE may leave its writes pending, an insert
+// without it, a remove or Close writes them and waits for them. If the kernel refuses a write (a full
 // map), that address fails with the kernel's error (FI_ENOSPC for a full
 // map) and the addresses of the batch after it are aborted (FI_ECANCELED);
 // all of them leave the AV again. To attach XDP for an AV, load the program

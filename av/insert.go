@@ -435,8 +435,9 @@ func (av *AV) insertSync(op string, j *insertJob) (n int, err error) {
 const blockLen = 256
 
 type block struct {
-	eps  [blockLen]endpoint
-	errs [blockLen]fi.Errno
+	eps    [blockLen]endpoint
+	errs   [blockLen]fi.Errno
+	hashes [blockLen]uint64
 }
 
 // run inserts the job's addresses; wmu held.
@@ -460,27 +461,31 @@ func (av *AV) runRange(j *insertJob, from, to int) {
 			sc.eps[k], sc.errs[k] = j.src.at(base + k)
 		}
 		av.mu.Lock()
+		var touched uint64
+		for k := range m {
+			sc.hashes[k] = av.t.hashOf(sc.eps[k])
+			touched += av.t.touch(sc.hashes[k])
+		}
+		av.touched = touched // keeps the loads
 		for k := range m {
 			errno := sc.errs[k]
 			if errno == 0 && !formatTakes(av.format, sc.eps[k]) {
 				errno = fi.EINVAL
 			}
 			if errno == 0 {
-				errno = av.place(j, base+k, sc.eps[k])
+				errno = av.place(j, base+k, sc.eps[k], sc.hashes[k])
 			}
 			if errno != 0 {
 				j.fail(base+k, errno)
 			}
 		}
 		av.mu.Unlock()
-		if len(av.pend.keys) >= batchLen {
-			av.flush() // failures are recorded in the jobs
-		}
+		av.kick()
 	}
 }
 
 // place inserts address i of the job; wmu and mu held.
-func (av *AV) place(j *insertJob, i int, ep endpoint) fi.Errno {
+func (av *AV) place(j *insertJob, i int, ep endpoint, h uint64) fi.Errno {
 	var keyID uint16
 	if j.flags&fi.AUTH_KEY != 0 {
 		id, ok := av.authKeyID(j.fiAddr[i])
@@ -489,14 +494,14 @@ func (av *AV) place(j *insertJob, i int, ep endpoint) fi.Errno {
 		}
 		keyID = id
 	}
-	if _, dup := av.t.find(ep); dup {
+	if _, dup := av.t.findH(ep, h); dup {
 		return fi.EADDRINUSE
 	}
 	idx, ok := av.t.alloc()
 	if !ok {
 		return fi.ENOSPC
 	}
-	e := av.t.put(idx, ep, keyID)
+	e := av.t.putH(idx, ep, keyID, h)
 	var vflags uint32
 	if j.flags&fi.AV_USER_ID != 0 {
 		*av.t.userID(idx) = j.fiAddr[i]
@@ -506,16 +511,16 @@ func (av *AV) place(j *insertJob, i int, ep endpoint) fi.Errno {
 	if keyID != 0 {
 		av.keys[keyID-1].addrs++
 	}
-	h := av.handle(idx, e.gen)
+	handle := av.handle(idx, e.gen)
 	if j.fiAddr != nil {
-		j.fiAddr[i] = h
+		j.fiAddr[i] = handle
 	}
 	if j.syncErr != nil {
 		j.syncErr[i] = 0
 	}
 	j.inserted++
 	if av.mirror != nil {
-		av.pend.add(kernelKey(av.id, ep), bpf.XdpfabAvValue{FiAddr: uint64(h), AuthKeyId: uint32(keyID), Flags: vflags}, pendingOp{j, i, idx})
+		av.pend.add(kernelKey(av.id, ep), bpf.XdpfabAvValue{FiAddr: uint64(handle), AuthKeyId: uint32(keyID), Flags: vflags}, pendingOp{j, i, idx})
 		j.unflushed++
 	}
 	return 0
@@ -567,19 +572,33 @@ func (av *AV) symmetricRange(j *insertJob, s *symSource) bool {
 		if av.mirror != nil {
 			av.pend.add(kernelKey(av.id, r.member(uint32(k))), bpf.XdpfabAvValue{FiAddr: uint64(h)}, pendingOp{j, i, r.first + uint32(k)})
 			j.unflushed++
-			if len(av.pend.keys) >= batchLen {
-				av.flush()
-			}
+			av.kick()
 		}
 	}
 	return true
 }
 
-// pending is the batch of kernel map writes not yet made; guarded by wmu.
+// pending holds the kernel map writes not yet made, gathered in batches
+// of batchLen; guarded by wmu. A full batch is written by a goroutine of
+// its own while the next one fills, so the Go side and the kernel work at
+// the same time; at most maxInflight batches are being written.
 type pending struct {
+	cur      *batch   // filling
+	inflight []*batch // being written, oldest first
+	spare    []*batch
+}
+
+const maxInflight = 2
+
+// batch is one BPF_MAP_UPDATE_BATCH worth of writes and, once written,
+// its result.
+type batch struct {
 	keys []bpf.XdpfabAvKey
 	vals []bpf.XdpfabAvValue
 	ops  []pendingOp
+	n    int   // entries written
+	err  error // why the write stopped at n
+	done chan struct{}
 }
 
 // pendingOp says which address of which insert a pending write is for.
@@ -590,37 +609,97 @@ type pendingOp struct {
 }
 
 func (p *pending) add(k bpf.XdpfabAvKey, v bpf.XdpfabAvValue, op pendingOp) {
-	if p.keys == nil {
-		p.keys = make([]bpf.XdpfabAvKey, 0, batchLen)
-		p.vals = make([]bpf.XdpfabAvValue, 0, batchLen)
-		p.ops = make([]pendingOp, 0, batchLen)
+	if p.cur == nil {
+		if n := len(p.spare); n > 0 {
+			p.cur, p.spare = p.spare[n-1], p.spare[:n-1]
+		} else {
+			p.cur = &batch{
+				keys: make([]bpf.XdpfabAvKey, 0, batchLen),
+				vals: make([]bpf.XdpfabAvValue, 0, batchLen),
+				ops:  make([]pendingOp, 0, batchLen),
+			}
+		}
 	}
-	p.keys = append(p.keys, k)
-	p.vals = append(p.vals, v)
-	p.ops = append(p.ops, op)
+	b := p.cur
+	b.keys = append(b.keys, k)
+	b.vals = append(b.vals, v)
+	b.ops = append(b.ops, op)
 }
 
-// flush writes the pending batch with one batched map update; wmu held,
-// mu not. When the kernel refuses an entry, it and the entries after it
-// (not attempted: aborted, FI_ECANCELED) leave the AV again and fail in
-// their insert; lost counts those whose synchronous insert had already
-// returned. Asynchronous inserts whose entries are all written complete.
+// empty reports whether no write is pending or in flight.
+func (p *pending) empty() bool { return p.cur == nil && len(p.inflight) == 0 }
+
+// kick starts writing the filling batch once it is full, and settles the
+// oldest writes beyond maxInflight; wmu held, mu not.
+func (av *AV) kick() {
+	p := &av.pend
+	if p.cur == nil || len(p.cur.ops) < batchLen {
+		return
+	}
+	b := p.cur
+	p.cur = nil
+	b.done = make(chan struct{})
+	p.inflight = append(p.inflight, b)
+	go func() {
+		b.n, b.err = av.mirror.Update(b.keys, b.vals)
+		close(b.done)
+	}()
+	for len(p.inflight) > maxInflight {
+		av.settle()
+	}
+}
+
+// settle waits for the oldest batch in flight and applies its outcome;
+// it returns what flush does.
+func (av *AV) settle() (lost int, err error) {
+	p := &av.pend
+	b := p.inflight[0]
+	p.inflight[0] = nil
+	p.inflight = p.inflight[1:]
+	<-b.done
+	lost, err = av.applyResult(b)
+	p.spare = append(p.spare, b)
+	return lost, err
+}
+
+// flush writes every pending batch; wmu held, mu not. When the kernel
+// refuses an entry, it and the entries of the batch after it (not
+// attempted: aborted, FI_ECANCELED) leave the AV again and fail in their
+// insert; lost counts those whose synchronous insert had already returned.
+// Asynchronous inserts whose entries are all written complete.
 func (av *AV) flush() (lost int, err error) {
 	p := &av.pend
-	if len(p.ops) == 0 {
-		return 0, nil
+	if b := p.cur; b != nil {
+		p.cur = nil
+		if len(b.ops) > 0 {
+			b.n, b.err = av.mirror.Update(b.keys, b.vals)
+			b.done = nil
+			l, e := av.applyResult(b)
+			lost, err = lost+l, errors.Join(err, e)
+		}
+		p.spare = append(p.spare, b)
 	}
-	n, err := av.mirror.Update(p.keys, p.vals)
-	if err != nil {
-		err = errnoOfKernel(err)
+	for len(p.inflight) > 0 {
+		l, e := av.settle()
+		lost, err = lost+l, errors.Join(err, e)
+	}
+	return lost, err
+}
+
+// applyResult rolls back what the kernel did not take from b, counts b's
+// entries as written and completes the inserts that are done, then empties
+// b for reuse; wmu held, mu not.
+func (av *AV) applyResult(b *batch) (lost int, err error) {
+	if b.err != nil {
+		err = errnoOfKernel(b.err)
 		first := fi.ErrnoOf(err)
 		av.mu.Lock()
-		for k := n; k < len(p.ops); k++ {
-			op := p.ops[k]
+		for k := b.n; k < len(b.ops); k++ {
+			op := b.ops[k]
 			av.dropEntry(op.idx)
 			op.job.inserted--
 			errno := fi.ECANCELED
-			if k == n {
+			if k == b.n {
 				errno = first
 			}
 			if op.job.returned {
@@ -631,14 +710,15 @@ func (av *AV) flush() (lost int, err error) {
 		}
 		av.mu.Unlock()
 	}
-	for _, op := range p.ops {
+	for _, op := range b.ops {
 		op.job.unflushed--
 		if op.job.unflushed == 0 && op.job.done {
 			av.finish(op.job)
 		}
 	}
-	clear(p.ops)
-	p.keys, p.vals, p.ops = p.keys[:0], p.vals[:0], p.ops[:0]
+	clear(b.ops)
+	b.keys, b.vals, b.ops = b.keys[:0], b.vals[:0], b.ops[:0]
+	b.n, b.err = 0, nil
 	return lost, err
 }
 

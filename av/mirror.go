@@ -18,7 +18,8 @@ import (
 //
 // Update and Delete take batches (up to a few thousand entries) and report
 // how many entries, from the start, they applied before an error. Delete
-// must treat a key that is already absent as deleted.
+// must treat a key that is already absent as deleted. An AV may call Update
+// from several goroutines at once, with batches that share no key.
 type Mirror interface {
 	Update(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue) (int, error)
 	Delete(keys []bpf.XdpfabAvKey) (int, error)

@@ -96,15 +96,16 @@ func (r *symRange) memberOf(e endpoint) (uint32, bool) {
 // table maps indices to addresses and back. It is not safe for concurrent
 // use; the AV guards it.
 type table struct {
-	chunks []*chunk
-	live   int         // addresses stored
-	next   uint32      // lowest index never handed out
-	free   indexHeap   // freed indices, handed out again lowest first
-	reuse  bool        // hand freed indices out again (not for shared MAP AVs)
-	hash   []uint32    // index+1 of every dense entry; open addressing, linear probing; 0 = empty
-	hashed int         // entries in hash
-	seed   uint64      // hash seed
-	ranges []*symRange // sorted by first
+	chunks    []*chunk
+	live      int         // addresses stored
+	next      uint32      // lowest index never handed out
+	free      indexHeap   // freed indices, handed out again lowest first
+	reuse     bool        // hand freed indices out again (not for shared MAP AVs)
+	hash      []uint64    // tag<<32 | index+1 of every dense entry; open addressing, linear probing; 0 = empty
+	hashShift uint        // 32 - log2(len(hash))
+	hashed    int         // entries in hash
+	seed      uint64      // hash seed
+	ranges    []*symRange // sorted by first
 }
 
 func newTable(countHint int, seed uint64, reuse bool) *table {
@@ -174,8 +175,11 @@ func (t *table) rangeAt(idx uint32) (*symRange, uint32, bool) {
 }
 
 // find returns the index holding ep.
-func (t *table) find(ep endpoint) (uint32, bool) {
-	if _, idx, ok := t.hashFind(ep); ok {
+func (t *table) find(ep endpoint) (uint32, bool) { return t.findH(ep, t.hashOf(ep)) }
+
+// findH is find with ep's hash already computed.
+func (t *table) findH(ep endpoint, h uint64) (uint32, bool) {
+	if _, idx, ok := t.hashFind(ep, h); ok {
 		return idx, true
 	}
 	for _, r := range t.ranges {
@@ -200,6 +204,11 @@ func (t *table) alloc() (uint32, bool) {
 
 // put stores ep at idx (from alloc) as a dense entry.
 func (t *table) put(idx uint32, ep endpoint, authKey uint16) *entry {
+	return t.putH(idx, ep, authKey, t.hashOf(ep))
+}
+
+// putH is put with ep's hash already computed.
+func (t *table) putH(idx uint32, ep endpoint, authKey uint16, h uint64) *entry {
 	c := int(idx >> chunkShift)
 	for c >= len(t.chunks) {
 		t.chunks = append(t.chunks, nil)
@@ -215,7 +224,7 @@ func (t *table) put(idx uint32, ep endpoint, authKey uint16) *entry {
 		}
 	}
 	e.ip, e.port, e.state, e.authKey = ep.ip, ep.port, entryUsed, authKey
-	t.hashInsert(idx, ep)
+	t.hashInsert(idx, h)
 	t.live++
 	return e
 }
@@ -327,7 +336,10 @@ func (t *table) each(fn func(idx uint32, ep endpoint, gen, authKey uint16) bool)
 	}
 }
 
-// Hash index over dense entries.
+// Hash index over dense entries. A slot holds the top 32 bits of the
+// address's hash (its tag) above index+1; 0 is an empty slot. The home slot
+// is the tag's top bits, so probes compare tags without touching entries,
+// and growing or deleting needs no entry either.
 
 func (t *table) hashOf(ep endpoint) uint64 {
 	a := binary.LittleEndian.Uint64(ep.ip[:8])
@@ -341,71 +353,84 @@ func mix(a, b uint64) uint64 {
 	return hi ^ lo
 }
 
-func (t *table) hashFind(ep endpoint) (slot int, idx uint32, ok bool) {
+func slotTag(v uint64) uint32 { return uint32(v >> 32) }
+func slotIdx(v uint64) uint32 { return uint32(v) - 1 }
+
+// home is the first slot probed for a tag.
+func (t *table) home(tag uint32) int { return int(tag >> t.hashShift) }
+
+// touch loads the home slot of hash h, so that a block of addresses can
+// have their cache misses in flight together before they are probed one
+// by one.
+func (t *table) touch(h uint64) uint64 {
+	if len(t.hash) == 0 {
+		return 0
+	}
+	return t.hash[t.home(uint32(h>>32))]
+}
+
+func (t *table) hashFind(ep endpoint, h uint64) (slot int, idx uint32, ok bool) {
 	if t.hashed == 0 {
 		return 0, 0, false
 	}
+	tag := uint32(h >> 32)
 	mask := len(t.hash) - 1
-	for i := int(t.hashOf(ep)) & mask; ; i = (i + 1) & mask {
+	for i := t.home(tag); ; i = (i + 1) & mask {
 		v := t.hash[i]
 		if v == 0 {
 			return 0, 0, false
 		}
-		if e := t.dense(v - 1); e.ip == ep.ip && e.port == ep.port {
-			return i, v - 1, true
+		if slotTag(v) == tag {
+			if e := t.dense(slotIdx(v)); e.ip == ep.ip && e.port == ep.port {
+				return i, slotIdx(v), true
+			}
 		}
 	}
 }
 
-func (t *table) hashInsert(idx uint32, ep endpoint) {
+func (t *table) hashInsert(idx uint32, h uint64) {
 	if (t.hashed+1)*4 > len(t.hash)*3 {
 		t.growHash(t.hashed + 1)
 	}
+	t.hashPlace(h>>32<<32 | uint64(idx+1))
+	t.hashed++
+}
+
+func (t *table) hashPlace(v uint64) {
 	mask := len(t.hash) - 1
-	i := int(t.hashOf(ep)) & mask
+	i := t.home(slotTag(v))
 	for t.hash[i] != 0 {
 		i = (i + 1) & mask
 	}
-	t.hash[i] = idx + 1
-	t.hashed++
+	t.hash[i] = v
 }
 
 // growHash resizes the index for at least n entries at load <= 3/4.
 func (t *table) growHash(n int) {
-	size := 16
-	for size*3 < n*4 {
+	size, shift := 16, uint(28)
+	for size*3 < n*4 || size <= len(t.hash) {
 		size *= 2
-	}
-	if size <= len(t.hash) {
-		size = len(t.hash) * 2
+		shift--
 	}
 	old := t.hash
-	t.hash = make([]uint32, size)
-	mask := size - 1
+	t.hash, t.hashShift = make([]uint64, size), shift
 	for _, v := range old {
-		if v == 0 {
-			continue
+		if v != 0 {
+			t.hashPlace(v)
 		}
-		e := t.dense(v - 1)
-		i := int(t.hashOf(endpoint{ip: e.ip, port: e.port})) & mask
-		for t.hash[i] != 0 {
-			i = (i + 1) & mask
-		}
-		t.hash[i] = v
 	}
 }
 
 // hashDelete removes ep by backward-shift deletion, which keeps probe
 // chains intact without tombstones.
 func (t *table) hashDelete(ep endpoint) {
-	i, _, ok := t.hashFind(ep)
+	i, _, ok := t.hashFind(ep, t.hashOf(ep))
 	if !ok {
 		return
 	}
 	mask := len(t.hash) - 1
 	for j := (i + 1) & mask; t.hash[j] != 0; j = (j + 1) & mask {
-		e := t.dense(t.hash[j] - 1)
-		home := int(t.hashOf(endpoint{ip: e.ip, port: e.port})) & mask
+		home := t.home(slotTag(t.hash[j]))
 		// Move the entry at j into the hole at i unless its home lies
 		// cyclically in (i, j].
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
