@@ -1,9 +1,7 @@
 package fabric
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 
@@ -169,19 +167,9 @@ func (d *Domain) localAddr() netip.Addr {
 	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
-func (d *Domain) openTransport(port uint16) (datapath.Transport, error) {
-	switch d.attr.Transport {
-	case TransportXDP:
-		return nil, fmt.Errorf("endpoint: AF_XDP transport: %w", fi.EOPNOTSUPP)
-	}
-	tr, err := udp.Listen(netip.AddrPortFrom(d.localAddr(), port), udp.Options{})
-	if err != nil {
-		if errors.Is(err, fi.EADDRINUSE) || errors.Is(err, net.ErrClosed) {
-			return nil, fmt.Errorf("endpoint: %w", err)
-		}
-		return nil, fmt.Errorf("endpoint: open UDP transport on %v: %w", netip.AddrPortFrom(d.localAddr(), port), err)
-	}
-	return tr, nil
+// udpListen opens the kernel UDP socket transport.
+func udpListen(local netip.AddrPort) (datapath.Transport, error) {
+	return udp.Listen(local, udp.Options{})
 }
 
 // GetName is fi_getname: the endpoint's address in the AV's binary format
@@ -295,6 +283,9 @@ func (ep *Endpoint) Enable() error {
 		return fmt.Errorf("ep enable: no AV bound: %w", fi.ENOAV)
 	case ep.txCQ == nil && ep.rxCQ == nil && ep.cntr == [numCntrKinds]*Cntr{}:
 		return fmt.Errorf("ep enable: no CQ or counter bound: %w", fi.ENOCQ)
+	}
+	if err := ep.configureTransport(); err != nil {
+		return fmt.Errorf("ep enable: %w", err)
 	}
 	if _, err := ep.av.EnableEndpoint(ep); err != nil {
 		return fmt.Errorf("ep enable: %w", err)

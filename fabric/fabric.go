@@ -35,6 +35,7 @@ import (
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/mr"
+	"github.com/xdpfab/xdpfab/xdp"
 )
 
 // ProviderName is the provider name fi_getinfo would report.
@@ -94,6 +95,9 @@ type DomainAttr struct {
 	BusyPoll bool
 	// AuthKey is the domain's authorization key (fi_domain_attr.auth_key).
 	AuthKey []byte
+	// Logf receives the domain's notices (e.g. why TransportAuto fell back
+	// to the kernel socket); nil logs with the standard log package.
+	Logf func(format string, args ...any)
 }
 
 // Info is what fi_getinfo reports for a domain.
@@ -126,6 +130,12 @@ type Domain struct {
 	id     uint32
 	mrs    *mr.Table
 
+	// Resolved at open: how endpoints move packets, and for AF_XDP the
+	// interface and the program's maps.
+	kind     TransportKind
+	xdpIface string
+	xdpAtt   *xdp.Attachment
+
 	mu sync.Mutex
 	// Guarded by mu.
 	eps    int // open endpoints
@@ -143,8 +153,15 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 		return nil, fmt.Errorf("domain: transport %d: %w", attr.Transport, fi.EINVAL)
 	}
 	d := &Domain{FIDBase: fi.NewFIDBase(fi.ClassDomain, context), fabric: f, attr: attr, id: nextDomainID.Add(1)}
-	t, err := mr.NewTable(mr.Config{Mode: attr.MRMode, DomainID: d.id, AuthKey: attr.AuthKey, Owner: d})
+	mirror, err := d.resolveTransport()
 	if err != nil {
+		return nil, err
+	}
+	t, err := mr.NewTable(mr.Config{Mode: attr.MRMode, DomainID: d.id, AuthKey: attr.AuthKey, Owner: d, Mirror: mirror})
+	if err != nil {
+		if d.xdpAtt != nil {
+			d.xdpAtt.Close()
+		}
 		return nil, fmt.Errorf("domain: %w", err)
 	}
 	d.mrs = t
@@ -223,6 +240,9 @@ func (d *Domain) Close() error {
 	}
 	if err := d.mrs.Close(); err != nil {
 		return fmt.Errorf("domain close: %w", err)
+	}
+	if d.xdpAtt != nil {
+		d.xdpAtt.Close()
 	}
 	d.closed = true
 	return nil

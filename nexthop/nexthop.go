@@ -40,6 +40,11 @@ var ErrUnresolved = errors.New("nexthop: neighbour not resolved")
 type Resolver struct {
 	nl      *netlink.Handle
 	timeout time.Duration
+	// Probe makes the kernel resolve a next hop; the default dials a UDP
+	// socket from the calling thread's network namespace. A caller whose
+	// goroutines may run outside the namespace of nl sets its own (e.g.
+	// sending from a socket opened in that namespace).
+	Probe func(next netip.Addr)
 
 	mu    sync.Mutex
 	cache map[netip.Addr]Hop // guarded by mu
@@ -54,7 +59,7 @@ func New(nl *netlink.Handle, timeout time.Duration) *Resolver {
 	if timeout <= 0 {
 		timeout = time.Second
 	}
-	return &Resolver{nl: nl, timeout: timeout, cache: map[netip.Addr]Hop{}}
+	return &Resolver{nl: nl, timeout: timeout, cache: map[netip.Addr]Hop{}, Probe: probe}
 }
 
 // Lookup returns the hop for dst, resolving it if needed.
@@ -74,6 +79,14 @@ func (r *Resolver) Lookup(dst netip.Addr) (Hop, error) {
 	r.cache[dst] = h
 	r.mu.Unlock()
 	return h, nil
+}
+
+// Cached returns dst's hop if it is resolved already, without blocking.
+func (r *Resolver) Cached(dst netip.Addr) (Hop, bool) {
+	r.mu.Lock()
+	h, ok := r.cache[dst.Unmap()]
+	r.mu.Unlock()
+	return h, ok
 }
 
 // Invalidate forgets dst's hop so the next Lookup asks the kernel again.
@@ -116,7 +129,7 @@ func (r *Resolver) resolve(dst netip.Addr) (Hop, error) {
 			return Hop{}, fmt.Errorf("nexthop: %s via %s on %s: %w", dst, next, link.Attrs().Name, ErrUnresolved)
 		}
 		if !probed {
-			probe(next)
+			r.Probe(next)
 			probed = true
 		}
 		time.Sleep(2 * time.Millisecond)

@@ -1,0 +1,143 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpfab/xdpfab/afxdp"
+	"github.com/xdpfab/xdpfab/av"
+	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
+	"github.com/xdpfab/xdpfab/xdp"
+)
+
+// errNoXDP says why a domain cannot use AF_XDP.
+var errNoXDP = errors.New("AF_XDP not available")
+
+// resolveTransport decides, when the domain opens, how its endpoints move
+// packets, and returns the MR mirror that goes with it: with AF_XDP the
+// domain's keys are kept in the XDP program's MR map so the kernel vets
+// requests. TransportAuto falls back to the kernel UDP socket, logging why.
+func (d *Domain) resolveTransport() (mr.Mirror, error) {
+	if d.attr.Transport == TransportUDP {
+		d.kind = TransportUDP
+		return nil, nil
+	}
+	iface, att, err := openAttachment(d.localAddr())
+	if err != nil {
+		if d.attr.Transport == TransportXDP {
+			return nil, fmt.Errorf("domain: %w", err)
+		}
+		d.logf("xdpfab: domain %v: using the kernel UDP socket: %v", d.localAddr(), err)
+		d.kind = TransportUDP
+		return nil, nil
+	}
+	mirror, err := mr.NewMapMirror(att.MRMap)
+	if err != nil {
+		att.Close()
+		return nil, fmt.Errorf("domain: MR map of %s: %w", iface, err)
+	}
+	d.kind, d.xdpIface, d.xdpAtt = TransportXDP, iface, att
+	return mirror, nil
+}
+
+func (d *Domain) logf(format string, args ...any) {
+	if d.attr.Logf != nil {
+		d.attr.Logf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+// openAttachment finds the interface holding addr and the xdpfab program
+// attached on it.
+func openAttachment(addr netip.Addr) (string, *xdp.Attachment, error) {
+	if addr.IsLoopback() {
+		return "", nil, fmt.Errorf("%w: %v is a loopback address", errNoXDP, addr)
+	}
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: list addresses: %v", errNoXDP, err)
+	}
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok || ip.Unmap() != addr.Unmap() {
+			continue
+		}
+		l, err := netlink.LinkByIndex(a.LinkIndex)
+		if err != nil {
+			return "", nil, fmt.Errorf("%w: link %d: %v", errNoXDP, a.LinkIndex, err)
+		}
+		name := l.Attrs().Name
+		att, err := xdp.Open(name)
+		if err != nil {
+			return "", nil, fmt.Errorf("%w: xdpfab is not attached on %s (xdpfab attach %s): %v", errNoXDP, name, name, err)
+		}
+		return name, att, nil
+	}
+	return "", nil, fmt.Errorf("%w: no interface has address %v", errNoXDP, addr)
+}
+
+// Transport returns how the domain's endpoints move packets: TransportXDP
+// or TransportUDP (TransportAuto resolved).
+func (d *Domain) Transport() TransportKind { return d.kind }
+
+// AVOpen is fi_av_open. On a domain using AF_XDP the AV is mirrored into
+// the XDP program's AV map, so the kernel resolves and admits its peers;
+// an AV opened with av.Open directly is not, and an endpoint using AF_XDP
+// refuses it at Enable.
+func (d *Domain) AVOpen(attr av.Attr, context any) (*av.AV, error) {
+	var opts []av.Option
+	if d.xdpAtt != nil && attr.Name == "" {
+		opts = append(opts, av.WithKernelMap(d.xdpAtt.AVMap))
+	}
+	return av.Open(attr, context, opts...)
+}
+
+func (d *Domain) openTransport(port uint16) (datapath.Transport, error) {
+	local := netip.AddrPortFrom(d.localAddr(), port)
+	if d.kind == TransportXDP {
+		tr, err := afxdp.Open(afxdp.Options{Iface: d.xdpIface, Local: local})
+		if err != nil {
+			return nil, fmt.Errorf("endpoint: %w", err)
+		}
+		return tr, nil
+	}
+	tr, err := udpListen(local)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint: open UDP transport on %v: %w", local, err)
+	}
+	return tr, nil
+}
+
+// configureTransport tells the XDP program about an AF_XDP endpoint's
+// port once its AV is known: which AV admits peers (strict unless
+// AcceptUnknown) and which domain's keys requests name.
+func (ep *Endpoint) configureTransport() error {
+	tr, ok := ep.tr.(*afxdp.Transport)
+	if !ok {
+		return nil
+	}
+	km := ep.av.KernelMap()
+	if km == nil || !sameMap(km, tr.Attachment().AVMap) {
+		return fmt.Errorf("AV is not mirrored in the XDP program's AV map (open it with Domain.AVOpen): %w", fi.EINVAL)
+	}
+	return tr.Configure(xdp.PortConfig{AVID: ep.av.ID(), DomainID: ep.dom.id, Strict: !ep.attr.AcceptUnknown})
+}
+
+func sameMap(a, b *ebpf.Map) bool {
+	ia, err1 := a.Info()
+	ib, err2 := b.Info()
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	ida, ok1 := ia.ID()
+	idb, ok2 := ib.ID()
+	return ok1 && ok2 && ida == idb
+}
