@@ -56,13 +56,18 @@ func attachBoth(t *testing.T, v *testenv.Veth, mode xdp.Mode) {
 }
 
 func openSide(t *testing.T, ns *testenv.Netns, iface string, addr netip.Addr) *side {
+	return openSideAttr(t, ns, iface, fabric.DomainAttr{Addr: addr, Port: testPort, Transport: fabric.TransportXDP})
+}
+
+func openSideAttr(t *testing.T, ns *testenv.Netns, iface string, attr fabric.DomainAttr) *side {
+	addr := attr.Addr
 	s := &side{ns: ns, iface: iface, addr: addr}
 	require.NoError(t, ns.Do(func() error {
 		f, err := fabric.OpenFabric("", nil)
 		if err != nil {
 			return err
 		}
-		s.dom, err = f.Domain(fabric.DomainAttr{Addr: addr, Port: testPort, Transport: fabric.TransportXDP}, nil)
+		s.dom, err = f.Domain(attr, nil)
 		if err != nil {
 			return err
 		}
@@ -208,4 +213,41 @@ func TestFabricOverAFXDP(t *testing.T) {
 			_ = afxdp.FallbackPoll
 		})
 	}
+}
+
+// TestDomainAttachesAndFallsBack: TransportAuto without an attachment uses
+// the kernel socket (and says why); with AttachXDP it attaches xdpfab itself
+// and uses AF_XDP; TransportXDP without an attachment is an error.
+func TestDomainAttachesAndFallsBack(t *testing.T) {
+	testenv.RequirePriv(t)
+	a, b := testenv.NewNetns(t), testenv.NewNetns(t)
+	v := testenv.NewVeth(t, a, b, testenv.VethOptions{})
+	var notices []string
+	logf := func(format string, args ...any) { notices = append(notices, fmt.Sprintf(format, args...)) }
+	require.NoError(t, a.Do(func() error {
+		f, _ := fabric.OpenFabric("", nil)
+		d, err := f.Domain(fabric.DomainAttr{Addr: v.AddrA.Addr(), Logf: logf}, nil)
+		require.NoError(t, err)
+		require.Equal(t, fabric.TransportUDP, d.Transport())
+		require.NoError(t, d.Close())
+		_, err = f.Domain(fabric.DomainAttr{Addr: v.AddrA.Addr(), Transport: fabric.TransportXDP}, nil)
+		require.Error(t, err)
+		return nil
+	}))
+	require.Len(t, notices, 1)
+	require.Contains(t, notices[0], "not attached on "+v.NameA)
+
+	t.Cleanup(func() { _ = a.Do(func() error { return xdp.Detach(v.NameA) }) })
+	t.Cleanup(func() { _ = b.Do(func() error { return xdp.Detach(v.NameB) }) })
+	sa := openSideAttr(t, a, v.NameA, fabric.DomainAttr{Addr: v.AddrA.Addr(), Port: testPort, AttachXDP: true})
+	sb := openSideAttr(t, b, v.NameB, fabric.DomainAttr{Addr: v.AddrB.Addr(), Port: testPort, AttachXDP: true})
+	require.Equal(t, fabric.TransportXDP, sa.dom.Transport())
+	connect(t, sa, sb)
+	require.NoError(t, sa.ep.Write([]byte("attached by the domain"), mr.Desc{}, sa.peer, 0, sb.region.Key(), nil))
+	complete(t, sa.cq)
+	back := make([]byte, 22)
+	require.NoError(t, sa.ep.Read(back, mr.Desc{}, sa.peer, 0, sb.region.Key(), nil))
+	complete(t, sa.cq)
+	require.Equal(t, "attached by the domain", string(back))
+	require.Greater(t, counters(t, sb)[bpf.XdpfabXdpfabCounterCNT_REDIRECT_XSK], uint64(0))
 }

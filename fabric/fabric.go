@@ -95,6 +95,11 @@ type DomainAttr struct {
 	BusyPoll bool
 	// AuthKey is the domain's authorization key (fi_domain_attr.auth_key).
 	AuthKey []byte
+	// AttachXDP lets the domain attach xdpfab's XDP program on its
+	// interface itself (mode auto, pinned like `xdpfab attach`) when it is
+	// not attached yet and the process is privileged. Without it the
+	// domain only uses an existing attachment.
+	AttachXDP bool
 	// Logf receives the domain's notices (e.g. why TransportAuto fell back
 	// to the kernel socket); nil logs with the standard log package.
 	Logf func(format string, args ...any)

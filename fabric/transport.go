@@ -29,7 +29,7 @@ func (d *Domain) resolveTransport() (mr.Mirror, error) {
 		d.kind = TransportUDP
 		return nil, nil
 	}
-	iface, att, err := openAttachment(d.localAddr())
+	iface, att, err := openAttachment(d.localAddr(), d.attr.AttachXDP)
 	if err != nil {
 		if d.attr.Transport == TransportXDP {
 			return nil, fmt.Errorf("domain: %w", err)
@@ -56,8 +56,8 @@ func (d *Domain) logf(format string, args ...any) {
 }
 
 // openAttachment finds the interface holding addr and the xdpfab program
-// attached on it.
-func openAttachment(addr netip.Addr) (string, *xdp.Attachment, error) {
+// attached on it, attaching it first if attach is set and it is not.
+func openAttachment(addr netip.Addr, attach bool) (string, *xdp.Attachment, error) {
 	if addr.IsLoopback() {
 		return "", nil, fmt.Errorf("%w: %v is a loopback address", errNoXDP, addr)
 	}
@@ -76,6 +76,9 @@ func openAttachment(addr netip.Addr) (string, *xdp.Attachment, error) {
 		}
 		name := l.Attrs().Name
 		att, err := xdp.Open(name)
+		if err != nil && attach {
+			att, err = xdp.Attach(name, xdp.Options{Mode: xdp.ModeAuto})
+		}
 		if err != nil {
 			return "", nil, fmt.Errorf("%w: xdpfab is not attached on %s (xdpfab attach %s): %v", errNoXDP, name, name, err)
 		}
