@@ -83,8 +83,11 @@ type CQ struct {
 	closed   bool
 	refs     int // endpoints bound
 
-	// Exactly one of obj (FD, MUTEX_COND, YIELD, UNSPEC) and set (WAIT_SET)
-	// is set, or neither for WAIT_NONE. Signalled after mu is released.
+	// obj is the CQ's own wait object (nil for FI_WAIT_NONE): the one
+	// exported for FD, MUTEX_COND, YIELD and UNSPEC, and for FI_WAIT_SET
+	// a private one so that SRead waits for this CQ and not for any member
+	// of the set. set is the wait set joined with FI_WAIT_SET. Both are
+	// signalled after mu is released.
 	obj *wait.Object
 	set *wait.Set
 }
@@ -113,10 +116,15 @@ func (d *Domain) CQOpen(attr CQAttr, context any) (*CQ, error) {
 		if attr.WaitSet == nil {
 			return nil, fmt.Errorf("cq open: FI_WAIT_SET without a wait set: %w", fi.EINVAL)
 		}
-		if err := attr.WaitSet.Add((*cqMember)(cq)); err != nil {
+		obj, err := wait.NewObject(fi.WaitUnspec)
+		if err != nil {
 			return nil, fmt.Errorf("cq open: %w", err)
 		}
-		cq.set = attr.WaitSet
+		if err := attr.WaitSet.Add((*cqMember)(cq)); err != nil {
+			obj.Close()
+			return nil, fmt.Errorf("cq open: %w", err)
+		}
+		cq.obj, cq.set = obj, attr.WaitSet
 	default:
 		obj, err := wait.NewObject(attr.WaitObj)
 		if err != nil {
@@ -141,7 +149,8 @@ func (cq *CQ) pending() bool {
 func (cq *CQ) signal() {
 	if cq.obj != nil {
 		cq.obj.Signal()
-	} else if cq.set != nil {
+	}
+	if cq.set != nil {
 		cq.set.Signal()
 	}
 }
@@ -194,7 +203,9 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 		cq.mu.Unlock()
 		return
 	}
-	cq.filter(&it.err.CQEntry)
+	if !it.isErr { // fi_cq_err_entry carries every field whatever the format
+		cq.filter(&it.err.CQEntry)
+	}
 	tail := cq.head + cq.n
 	if tail >= len(cq.ring) {
 		tail -= len(cq.ring)
@@ -293,7 +304,8 @@ func (cq *CQ) ReadErr(flags fi.Flags) (CQErrEntry, error) {
 // SRead is fi_cq_sread: Read that blocks until at least one completion (or
 // an error completion, FI_EAVAIL) is queued, timeoutMs milliseconds pass
 // (FI_EAGAIN; negative waits forever) or the CQ is closed. It fails with
-// FI_ENOSYS on a CQ opened with FI_WAIT_NONE.
+// FI_ENOSYS on a CQ opened with FI_WAIT_NONE; a CQ in a wait set waits for
+// its own completions.
 func (cq *CQ) SRead(buf []CQEntry, timeoutMs int) (int, error) {
 	return cq.SReadFrom(buf, nil, timeoutMs)
 }
@@ -346,10 +358,10 @@ func (cq *CQ) Signal() error {
 // xdpfab; wait.GetWaitObj returns the kind.
 func (cq *CQ) Control(cmd wait.Command, arg any) error {
 	switch {
-	case cq.obj != nil:
-		return cq.obj.Control(cmd, arg)
 	case cq.set != nil:
 		return cq.set.Control(cmd, arg)
+	case cq.obj != nil:
+		return cq.obj.Control(cmd, arg)
 	}
 	return fmt.Errorf("cq control: FI_WAIT_NONE: %w", fi.ENODATA)
 }
@@ -386,7 +398,8 @@ func (cq *CQ) Close() error {
 	cq.n = 0
 	if cq.obj != nil {
 		cq.obj.Close()
-	} else if cq.set != nil {
+	}
+	if cq.set != nil {
 		// Leaving the set takes its lock, which may call Pending: not
 		// under cq.mu.
 		defer cq.set.Remove((*cqMember)(cq))

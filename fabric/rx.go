@@ -188,7 +188,7 @@ func (ep *Endpoint) completeRecv(cq *CQ, m *rxMsg) {
 	ep.mu.Unlock()
 	if m.total > len(pr.buf) {
 		e := CQErrEntry{CQEntry: CQEntry{Context: pr.ctx, Flags: fi.RECV | fi.MSG, Len: len(pr.buf), Buf: pr.buf},
-			OLen: m.total - len(pr.buf), Err: fi.ETRUNC, Src: m.src}
+			OLen: m.total - len(pr.buf), Err: fi.ETRUNC, ProvErrno: int(fi.ETRUNC), Src: m.src}
 		cq.completeErr(&e, true)
 		if cntr != nil {
 			cntr.AddErr(1)
