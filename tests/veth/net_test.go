@@ -51,8 +51,8 @@ type nodeOpts struct {
 
 // netOpts configures newNet.
 type netOpts struct {
-	nA, nB int                           // nodes per side (default 1 each)
-	domain func(*fabric.DomainAttr)      // adjusts the case's DomainAttr (BusyPoll, ...)
+	nA, nB int                          // nodes per side (default 1 each)
+	domain func(*fabric.DomainAttr)     // adjusts the case's DomainAttr (BusyPoll, ...)
 	node   func(s side, i int) nodeOpts // per-node options (default zero)
 }
 
