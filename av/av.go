@@ -122,16 +122,16 @@ type AV struct {
 	// wmu serializes the calls that change the AV (inserts, removes, user
 	// IDs, auth keys, endpoint binding, Close). It guards the fields below
 	// up to mu, and is held across kernel map syscalls so that mu is not.
-	wmu      sync.Mutex
-	mirror   Mirror
-	ownedMap *ebpf.Map // created by Open, closed by Close
-	pend     pending
-	scratch  *block
-	touched  uint64  // sink of table.touch
-	eq       *eq.EQ  // set under wmu and epMu
-	shared   *shared // named AVs
-	async    *worker
-	closed   bool
+	wmu     sync.Mutex
+	mirror  Mirror
+	procMap bool // mirrors into the process's AV map (ProcessKernelMap)
+	pend    pending
+	scratch *block
+	touched uint64  // sink of table.touch
+	eq      *eq.EQ  // set under wmu and epMu
+	shared  *shared // named AVs
+	async   *worker
+	closed  bool
 
 	// epMu guards eps and closing, so Close can refuse (FI_EBUSY) or
 	// commit to closing, and stop queued inserts, without waiting for wmu.
@@ -192,11 +192,11 @@ func Open(attr Attr, ctx any, opts ...Option) (*AV, error) {
 			}
 			av.mirror = km
 		default:
-			m, err := NewKernelMap(0)
+			m, err := acquireProcessMap()
 			if err != nil {
 				return nil, fmt.Errorf("av open: %w (open with WithMirror(nil) for an AV without kernel copy)", err)
 			}
-			av.ownedMap = m
+			av.procMap = true
 			av.mirror = &KernelMirror{m: m}
 		}
 	}
@@ -241,6 +241,49 @@ func validateAttr(attr *Attr, o *options) error {
 	return nil
 }
 
+// processMap is the kernel AV map the unnamed AVs of this process share by
+// default, each keying its entries with its av_id: one map (of the XDP
+// program's av_map size) per process rather than one per AV.
+var processMap struct {
+	sync.Mutex
+	m    *ebpf.Map // guarded by the mutex
+	refs int       // AVs using m
+}
+
+func acquireProcessMap() (*ebpf.Map, error) {
+	processMap.Lock()
+	defer processMap.Unlock()
+	if processMap.m == nil {
+		m, err := NewKernelMap(0)
+		if err != nil {
+			return nil, err
+		}
+		processMap.m = m
+	}
+	processMap.refs++
+	return processMap.m, nil
+}
+
+func releaseProcessMap() error {
+	processMap.Lock()
+	defer processMap.Unlock()
+	if processMap.refs--; processMap.refs > 0 {
+		return nil
+	}
+	m := processMap.m
+	processMap.m = nil
+	return m.Close()
+}
+
+// ProcessKernelMap returns the kernel AV map the unnamed AVs of this
+// process mirror into by default, nil while no such AV is open. The XDP
+// program of the process is loaded with it as its av_map.
+func ProcessKernelMap() *ebpf.Map {
+	processMap.Lock()
+	defer processMap.Unlock()
+	return processMap.m
+}
+
 // Attr returns the AV's attributes as resolved by Open.
 func (av *AV) Attr() Attr { return av.attr }
 
@@ -257,8 +300,6 @@ func (av *AV) ID() uint32 { return av.id }
 // for a named AV, another process can instead open the map pinned at
 // PinPath(name).
 func (av *AV) KernelMap() *ebpf.Map {
-	av.wmu.Lock()
-	defer av.wmu.Unlock()
 	if av.mirror == nil {
 		return nil
 	}
@@ -306,11 +347,11 @@ func (av *AV) Close() error {
 	}
 	if av.shared != nil {
 		errs = append(errs, av.shared.close())
-	} else if av.mirror != nil && av.ownedMap == nil {
+	} else if av.mirror != nil {
 		errs = append(errs, av.deleteAllFromKernel())
 	}
-	if av.ownedMap != nil {
-		errs = append(errs, av.ownedMap.Close())
+	if av.procMap {
+		errs = append(errs, releaseProcessMap())
 	}
 	if av.eq != nil {
 		av.eq.Unref(av)

@@ -1045,3 +1045,37 @@ func TestMirrorInStepRandom(t *testing.T) {
 		f.requireInStep(t, a)
 	}
 }
+
+// TestAsyncSvcSym: InsertSvc and InsertSym on an FI_EVENT AV resolve and
+// insert in the worker, then complete like Insert.
+func TestAsyncSvcSym(t *testing.T) {
+	a, q, f := openAsync(t, TypeTable)
+	out := fiAddrs(1)
+	_, err := a.InsertSvc("localhost", "7000", out, 0, "svc")
+	require.NoError(t, err)
+	e, ee := readEvent(t, q)
+	require.Nil(t, ee)
+	require.Equal(t, "svc", e.Context)
+	require.Equal(t, uint64(1), e.Data)
+	require.Equal(t, fi.Addr(0), out[0])
+	_, err = a.InsertSvc("10.0.0.1", "nonexistent-service-name", nil, 0, "bad")
+	require.NoError(t, err)
+	_, ee = readEvent(t, q)
+	require.NotNil(t, ee)
+	require.Equal(t, "bad", ee.Context)
+	e, _ = readEvent(t, q)
+	require.Equal(t, uint64(0), e.Data)
+
+	sym := fiAddrs(4)
+	_, err = a.InsertSym("10.1.1.1", 2, "5000", 2, sym, 0, "sym")
+	require.NoError(t, err)
+	e, ee = readEvent(t, q)
+	require.Nil(t, ee)
+	require.Equal(t, uint64(4), e.Data)
+	require.Equal(t, []fi.Addr{1, 2, 3, 4}, sym)
+	got, _ := a.AddrPort(3)
+	require.Equal(t, ap("10.1.1.2:5000"), got)
+	f.requireInStep(t, a)
+	_, err = a.Insert(nil, nil, fi.SYNC_ERR, []int{})
+	require.ErrorIs(t, err, fi.EINVAL, "FI_SYNC_ERR is synchronous only")
+}

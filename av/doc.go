@@ -36,10 +36,11 @@
 //
 // # Kernel mirror
 //
-// Every insert and remove keeps a Mirror in step: by default a BPF hash
-// map of the av_map layout (bpf/xdpfab.h) created for the AV; WithKernelMap
-// shares one map among AVs, each keying its entries with its own av_id
-// (ID); WithMirror(nil) opens an AV without kernel copy. Writes are
+// Every insert and remove keeps a Mirror in step: by default the BPF hash
+// map of the av_map layout (bpf/xdpfab.h) that the unnamed AVs of the
+// process share (ProcessKernelMap), each keying its entries with its own
+// av_id (ID) and taking them out again on Close; WithKernelMap names
+// another map to share; WithMirror(nil) opens an AV without kernel copy. Writes are
 // gathered and made with BPF_MAP_UPDATE_BATCH, batchLen at a time, a full
 // batch written by a goroutine while the next fills (at most two in
 // flight): an insert with FI_MORE may leave its writes pending, an insert
@@ -47,8 +48,10 @@
 // map), that address fails with the kernel's error (FI_ENOSPC for a full
 // map) and the addresses of the batch after it are aborted (FI_ECANCELED);
 // all of them leave the AV again. To attach XDP for an AV, load the program
-// with KernelMap() replacing av_map; for a named AV another process may
-// open the map pinned at PinPath(name).
+// with KernelMap() replacing av_map
+// (ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{bpf.XdpfabMapAvMap: a.KernelMap()}})
+// and steer the AV's local port to ID(); for a named AV another process may
+// open the map pinned at PinPath(name) with ebpf.LoadPinnedMap.
 //
 // # Provider choices
 //

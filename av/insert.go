@@ -822,9 +822,22 @@ func (w *worker) stop() {
 
 // runAsync runs a queued insert; wmu held.
 func (av *AV) runAsync(j *insertJob) {
+	if av.shared != nil {
+		if err := av.shared.begin(); err != nil {
+			for i := range j.src.len() {
+				j.fail(i, fi.ErrnoOf(err))
+			}
+			j.done = true
+			av.finish(j)
+			return
+		}
+	}
 	av.run(j)
-	if j.flags&fi.MORE == 0 {
+	if j.flags&fi.MORE == 0 || av.shared != nil {
 		av.flush() // completes j and the FI_MORE inserts before it
+	}
+	if av.shared != nil {
+		av.shared.end() // a failure leaves the version: others re-read later
 	}
 	if j.unflushed == 0 {
 		av.finish(j) // nothing (left) to write to the kernel

@@ -294,3 +294,60 @@ func TestNamedAV(t *testing.T) {
 	_, err := Open(Attr{Name: "a/b"}, nil)
 	require.ErrorIs(t, err, fi.EINVAL)
 }
+
+// TestProcessKernelMap: unnamed AVs share the process's kernel map by
+// default and take only their own entries out on Close.
+func TestProcessKernelMap(t *testing.T) {
+	testenv.RequirePriv(t)
+	require.Nil(t, ProcessKernelMap())
+	a, err := Open(Attr{}, nil)
+	require.NoError(t, err)
+	b, err := Open(Attr{Type: TypeMap}, nil)
+	require.NoError(t, err)
+	m := ProcessKernelMap()
+	require.NotNil(t, m)
+	require.Same(t, m, a.KernelMap())
+	require.Same(t, m, b.KernelMap())
+	_, err = a.InsertAddrPort(addrs(10), nil, 0, nil)
+	require.NoError(t, err)
+	_, err = b.InsertAddrPort(addrs(5), fiAddrs(5), 0, nil)
+	require.NoError(t, err)
+	require.Len(t, kernelEntries(t, m), 15)
+	require.NoError(t, a.Close())
+	requireInStep(t, b, kernelEntries(t, m))
+	require.Len(t, kernelEntries(t, m), 5)
+	require.NoError(t, b.Close())
+	require.Nil(t, ProcessKernelMap(), "closed with its last AV")
+}
+
+// TestNamedAVAsync: an FI_EVENT opener of a named AV inserts under the
+// same cross-process protocol; another opener sees the entries.
+func TestNamedAVAsync(t *testing.T) {
+	testenv.RequirePriv(t)
+	name := fmt.Sprintf("avtest-async-%d", os.Getpid())
+	t.Cleanup(func() { Unlink(name) })
+	a, err := Open(Attr{Type: TypeTable, Name: name}, nil)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(Attr{Name: name, Flags: fi.EVENT}, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	require.Equal(t, TypeTable, b.Attr().Type)
+	q := openEQ(t)
+	require.NoError(t, b.Bind(q, 0))
+	_, err = a.InsertAddrPort(addrs(2), nil, 0, nil)
+	require.NoError(t, err)
+	out := fiAddrs(3)
+	peers := []netip.AddrPort{ap("10.8.0.1:1"), ap("10.8.0.2:1"), ap("10.8.0.1:1")}
+	_, err = b.InsertAddrPort(peers, out, 0, "b")
+	require.NoError(t, err)
+	_, ee := readEvent(t, q)
+	require.NotNil(t, ee)
+	require.Equal(t, fi.EADDRINUSE, ee.Err)
+	e, ee := readEvent(t, q)
+	require.Nil(t, ee)
+	require.Equal(t, uint64(2), e.Data)
+	require.Equal(t, []fi.Addr{2, 3, fi.AddrNotAvail}, out)
+	require.Equal(t, fi.Addr(3), a.FIAddr(peers[1]))
+	require.Equal(t, 4, a.Count())
+}
