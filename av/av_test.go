@@ -998,11 +998,15 @@ func TestHotPathNoAlloc(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.InsertSym("10.9.0.1", 4, "1", 4, fiAddrs(16), 0, nil)
 	require.NoError(t, err)
-	peer, sym := addrs(100)[42], ap("10.9.0.3:2")
+	peer, sym, stranger := addrs(100)[42], ap("10.9.0.3:2"), ap("192.0.2.1:1")
 	var sink fi.Addr
 	allocs := testing.AllocsPerRun(1000, func() {
 		got, _ := a.AddrPort(out[42])
 		sink += a.FIAddr(got) + a.SourceAddr(peer) + a.FIAddr(sym)
+		sink += a.FIAddr(stranger) + a.SourceAddr(stranger)
+		if _, ok := a.AddrPort(fi.Addr(1) << 40); ok {
+			sink++
+		}
 	})
 	require.Zero(t, allocs)
 	require.NotZero(t, sink)

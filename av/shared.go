@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -66,6 +67,9 @@ type shared struct {
 	lockFD  int
 	version uint64
 	loaded  bool
+	seen    atomic.Uint64 // version, for moved() without wmu
+
+	versionKey bpf.XdpfabAvKey // read-only after open
 }
 
 // openShared opens or creates the named AV; the AV is not yet visible.
@@ -95,6 +99,7 @@ func (av *AV) openShared() error {
 	defer s.unlock()
 
 	av.id = sharedID(name)
+	s.versionKey = bpf.XdpfabAvKey{AvId: av.id, Port: recordVersion, Pad: recordPad}
 	path := PinPath(name)
 	m, err := ebpf.LoadPinnedMap(path, &ebpf.LoadPinOptions{ReadOnly: av.readOnly})
 	switch {
@@ -192,6 +197,9 @@ func (s *shared) adopt() error {
 }
 
 func (s *shared) recordKey(port uint16) *bpf.XdpfabAvKey {
+	if port == recordVersion {
+		return &s.versionKey // no allocation on the lookup-miss path
+	}
 	return &bpf.XdpfabAvKey{AvId: s.av.id, Port: port, Pad: recordPad}
 }
 
@@ -230,6 +238,7 @@ func (s *shared) end() error {
 		return fmt.Errorf("publish AV version: %w", errnoOfKernel(err))
 	}
 	s.version++
+	s.seen.Store(s.version)
 	return nil
 }
 
@@ -314,7 +323,18 @@ func (s *shared) sync() error {
 		}
 	}
 	s.version, s.loaded = ver.FiAddr, true
+	s.seen.Store(s.version)
 	return nil
+}
+
+// moved reports, without taking any lock, whether another process may have
+// changed the AV since this one last caught up.
+func (s *shared) moved() bool {
+	var ver bpf.XdpfabAvValue
+	if err := s.m.Lookup(s.recordKey(recordVersion), &ver); err != nil {
+		return false // no change published yet, or the AV is closing
+	}
+	return ver.FiAddr != s.seen.Load()
 }
 
 func (s *shared) close() error {
@@ -332,7 +352,7 @@ func (s *shared) close() error {
 // sharedMiss is the slow path of a lookup that missed on a named AV:
 // another process may have inserted since; catch up and retry.
 func (av *AV) sharedMiss(retry func() (endpoint, bool)) (endpoint, bool) {
-	if av.shared == nil {
+	if av.shared == nil || !av.shared.moved() {
 		return endpoint{}, false
 	}
 	av.wmu.Lock()
@@ -350,6 +370,9 @@ func (av *AV) sharedMiss(retry func() (endpoint, bool)) (endpoint, bool) {
 
 // sharedMissFIAddr is sharedMiss for a lookup by address.
 func (av *AV) sharedMissFIAddr(ep endpoint) fi.Addr {
+	if av.shared == nil {
+		return fi.AddrNotAvail // and no closure to allocate
+	}
 	h := fi.AddrNotAvail
 	av.sharedMiss(func() (endpoint, bool) {
 		av.mu.RLock()
