@@ -5,6 +5,7 @@
 //	xdpfab [-n NETNS] detach IFACE
 //	xdpfab [-n NETNS] status [IFACE] [-o text|json]
 //	xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json]
+//	xdpfab [-n NETNS] bench serve|run|local [flags]   (xdpfab bench help)
 //
 // attach pins the program, its link and maps under /sys/fs/bpf/xdpfab/IFACE/
 // so it stays attached after xdpfab exits and library processes find the
@@ -48,10 +49,11 @@ const usage = `usage:
   xdpfab [-n NETNS] detach IFACE
   xdpfab [-n NETNS] status [IFACE] [-o text|json]
   xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json]
+  xdpfab [-n NETNS] bench serve|run|local [flags]   (xdpfab bench help)
 `
 
-// run is the whole command; stop, if not nil, ends `stats --watch` when
-// closed (tests), as SIGINT does.
+// run is the whole command; stop, if not nil, ends `stats --watch` and
+// `bench` when closed (tests), as SIGINT does.
 func run(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	global := flag.NewFlagSet("xdpfab", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
@@ -74,6 +76,11 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 		fn = cmdStatus
 	case "stats":
 		fn = cmdStats
+	case "bench":
+		// bench writes its progress line on stderr.
+		fn = func(args []string, stdout io.Writer, stop <-chan struct{}) error {
+			return cmdBench(args, stdout, stderr, stop)
+		}
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -82,6 +89,10 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	}
 
 	err := inNetns(*nsName, func() error { return fn(cmdArgs, stdout, stop) })
+	if errors.Is(err, errUsage) && cmd == "bench" {
+		fmt.Fprintf(stderr, "xdpfab: %v\n%s", err, benchUsage)
+		return exitUsage
+	}
 	if errors.Is(err, errUsage) {
 		return usageError(stderr, err)
 	}

@@ -1,0 +1,881 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	fatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/av"
+	"github.com/xdpfab/xdpfab/fabric"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
+)
+
+// xdpfab bench measures two endpoints through the public fabric API:
+//
+//	bench serve --addr IP[:PORT]    a target: registers a region, receives messages
+//	bench run --peer IP[:PORT]      the client: four timed phases against a target
+//	bench local                     both ends in this process over loopback
+//
+// The target's region has a fixed key (benchKey) so a client needs only
+// the target's address. Layout: a uint64 counter at benchCounterOff that
+// the fetch-add phases increment, and benchWriteSlots 4 KiB slots from
+// benchWriteOff that the RMA write phase fills.
+const (
+	benchKey        = 0xBE7C4
+	benchPort       = 7471
+	benchCounterOff = 0
+	benchWriteOff   = 4096
+	benchWriteSize  = 4096
+	benchWriteSlots = 256
+	benchRegionLen  = benchWriteOff + benchWriteSlots*benchWriteSize
+	benchMsgSize    = 8
+	// benchRecvs is how many receives the target keeps posted (the
+	// endpoint's default rx size); --depth may not exceed it, so a message
+	// never waits in the unexpected queue for long.
+	benchRecvs = 1024
+	// benchOpTimeout bounds the wait for any one completion: the reliable
+	// datapath reports an unreachable peer before it.
+	benchOpTimeout = 10 * time.Second
+)
+
+const benchUsage = `usage:
+  xdpfab [-n NETNS] bench serve --addr IP[:PORT] [--key K] [--transport auto|udp|xdp] [--busy-poll] [--duration D]
+  xdpfab [-n NETNS] bench run --peer IP[:PORT] [--addr LOCAL_IP] [--key K] [--transport auto|udp|xdp] [--busy-poll]
+                              [--duration D] [--depth N] [--count N] [-o text|json]
+  xdpfab bench local [--addr IP] [--transport auto|udp|xdp] [--busy-poll] [--duration D] [--depth N] [--count N] [-o text|json]
+
+serve registers a region with key K (default 0xbe7c4) at IP:PORT (default port 7471)
+and serves until interrupted or for --duration. run measures, each phase for a quarter
+of --duration (default 5s) and at most --count operations: uint64 fetch-add round
+trips one in flight (p50/p99 latency), fetch-add at --depth in flight (default 64),
+8 B send/recv messages and 4 KiB RMA writes at --depth in flight.
+`
+
+// benchOptions are the flags serve, run and local share.
+type benchOptions struct {
+	addr      string
+	key       uint64
+	transport fabric.TransportKind
+	busyPoll  bool
+	duration  time.Duration
+	// run and local only
+	peer  string
+	depth int
+	count uint64
+	out   outputFlag
+	// logf receives the domains' notices (why auto chose the kernel socket).
+	logf func(format string, args ...any)
+}
+
+// transportFlag is --transport auto|udp|xdp.
+type transportFlag fabric.TransportKind
+
+func (t *transportFlag) String() string {
+	return [...]string{"auto", "udp", "xdp"}[*t]
+}
+
+func (t *transportFlag) Set(s string) error {
+	switch s {
+	case "auto":
+		*t = transportFlag(fabric.TransportAuto)
+	case "udp":
+		*t = transportFlag(fabric.TransportUDP)
+	case "xdp":
+		*t = transportFlag(fabric.TransportXDP)
+	default:
+		return fmt.Errorf("transport %q is not auto, udp or xdp", s)
+	}
+	return nil
+}
+
+func parseBenchFlags(sub string, args []string) (*benchOptions, error) {
+	fs := newFlagSet("bench " + sub)
+	o := &benchOptions{out: "text"}
+	tr := transportFlag(fabric.TransportAuto)
+	fs.StringVar(&o.addr, "addr", "", "local address")
+	fs.Uint64Var(&o.key, "key", benchKey, "the target region's key")
+	fs.Var(&tr, "transport", "auto, udp or xdp")
+	fs.BoolVar(&o.busyPoll, "busy-poll", false, "spin on the transport and the CQ instead of blocking")
+	defDuration := 5 * time.Second
+	if sub == "serve" {
+		defDuration = 0
+	}
+	fs.DurationVar(&o.duration, "duration", defDuration, "serve: how long to serve (0: until interrupted); run: total time of the four phases")
+	if sub != "serve" {
+		fs.StringVar(&o.peer, "peer", "", "the target's IP[:PORT]")
+		fs.IntVar(&o.depth, "depth", 64, "operations in flight in the pipelined phases")
+		fs.Uint64Var(&o.count, "count", 1_000_000, "at most this many operations per phase")
+		fs.Var(&o.out, "o", "output format: text or json")
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) != 0 {
+		return nil, fmt.Errorf("%w: bench %s takes no arguments", errUsage, sub)
+	}
+	o.transport = fabric.TransportKind(tr)
+	switch {
+	case o.duration < 0:
+		return nil, fmt.Errorf("%w: --duration must not be negative", errUsage)
+	case sub != "serve" && o.duration == 0:
+		return nil, fmt.Errorf("%w: --duration must be positive", errUsage)
+	case sub != "serve" && (o.depth < 1 || o.depth > benchRecvs):
+		return nil, fmt.Errorf("%w: --depth must be in 1..%d", errUsage, benchRecvs)
+	case sub != "serve" && o.count == 0:
+		return nil, fmt.Errorf("%w: --count must be positive", errUsage)
+	case sub == "serve" && o.addr == "":
+		return nil, fmt.Errorf("%w: bench serve needs --addr IP[:PORT]", errUsage)
+	case sub == "run" && o.peer == "":
+		return nil, fmt.Errorf("%w: bench run needs --peer IP[:PORT]", errUsage)
+	}
+	return o, nil
+}
+
+// parseAddrPort takes IP:PORT, [IPv6]:PORT or a bare IP (port def).
+func parseAddrPort(s string, def uint16) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("%w: %q is not IP or IP:PORT", errUsage, s)
+	}
+	return netip.AddrPortFrom(a, def), nil
+}
+
+func cmdBench(args []string, stdout, stderr io.Writer, stop <-chan struct{}) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: bench needs serve, run or local", errUsage)
+	}
+	sub := args[0]
+	switch sub {
+	case "serve", "run", "local":
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, benchUsage)
+		return nil
+	default:
+		return fmt.Errorf("%w: unknown bench command %q", errUsage, sub)
+	}
+	o, err := parseBenchFlags(sub, args[1:])
+	if err != nil {
+		return err
+	}
+	o.logf = func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+	done, release := interrupted(stop)
+	defer release()
+	switch sub {
+	case "serve":
+		return benchServe(o, stdout, done)
+	case "run":
+		return benchRun(o, stdout, stderr, done)
+	default:
+		return benchLocal(o, stdout, stderr, done)
+	}
+}
+
+// benchNode is one end: a domain with one endpoint, its AV and one CQ
+// for both directions.
+type benchNode struct {
+	dom *fabric.Domain
+	ep  *fabric.Endpoint
+	av  *av.AV
+	cq  *fabric.CQ
+}
+
+func openBenchNode(local netip.AddrPort, o *benchOptions, acceptUnknown bool) (n *benchNode, err error) {
+	f, err := fabric.OpenFabric("", nil)
+	if err != nil {
+		return nil, err
+	}
+	n = &benchNode{}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	n.dom, err = f.Domain(fabric.DomainAttr{Addr: local.Addr(), Port: local.Port(),
+		Transport: o.transport, BusyPoll: o.busyPoll, Logf: o.logf}, nil)
+	if err != nil {
+		return nil, err
+	}
+	n.ep, err = n.dom.Endpoint(fabric.EPAttr{AcceptUnknown: acceptUnknown, RxSize: benchRecvs}, nil)
+	if err != nil {
+		return nil, err
+	}
+	// On AF_XDP the AV lives in the XDP program's AV map too (AVOpen).
+	n.av, err = n.dom.AVOpen(av.Attr{}, nil)
+	if errors.Is(err, fi.EPERM) && n.dom.Transport() == fabric.TransportUDP {
+		// Unprivileged on the kernel socket: no BPF map can be made, and
+		// only the XDP program would read it.
+		n.av, err = av.Open(av.Attr{}, nil, av.WithMirror(nil))
+	}
+	if err != nil {
+		return nil, err
+	}
+	n.cq, err = n.dom.CQOpen(fabric.CQAttr{Format: fabric.CQFormatMsg, WaitObj: fi.WaitUnspec}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err = n.ep.Bind(n.av, 0); err != nil {
+		return nil, err
+	}
+	if err = n.ep.Bind(n.cq, fi.TRANSMIT|fi.RECV); err != nil {
+		return nil, err
+	}
+	if err = n.ep.Enable(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Close closes what was opened, endpoint first (it holds the others).
+func (n *benchNode) Close() error {
+	var errs []error
+	if n.ep != nil {
+		errs = append(errs, n.ep.Close())
+	}
+	if n.cq != nil {
+		errs = append(errs, n.cq.Close())
+	}
+	if n.av != nil {
+		errs = append(errs, n.av.Close())
+	}
+	if n.dom != nil {
+		errs = append(errs, n.dom.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// reap reads at least one completion into buf within benchOpTimeout,
+// spinning when busy. An error completion is returned alone, as failed.
+func (n *benchNode) reap(buf []fabric.CQEntry, busy bool) (k int, failed *fabric.CQErrEntry, err error) {
+	deadline := time.Now().Add(benchOpTimeout)
+	for {
+		if busy {
+			k, err = n.cq.Read(buf)
+		} else {
+			k, err = n.cq.SRead(buf, 100)
+		}
+		switch {
+		case err == nil:
+			return k, nil, nil
+		case errors.Is(err, fi.EAVAIL):
+			e, rerr := n.cq.ReadErr(0)
+			if rerr != nil {
+				return 0, nil, rerr
+			}
+			return 0, &e, nil
+		case !errors.Is(err, fi.EAGAIN):
+			return 0, nil, err
+		}
+		if time.Now().After(deadline) {
+			return 0, nil, fmt.Errorf("no completion within %v: %w", benchOpTimeout, fi.ETIMEDOUT)
+		}
+	}
+}
+
+// benchTarget is the serving end: a registered region and posted receives.
+type benchTarget struct {
+	*benchNode
+	mem    []byte
+	region *mr.MR
+	bufs   [][]byte // receive buffers, benchRecvs of them
+	ctxs   []any    // ctxs[i] = i, boxed once
+	msgs   uint64   // messages received
+}
+
+func openBenchTarget(local netip.AddrPort, o *benchOptions) (*benchTarget, error) {
+	n, err := openBenchNode(local, o, true) // clients are not in the AV
+	if err != nil {
+		return nil, err
+	}
+	t := &benchTarget{benchNode: n, mem: make([]byte, benchRegionLen)}
+	t.region, err = n.dom.MRReg(t.mem, fi.REMOTE_READ|fi.REMOTE_WRITE, 0, o.key, 0, nil)
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
+	t.bufs = make([][]byte, benchRecvs)
+	t.ctxs = make([]any, benchRecvs)
+	for i := range t.bufs {
+		t.bufs[i] = make([]byte, benchMsgSize)
+		t.ctxs[i] = i
+	}
+	return t, nil
+}
+
+// serve keeps every receive posted until done is closed.
+func (t *benchTarget) serve(done <-chan struct{}, busy bool) error {
+	for i := range t.bufs {
+		if err := t.ep.Recv(t.bufs[i], mr.Desc{}, fi.AddrUnspec, t.ctxs[i]); err != nil {
+			return err
+		}
+	}
+	comps := make([]fabric.CQEntry, 256)
+	for {
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		var k int
+		var err error
+		if busy {
+			k, err = t.cq.Read(comps)
+		} else {
+			k, err = t.cq.SRead(comps, 100)
+		}
+		if errors.Is(err, fi.EAVAIL) {
+			e, rerr := t.cq.ReadErr(0)
+			if rerr != nil {
+				return rerr
+			}
+			// A client's oversized message fails alone; repost and go on.
+			if i, ok := e.Context.(int); ok && e.Err == fi.ETRUNC {
+				err = t.ep.Recv(t.bufs[i], mr.Desc{}, fi.AddrUnspec, t.ctxs[i])
+			} else {
+				err = fmt.Errorf("receive: %w", e.Err)
+			}
+		}
+		if err != nil && !errors.Is(err, fi.EAGAIN) {
+			return err
+		}
+		for _, c := range comps[:k] {
+			i := c.Context.(int)
+			t.msgs++
+			if err := t.ep.Recv(t.bufs[i], mr.Desc{}, fi.AddrUnspec, t.ctxs[i]); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Close closes the endpoint, then returns the counter (safe to read once
+// the datapath has stopped).
+func (t *benchTarget) Close() (counter uint64, err error) {
+	if t.ep != nil {
+		err = t.ep.Close()
+		t.ep = nil
+	}
+	counter = binary.LittleEndian.Uint64(t.mem[benchCounterOff:])
+	return counter, errors.Join(err, t.region.Close(), t.benchNode.Close())
+}
+
+func benchServe(o *benchOptions, stdout io.Writer, done <-chan struct{}) error {
+	local, err := parseAddrPort(o.addr, benchPort)
+	if err != nil {
+		return err
+	}
+	t, err := openBenchTarget(local, o)
+	if err != nil {
+		return err
+	}
+	name := t.ep.LocalAddr()
+	fmt.Fprintf(stdout, "xdpfab bench serve: target %s, region key %#x (%d bytes), transport %s, busy-poll %s\n",
+		name, o.key, benchRegionLen, transportName(t.dom.Transport()), onOff(o.busyPoll))
+	fmt.Fprintf(stdout, "  run: xdpfab bench run --peer %s --key %#x\n", name, o.key)
+	if o.duration > 0 {
+		d := make(chan struct{})
+		timer := time.AfterFunc(o.duration, func() { close(d) })
+		defer timer.Stop()
+		done = either(done, d)
+	}
+	serr := t.serve(done, o.busyPoll)
+	msgs := t.msgs
+	counter, cerr := t.Close()
+	fmt.Fprintf(stdout, "xdpfab bench serve: stopped; %d messages received, counter %d\n", msgs, counter)
+	return errors.Join(serr, cerr)
+}
+
+// either returns a channel closed when a or b is.
+func either(a, b <-chan struct{}) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		select {
+		case <-a:
+		case <-b:
+		}
+		close(c)
+	}()
+	return c
+}
+
+func benchLocal(o *benchOptions, stdout, stderr io.Writer, done <-chan struct{}) error {
+	if o.addr == "" {
+		o.addr = "127.0.0.1"
+	}
+	a, err := netip.ParseAddr(o.addr)
+	if err != nil {
+		return fmt.Errorf("%w: --addr %q is not an IP address", errUsage, o.addr)
+	}
+	t, err := openBenchTarget(netip.AddrPortFrom(a, 0), o)
+	if err != nil {
+		return err
+	}
+	stopServe := make(chan struct{})
+	served := make(chan error, 1)
+	go func() { served <- t.serve(stopServe, o.busyPoll) }()
+	o.peer = t.ep.LocalAddr().String()
+	rerr := benchRun(o, stdout, stderr, done)
+	close(stopServe)
+	serr := <-served
+	_, cerr := t.Close()
+	return errors.Join(rerr, serr, cerr)
+}
+
+// localAddrFor returns the address this host would send to peer from,
+// without sending anything (a connected UDP socket's local address).
+func localAddrFor(peer netip.AddrPort) (netip.Addr, error) {
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(peer))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("no route to %s (set --addr): %w", peer, err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap(), nil
+}
+
+// benchReport is the summary, printed as a table or as JSON.
+type benchReport struct {
+	Local     string `json:"local"`
+	Peer      string `json:"peer"`
+	Key       uint64 `json:"key"`
+	Transport string `json:"transport"` // this end's: udp or xdp
+	BusyPoll  bool   `json:"busy_poll"`
+	Depth     int    `json:"depth"`
+	// Complete is false when the run was interrupted: phases not run are
+	// absent.
+	Complete        bool         `json:"complete"`
+	FetchAddLatency *phaseResult `json:"fetch_add_latency,omitempty"`
+	FetchAddRate    *phaseResult `json:"fetch_add_rate,omitempty"`
+	SendRate        *phaseResult `json:"send_rate,omitempty"`
+	WriteBandwidth  *phaseResult `json:"write_bandwidth,omitempty"`
+	// Counter is the target's counter after the run and CounterAdded how
+	// far this run moved it; it equals FetchAdds unless another client
+	// was adding too.
+	Counter      uint64 `json:"counter"`
+	CounterAdded uint64 `json:"counter_added"`
+	FetchAdds    uint64 `json:"fetch_adds"`
+}
+
+// phaseResult is one phase's figures.
+type phaseResult struct {
+	Ops        uint64   `json:"ops"`
+	OpBytes    int      `json:"op_bytes"`
+	Depth      int      `json:"depth"`
+	Seconds    float64  `json:"seconds"`
+	OpsPerSec  float64  `json:"ops_per_sec"`
+	BytesPerSec float64  `json:"bytes_per_sec"`
+	Latency    *latency `json:"latency_us,omitempty"`
+	// RNRRetries counts messages the target refused for want of a posted
+	// receive (FI_ENORX) and that were sent again.
+	RNRRetries uint64 `json:"rnr_retries,omitempty"`
+}
+
+// latency is a round-trip distribution in microseconds.
+type latency struct {
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	Mean float64 `json:"mean"`
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+}
+
+func latencyOf(samples []time.Duration) *latency {
+	if len(samples) == 0 {
+		return nil
+	}
+	slices.Sort(samples)
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	// Nearest rank: the smallest sample with at least q of them at or below.
+	rank := func(q float64) time.Duration {
+		i := int(q*float64(len(samples))+0.999999) - 1
+		return samples[max(0, min(i, len(samples)-1))]
+	}
+	var sum time.Duration
+	for _, s := range samples {
+		sum += s
+	}
+	return &latency{P50: us(rank(0.50)), P99: us(rank(0.99)), Mean: us(sum / time.Duration(len(samples))),
+		Min: us(samples[0]), Max: us(samples[len(samples)-1])}
+}
+
+// benchClient runs the phases against one target.
+type benchClient struct {
+	*benchNode
+	o        *benchOptions
+	peer     fi.Addr
+	done     <-chan struct{}
+	progress *progress
+	comps    []fabric.CQEntry
+	ctxs     []any    // ctxs[i] = i, boxed once
+	results  [][]byte // fetch results, one per slot
+	one      []byte   // the fetch-add operand, uint64 1
+}
+
+// benchRun runs the client against o.peer and prints the report.
+func benchRun(o *benchOptions, stdout, stderr io.Writer, done <-chan struct{}) error {
+	peer, err := parseAddrPort(o.peer, benchPort)
+	if err != nil {
+		return err
+	}
+	var local netip.Addr
+	if o.addr != "" {
+		ap, err := parseAddrPort(o.addr, 0)
+		if err != nil {
+			return err
+		}
+		local = ap.Addr()
+	} else if local, err = localAddrFor(peer); err != nil {
+		return err
+	}
+	n, err := openBenchNode(netip.AddrPortFrom(local, 0), o, false)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	fa := make([]fi.Addr, 1)
+	if _, err := n.av.InsertAddrPort([]netip.AddrPort{peer}, fa, 0, nil); err != nil {
+		return err
+	}
+	c := &benchClient{benchNode: n, o: o, peer: fa[0], done: done,
+		progress: newProgress(stderr), comps: make([]fabric.CQEntry, 64),
+		one: binary.LittleEndian.AppendUint64(nil, 1)}
+	c.ctxs = make([]any, o.depth)
+	c.results = make([][]byte, o.depth)
+	for i := range c.ctxs {
+		c.ctxs[i] = i
+		c.results[i] = make([]byte, 8)
+	}
+	rep := &benchReport{Local: n.ep.LocalAddr().String(), Peer: peer.String(), Key: o.key,
+		Transport: transportName(n.dom.Transport()), BusyPoll: o.busyPoll, Depth: o.depth}
+	err = c.runPhases(rep)
+	c.progress.clear()
+	if err != nil {
+		return err
+	}
+	if o.out == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printReport(stdout, rep)
+	return nil
+}
+
+func (c *benchClient) runPhases(rep *benchReport) error {
+	start, err := c.readCounter()
+	if err != nil {
+		return fmt.Errorf("reach the target %s with key %#x (is `xdpfab bench serve` running there?): %w",
+			rep.Peer, c.o.key, err)
+	}
+	phase := c.o.duration / 4
+	fetchAdd := func(slot int) error {
+		return c.ep.FetchAtomic(c.one, 1, mr.Desc{}, c.results[slot], mr.Desc{}, c.peer, benchCounterOff,
+			c.o.key, fatomic.UINT64, fatomic.SUM, c.ctxs[slot])
+	}
+	msg := make([]byte, benchMsgSize)
+	send := func(slot int) error { return c.ep.Send(msg, mr.Desc{}, c.peer, c.ctxs[slot]) }
+	block := make([]byte, benchWriteSize)
+	for i := range block {
+		block[i] = byte(i)
+	}
+	write := func(slot int) error {
+		off := benchWriteOff + uint64(slot%benchWriteSlots)*benchWriteSize
+		return c.ep.Write(block, mr.Desc{}, c.peer, off, c.o.key, c.ctxs[slot])
+	}
+	phases := []struct {
+		name  string
+		dst   **phaseResult
+		depth int
+		bytes int
+		post  func(int) error
+		adds  bool
+	}{
+		{"fetch-add, 1 in flight", &rep.FetchAddLatency, 1, 8, fetchAdd, true},
+		{fmt.Sprintf("fetch-add, %d in flight", c.o.depth), &rep.FetchAddRate, c.o.depth, 8, fetchAdd, true},
+		{fmt.Sprintf("send %d B, %d in flight", benchMsgSize, c.o.depth), &rep.SendRate, c.o.depth, benchMsgSize, send, false},
+		{fmt.Sprintf("RMA write %d KiB, %d in flight", benchWriteSize/1024, c.o.depth), &rep.WriteBandwidth, c.o.depth, benchWriteSize, write, false},
+	}
+	interrupted := false
+	for _, p := range phases {
+		r, err := c.pipelined(p.name, phase, p.depth, p.bytes, p.post)
+		if r != nil && r.Ops > 0 {
+			*p.dst = r
+			if p.adds {
+				rep.FetchAdds += r.Ops
+			}
+		}
+		if errors.Is(err, errInterrupted) {
+			interrupted = true
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
+	end, err := c.readCounter()
+	if err != nil {
+		return err
+	}
+	rep.Counter, rep.CounterAdded = end, end-start
+	rep.Complete = !interrupted
+	return nil
+}
+
+var errInterrupted = errors.New("interrupted")
+
+// readCounter reads the target's counter with an RMA read.
+func (c *benchClient) readCounter() (uint64, error) {
+	buf := c.results[0]
+	if err := c.ep.Read(buf, mr.Desc{}, c.peer, benchCounterOff, c.o.key, c.ctxs[0]); err != nil {
+		return 0, err
+	}
+	_, failed, err := c.reap(c.comps[:1], c.o.busyPoll)
+	if err != nil {
+		return 0, err
+	}
+	if failed != nil {
+		return 0, fmt.Errorf("RMA read of the counter: %w", failed.Err)
+	}
+	return binary.LittleEndian.Uint64(buf), nil
+}
+
+// pipelined keeps depth operations in flight (post starts one in a free
+// slot) for at most dur and c.o.count operations, then waits for the last
+// ones. With depth 1 it records every round trip's latency. On interrupt
+// it returns what was measured with errInterrupted.
+func (c *benchClient) pipelined(name string, dur time.Duration, depth, opBytes int, post func(slot int) error) (*phaseResult, error) {
+	free := make([]int, 0, depth)
+	for i := depth - 1; i >= 0; i-- {
+		free = append(free, i)
+	}
+	var samples []time.Duration
+	postedAt := make([]time.Time, depth)
+	var posted, completed, rnr uint64
+	start := time.Now()
+	deadline := start.Add(dur)
+	stopping := false
+	var stopErr error
+	c.progress.begin(name, start)
+	for {
+		for !stopping && len(free) > 0 {
+			now := time.Now()
+			if posted >= c.o.count || now.After(deadline) {
+				stopping = true
+				break
+			}
+			select {
+			case <-c.done:
+				stopping, stopErr = true, errInterrupted
+				continue
+			default:
+			}
+			slot := free[len(free)-1]
+			postedAt[slot] = now
+			err := post(slot)
+			if errors.Is(err, fi.EAGAIN) {
+				break // the endpoint or CQ is full: reap first
+			}
+			if err != nil {
+				return nil, err
+			}
+			free = free[:len(free)-1]
+			posted++
+		}
+		if completed == posted {
+			if stopping {
+				break
+			}
+			// EAGAIN with nothing of ours in flight: the CQ is full of
+			// someone else's completions. Let them drain, then retry.
+			if time.Now().After(deadline) {
+				stopping = true
+			}
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		k, failed, err := c.reap(c.comps, c.o.busyPoll)
+		if err != nil {
+			return nil, err
+		}
+		if failed != nil {
+			if failed.Err != fi.ENORX {
+				return nil, fmt.Errorf("operation failed: %w", failed.Err)
+			}
+			// Receiver not ready: the target has no receive posted and
+			// its unexpected-message queue is full. Retry the message
+			// (as an RNR retry would) after giving the target a moment
+			// to repost.
+			rnr++
+			free = append(free, failed.Context.(int))
+			posted--
+			time.Sleep(50 * time.Microsecond)
+			continue
+		}
+		now := time.Now()
+		for _, e := range c.comps[:k] {
+			slot := e.Context.(int)
+			if depth == 1 {
+				samples = append(samples, now.Sub(postedAt[slot]))
+			}
+			free = append(free, slot)
+		}
+		completed += uint64(k)
+		c.progress.update(completed, now)
+	}
+	secs := time.Since(start).Seconds()
+	r := &phaseResult{Ops: completed, OpBytes: opBytes, Depth: depth, Seconds: secs,
+		OpsPerSec: float64(completed) / secs, BytesPerSec: float64(completed) * float64(opBytes) / secs,
+		Latency: latencyOf(samples), RNRRetries: rnr}
+	return r, stopErr
+}
+
+func printReport(w io.Writer, r *benchReport) {
+	fmt.Fprintf(w, "xdpfab bench: %s -> %s, key %#x, transport %s, busy-poll %s\n",
+		r.Local, r.Peer, r.Key, r.Transport, onOff(r.BusyPoll))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  phase\tops\ttime\trate\t")
+	row := func(name string, p *phaseResult, unit, extra string) {
+		if p == nil {
+			fmt.Fprintf(tw, "  %s\t-\t\tnot run\t\n", name)
+			return
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%.2fs\t%s %s\t%s\n", name, p.Ops, p.Seconds, si(p.OpsPerSec), unit, extra)
+	}
+	lat := ""
+	if p := r.FetchAddLatency; p != nil && p.Latency != nil {
+		lat = fmt.Sprintf("round trip p50 %s  p99 %s  mean %s", us(p.Latency.P50), us(p.Latency.P99), us(p.Latency.Mean))
+	}
+	row("fetch-add uint64, 1 in flight", r.FetchAddLatency, "ops/s", lat)
+	row(fmt.Sprintf("fetch-add uint64, %d in flight", r.Depth), r.FetchAddRate, "ops/s", "")
+	rnr := ""
+	if p := r.SendRate; p != nil && p.RNRRetries > 0 {
+		rnr = fmt.Sprintf("%d resent after FI_ENORX (receiver not ready)", p.RNRRetries)
+	}
+	row(fmt.Sprintf("send %d B, %d in flight", benchMsgSize, r.Depth), r.SendRate, "msgs/s", rnr)
+	bw := ""
+	if p := r.WriteBandwidth; p != nil {
+		bw = fmt.Sprintf("%sB/s (%.2f Gbit/s)", si(p.BytesPerSec), p.BytesPerSec*8/1e9)
+	}
+	row(fmt.Sprintf("RMA write %d KiB, %d in flight", benchWriteSize/1024, r.Depth), r.WriteBandwidth, "ops/s", bw)
+	tw.Flush()
+	check := "as expected"
+	if r.CounterAdded != r.FetchAdds {
+		check = fmt.Sprintf("%d fetch-adds completed: another client?", r.FetchAdds)
+	}
+	fmt.Fprintf(w, "  target counter %d: +%d this run, %s\n", r.Counter, r.CounterAdded, check)
+	if !r.Complete {
+		fmt.Fprintln(w, "  interrupted: later phases were not run")
+	}
+}
+
+// si formats v with a k/M/G prefix and three significant digits.
+func si(v float64) string {
+	for _, p := range []struct {
+		f float64
+		s string
+	}{{1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if v >= p.f {
+			return strconv.FormatFloat(v/p.f, 'f', 3-digits(v/p.f), 64) + " " + p.s
+		}
+	}
+	return strconv.FormatFloat(v, 'f', 3-digits(v), 64) + " "
+}
+
+// digits is the number of integer digits of v (1..3 for v < 1000).
+func digits(v float64) int {
+	switch {
+	case v >= 100:
+		return 3
+	case v >= 10:
+		return 2
+	}
+	return 1
+}
+
+func us(v float64) string {
+	if v >= 1000 {
+		return fmt.Sprintf("%.2fms", v/1000)
+	}
+	return fmt.Sprintf("%.1fµs", v)
+}
+
+func transportName(k fabric.TransportKind) string {
+	t := transportFlag(k)
+	return t.String()
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// progress is the line on stderr while a phase runs: rewritten in place
+// on a terminal, else one line a second.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	every time.Duration
+	name  string
+	start time.Time
+	last  time.Time
+	shown bool
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w, every: time.Second}
+	if f, ok := w.(*os.File); ok {
+		if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
+			p.tty, p.every = true, 200*time.Millisecond
+		}
+	}
+	return p
+}
+
+// begin starts a phase; the line keeps its pace across phases, so short
+// phases still show one.
+func (p *progress) begin(name string, now time.Time) {
+	p.name, p.start = name, now
+	if p.last.IsZero() {
+		p.last = now
+	}
+}
+
+func (p *progress) update(ops uint64, now time.Time) {
+	if now.Sub(p.last) < p.every {
+		return
+	}
+	p.last = now
+	rate := float64(ops) / now.Sub(p.start).Seconds()
+	line := fmt.Sprintf("bench: %s: %d ops, %s ops/s", p.name, ops, si(rate))
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		p.shown = true
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+// clear removes the in-place line before the summary.
+func (p *progress) clear() {
+	if p.shown {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.shown = false
+	}
+}
