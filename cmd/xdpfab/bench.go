@@ -473,13 +473,13 @@ type benchReport struct {
 
 // phaseResult is one phase's figures.
 type phaseResult struct {
-	Ops        uint64   `json:"ops"`
-	OpBytes    int      `json:"op_bytes"`
-	Depth      int      `json:"depth"`
-	Seconds    float64  `json:"seconds"`
-	OpsPerSec  float64  `json:"ops_per_sec"`
+	Ops         uint64   `json:"ops"`
+	OpBytes     int      `json:"op_bytes"`
+	Depth       int      `json:"depth"`
+	Seconds     float64  `json:"seconds"`
+	OpsPerSec   float64  `json:"ops_per_sec"`
 	BytesPerSec float64  `json:"bytes_per_sec"`
-	Latency    *latency `json:"latency_us,omitempty"`
+	Latency     *latency `json:"latency_us,omitempty"`
 	// RNRRetries counts messages the target refused for want of a posted
 	// receive (FI_ENORX) and that were sent again.
 	RNRRetries uint64 `json:"rnr_retries,omitempty"`
