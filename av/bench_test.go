@@ -3,6 +3,7 @@ package av
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/testenv"
@@ -197,7 +199,10 @@ func BenchmarkInsert1M(b *testing.B) {
 }
 
 // BenchmarkLookup measures the hot-path lookups on an AV of 1,000,000
-// addresses: fi_addr -> peer (send) and peer -> fi_addr / source (receive).
+// addresses: fi_addr -> peer (send) and peer -> fi_addr / source
+// (receive), over a working set of 1024 peers (cache-resident, as a busy
+// endpoint's peers are) and over all 1,000,000 in a shuffled order (every
+// lookup a cache miss).
 func BenchmarkLookup(b *testing.B) {
 	const n = 1_000_000
 	peers := addrs(n)
@@ -207,42 +212,56 @@ func BenchmarkLookup(b *testing.B) {
 		out := make([]fi.Addr, n)
 		_, err = a.InsertAddrPort(peers, out, 0, nil)
 		require.NoError(b, err)
-		b.Run(typ.String()+"/AddrPort", func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if _, ok := a.AddrPort(out[i]); !ok {
-					b.Fatal("miss")
+		for _, set := range []struct {
+			name  string
+			order []int
+		}{{"hot1k", hotSet(n, 1024)}, {"all1M", rand.Perm(n)}} {
+			b.Run(typ.String()+"/AddrPort/"+set.name, func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if _, ok := a.AddrPort(out[set.order[i]]); !ok {
+						b.Fatal("miss")
+					}
+					if i++; i == len(set.order) {
+						i = 0
+					}
 				}
-				if i++; i == n {
-					i = 0
+			})
+			b.Run(typ.String()+"/FIAddr/"+set.name, func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if a.FIAddr(peers[set.order[i]]) == fi.AddrNotAvail {
+						b.Fatal("miss")
+					}
+					if i++; i == len(set.order) {
+						i = 0
+					}
 				}
-			}
-		})
-		b.Run(typ.String()+"/FIAddr", func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if a.FIAddr(peers[i]) == fi.AddrNotAvail {
-					b.Fatal("miss")
+			})
+			b.Run(typ.String()+"/SourceAddr/"+set.name, func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					a.SourceAddr(peers[set.order[i]])
+					if i++; i == len(set.order) {
+						i = 0
+					}
 				}
-				if i++; i == n {
-					i = 0
-				}
-			}
-		})
-		b.Run(typ.String()+"/SourceAddr", func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				a.SourceAddr(peers[i])
-				if i++; i == n {
-					i = 0
-				}
-			}
-		})
+			})
+		}
 		a.Close()
 	}
+}
+
+// hotSet returns k indices spread over 0..n-1.
+func hotSet(n, k int) []int {
+	s := make([]int, k)
+	for i := range s {
+		s[i] = i * (n / k)
+	}
+	return s
 }
 
 // BenchmarkInsertSym inserts nodes x 1000 addresses with InsertSym on an
@@ -280,5 +299,35 @@ func BenchmarkInsertSym(b *testing.B) {
 				b.ReportMetric(float64(retained), "retained-B")
 			})
 		}
+	}
+}
+
+// BenchmarkKernelFloor1M writes 1,000,000 av_map entries with plain
+// BPF_MAP_UPDATE_BATCH calls of batchLen from one goroutine, no AV
+// involved: the kernel's share of BenchmarkInsert1M/kernel on this machine.
+func BenchmarkKernelFloor1M(b *testing.B) {
+	testenv.RequirePriv(b)
+	const n = 1_000_000
+	keys := make([]bpf.XdpfabAvKey, n)
+	vals := make([]bpf.XdpfabAvValue, n)
+	for i, p := range addrs(n) {
+		keys[i] = kernelKey(1, endpoint{ip: p.Addr().As16(), port: p.Port()})
+		vals[i].FiAddr = uint64(i)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		m, err := NewKernelMap(0)
+		require.NoError(b, err)
+		b.StartTimer()
+		for lo := 0; lo < n; lo += batchLen {
+			hi := min(lo+batchLen, n)
+			if _, err := m.BatchUpdate(keys[lo:hi], vals[lo:hi], nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		m.Close()
+		time.Sleep(time.Second) // let the kernel free the elements
+		b.StartTimer()
 	}
 }
