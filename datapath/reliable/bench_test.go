@@ -3,6 +3,7 @@ package reliable
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
@@ -23,15 +24,29 @@ func benchPair(b *testing.B, veth, busy bool, maxPacket int) (*Engine, *completi
 // BenchmarkRoundTrip: one fetch-add in flight, submit to completion.
 func BenchmarkRoundTrip(b *testing.B) {
 	for _, net := range []string{"loopback", "veth"} {
-		for _, mode := range []string{"blocking", "busypoll"} {
+		for _, mode := range []string{"blocking", "busypoll", "manual"} {
 			b.Run(net+"/"+mode, func(b *testing.B) {
-				ini, c, peer := benchPair(b, net == "veth", mode == "busypoll", 0)
+				o := netOpts{cfg: Config{BusyPoll: mode == "busypoll", MaxOps: 1024}}
+				if net == "veth" {
+					o.open = vethNet(b, 0)
+				}
+				c := newCompletions()
+				target := newEngine(b, listenSide(b, o, 0, true), withEP(o.cfg, 2), newTestTarget(64), nil)
+				o.cfg.ManualProgress = mode == "manual"
+				ini := newEngine(b, listenSide(b, o, 0, false), withEP(o.cfg, 1), nil, c)
 				res := make([]byte, 8)
-				r := Request{Peer: peer, Opcode: wire.OpFetchAtomic, RKey: 1, Payload: le64(1), Result: res, Count: 1}
+				r := Request{Peer: Peer{target.LocalAddr(), 2}, Opcode: wire.OpFetchAtomic, RKey: 1, Payload: le64(1), Result: res, Count: 1}
 				b.ReportAllocs()
 				for b.Loop() {
 					if err := ini.Submit(&r); err != nil {
 						b.Fatal(err)
+					}
+					if mode == "manual" {
+						for len(c.ch) == 0 {
+							if _, err := ini.Progress(true); err != nil {
+								b.Fatal(err)
+							}
+						}
 					}
 					if cp := <-c.ch; cp.Err != 0 {
 						b.Fatal(cp.Err)
@@ -66,6 +81,15 @@ func pipeline(b *testing.B, ini *Engine, c *completions, r *Request, depth int) 
 		done++
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	s := ini.Stats()
+	b.ReportMetric(float64(s.Retransmits)/float64(s.TxRequests), "retx/pkt")
+	if testing.Verbose() {
+		ini.mu.Lock()
+		for _, p := range ini.peers {
+			b.Logf("srtt %v rttvar %v rto %v; stats %+v", time.Duration(p.srtt), time.Duration(p.rttvar), p.rto, s)
+		}
+		ini.mu.Unlock()
+	}
 }
 
 // BenchmarkPipelinedFetchAdd: request rate with 64 fetch-adds in flight.

@@ -153,8 +153,12 @@ type Config struct {
 	RetryMax     time.Duration // backoff cap (200 ms)
 	MaxRetries   int           // retransmissions before a peer is unreachable (20)
 	// BusyPoll makes the receive goroutine poll instead of blocking: lower
-	// latency, one core spinning.
+	// latency, one core spinning (it only pays with a core to spare).
 	BusyPoll bool
+	// ManualProgress starts no receive goroutine: the caller drives the
+	// receive side with Progress (FI_PROGRESS_MANUAL), saving a goroutine
+	// hand-off per completion. Retransmission timers still run on their own.
+	ManualProgress bool
 }
 
 func (c *Config) setDefaults() error {
@@ -296,7 +300,9 @@ type Engine struct {
 	timerNext int64             // ... and it is this one
 	bld       wire.Builder
 
-	// Receive goroutine state (no lock: only that goroutine touches it).
+	// Receive state: only the goroutine holding rxMu (the receive
+	// goroutine, or a Progress caller) touches it.
+	rxMu    sync.Mutex
 	rxPeers map[Peer]*rxPeer
 	rxPkts  []datapath.Packet
 	rxOut   []datapath.Packet
@@ -346,9 +352,12 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	}
 	e.rxOut = make([]datapath.Packet, 0, batch)
 	e.txq = make([]datapath.Packet, 0, batch)
-	e.wg.Add(2)
-	go e.receiveLoop()
+	e.wg.Add(1)
 	go e.timerLoop()
+	if !cfg.ManualProgress {
+		e.wg.Add(1)
+		go e.receiveLoop()
+	}
 	return e, nil
 }
 
@@ -722,10 +731,9 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	}
 	s.inUse = false
 	e.stats.rxResponses.Add(1)
-	// Karn's rule, plus: only a packet that was the oldest outstanding one
-	// and saw no retransmission to the peer while in flight is sampled, so
-	// time a request spent held behind a lost one does not count as RTT.
-	if s.retries == 0 && !s.fastRetx && seq == p.base && s.retxMark == p.retxCount {
+	// Karn's rule, plus: a request the target held behind a lost one
+	// (HdrHeld) is no sample, its wait was not round-trip time.
+	if s.retries == 0 && !s.fastRetx && pk.Flags&wire.HdrHeld == 0 {
 		e.rttSample(p, e.now()-s.sentAt)
 	}
 	for i := 0; i < s.nsegs; i++ {
@@ -797,6 +805,7 @@ func (e *Engine) timerLoop() {
 	defer e.wg.Done()
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	idle := 0
 	for {
 		e.mu.Lock()
 		if e.closed {
@@ -805,6 +814,14 @@ func (e *Engine) timerLoop() {
 		}
 		next := e.expire(&e.tmCompl)
 		_ = e.flushLocked()
+		if next == 0 && idle < idleTicks {
+			// Nothing in flight: keep ticking for a while so a burst of
+			// short requests does not wake this goroutine once per request.
+			idle++
+			next = e.now() + int64(e.cfg.RetryInitial)
+		} else if next != 0 {
+			idle = 0
+		}
 		e.timerArm, e.timerNext = next != 0, next
 		e.mu.Unlock()
 		e.deliver(&e.tmCompl)
@@ -831,6 +848,10 @@ func (e *Engine) timerLoop() {
 		}
 	}
 }
+
+// idleTicks is how many RetryInitial periods the timer goroutine keeps
+// ticking with nothing in flight before it sleeps until woken.
+const idleTicks = 100
 
 // expire handles due timers and returns the earliest pending deadline, or
 // 0 when nothing is in flight. e.mu is held.
@@ -873,15 +894,12 @@ func (e *Engine) expire(out *[]Completion) int64 {
 	return next
 }
 
-// receiveLoop is the receive goroutine.
+// receiveLoop is the receive goroutine (auto progress).
 func (e *Engine) receiveLoop() {
 	defer e.wg.Done()
 	wait := !e.cfg.BusyPoll
 	for {
-		for i := range e.rxPkts {
-			e.rxPkts[i].Buf = e.rxPkts[i].Buf[:cap(e.rxPkts[i].Buf)]
-		}
-		n, err := e.tr.Receive(e.rxPkts, wait)
+		n, err := e.progress(wait)
 		if err != nil {
 			select {
 			case <-e.done:
@@ -894,39 +912,70 @@ func (e *Engine) receiveLoop() {
 		}
 		if n == 0 {
 			runtime.Gosched()
+		}
+	}
+}
+
+// Progress runs the receive side once for an engine with
+// Config.ManualProgress: it takes one batch from the transport (waiting for
+// one if wait is set), executes incoming requests, matches responses and
+// delivers their completions from the calling goroutine. It returns the
+// packets processed; FI_ESHUTDOWN after Close. OnComplete and the Handler
+// must not call Progress.
+func (e *Engine) Progress(wait bool) (int, error) {
+	if !e.cfg.ManualProgress {
+		return 0, fmt.Errorf("reliable progress: engine has auto progress: %w", fi.EOPBADSTATE)
+	}
+	n, err := e.progress(wait)
+	if err != nil {
+		return 0, fmt.Errorf("reliable progress: %w", err)
+	}
+	return n, nil
+}
+
+// progress receives and processes one batch. rxMu confines the receive
+// state to one goroutine at a time.
+func (e *Engine) progress(wait bool) (int, error) {
+	e.rxMu.Lock()
+	defer e.rxMu.Unlock()
+	for i := range e.rxPkts {
+		e.rxPkts[i].Buf = e.rxPkts[i].Buf[:cap(e.rxPkts[i].Buf)]
+	}
+	n, err := e.tr.Receive(e.rxPkts, wait)
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	locked := false
+	for i := 0; i < n; i++ {
+		pkt := &e.rxPkts[i]
+		d := &e.rxDec
+		if err := wire.Decode(pkt.Buf, d); err != nil {
+			e.stats.drop(dropReasonOf(err))
 			continue
 		}
-		locked := false
-		for i := 0; i < n; i++ {
-			pkt := &e.rxPkts[i]
-			d := &e.rxDec
-			if err := wire.Decode(pkt.Buf, d); err != nil {
-				e.stats.drop(dropReasonOf(err))
-				continue
+		if d.Type == wire.TypeReq {
+			if locked {
+				_ = e.flushLocked()
+				e.mu.Unlock()
+				locked = false
 			}
-			if d.Type == wire.TypeReq {
-				if locked {
-					_ = e.flushLocked()
-					e.mu.Unlock()
-					locked = false
-				}
-				e.handleRequest(d, pkt)
-				continue
-			}
-			if !locked {
-				e.mu.Lock()
-				locked = true
-			}
-			e.handleResponse(d, pkt.Addr, &e.rxCompl)
+			e.handleRequest(d, pkt)
+			continue
 		}
-		if locked {
-			_ = e.flushLocked()
-			e.mu.Unlock()
+		if !locked {
+			e.mu.Lock()
+			locked = true
 		}
-		e.sendAcks()
-		e.flushRx()
-		e.deliver(&e.rxCompl)
+		e.handleResponse(d, pkt.Addr, &e.rxCompl)
 	}
+	if locked {
+		_ = e.flushLocked()
+		e.mu.Unlock()
+	}
+	e.sendAcks()
+	e.flushRx()
+	e.deliver(&e.rxCompl)
+	return n, nil
 }
 
 // Close stops the engine: it closes the transport, waits for the

@@ -474,3 +474,58 @@ func TestMoreAndFence(t *testing.T) {
 		t.Fatalf("execution order %v", tgt.order)
 	}
 }
+
+// TestManualProgress: with ManualProgress the caller's Progress calls run
+// the receive side; auto-progress engines refuse Progress.
+func TestManualProgress(t *testing.T) {
+	checkGoroutines(t)
+	tgt := newTestTarget(64)
+	c := newCompletions()
+	target := newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 2}, tgt, nil)
+	ini := newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 1, ManualProgress: true}, nil, c)
+	if _, err := target.Progress(false); !errors.Is(err, fi.EOPBADSTATE) {
+		t.Fatalf("Progress on auto engine: %v", err)
+	}
+	res := make([]byte, 8)
+	if err := ini.Submit(&Request{Peer: Peer{target.LocalAddr(), 2}, Opcode: wire.OpFetchAtomic, Payload: le64(7), Result: res}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if len(c.ch) != 0 {
+		t.Fatal("completion delivered without Progress")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(c.ch) == 0 && time.Now().Before(deadline) {
+		if _, err := ini.Progress(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cp := c.wait(t, time.Second); cp.Err != 0 || cp.Len != 8 {
+		t.Fatalf("%+v", cp)
+	}
+	ini.Close()
+	if _, err := ini.Progress(true); !errors.Is(err, fi.ESHUTDOWN) {
+		t.Fatalf("Progress after Close: %v", err)
+	}
+}
+
+// TestBackoff: timeouts double from RetryInitial to the RetryMax cap, and
+// the default budget is what the package doc promises.
+func TestBackoff(t *testing.T) {
+	rto, seq := time.Millisecond, []time.Duration{}
+	for i := 0; i < 10; i++ {
+		seq = append(seq, rto)
+		rto = backoff(rto, 200*time.Millisecond)
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 200, 200}
+	for i := range want {
+		if seq[i] != want[i]*time.Millisecond {
+			t.Fatalf("timeouts %v", seq)
+		}
+	}
+	var c Config
+	c.OnComplete = func(Completion) {}
+	if err := c.setDefaults(); err != nil || c.RetryInitial != time.Millisecond || c.RetryMax != 200*time.Millisecond || c.MaxRetries != 20 {
+		t.Fatalf("defaults %+v %v", c, err)
+	}
+}

@@ -50,14 +50,14 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 	seq := pk.Seq
 	switch rp.win.check(seq) {
 	case replayNext:
-		e.execute(rp, pk, pkt.Meta)
+		e.execute(rp, pk, pkt.Meta, false)
 		for rp.win.advance() {
 			h := &rp.held[rp.win.next&(W-1)]
 			d := &e.rxDec2
 			if err := wire.Decode(h.buf[:h.n], d); err != nil {
 				panic("reliable: held packet no longer decodes: " + err.Error()) // it decoded when held
 			}
-			e.execute(rp, d, h.meta)
+			e.execute(rp, d, h.meta, true)
 		}
 	case replayAhead:
 		h := &rp.held[seq&(W-1)]
@@ -89,7 +89,7 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 
 // execute hands the ops of the next in-order REQ to the handler and sends
 // (and caches) the response.
-func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta) {
+func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held bool) {
 	W := uint32(e.cfg.Window)
 	c := &rp.cache[pk.Seq&(W-1)]
 	if c.buf == nil {
@@ -125,6 +125,9 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta) {
 	}
 	e.stats.delivered.Add(1)
 	out := b.Finish()
+	if held {
+		out[3] |= wire.HdrHeld
+	}
 	c.seq, c.valid, c.n = pk.Seq, true, len(out)
 	// The ack state after this delivery.
 	wire.PutAck(c.buf, rp.win.next+1, 0)

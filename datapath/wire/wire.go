@@ -63,7 +63,10 @@ func (t Type) String() string {
 const (
 	// HdrRetransmit marks a retransmitted request (diagnostics only).
 	HdrRetransmit uint8 = 1 << 0
-	hdrFlagsMask        = HdrRetransmit
+	// HdrHeld marks a response to a request the target had to hold until an
+	// earlier one arrived, so its round trip is no RTT sample.
+	HdrHeld      uint8 = 1 << 1
+	hdrFlagsMask       = HdrRetransmit | HdrHeld
 )
 
 // Opcode is the operation an op descriptor asks for.
