@@ -54,6 +54,9 @@ type netOpts struct {
 	nA, nB int                          // nodes per side (default 1 each)
 	domain func(*fabric.DomainAttr)     // adjusts the case's DomainAttr (BusyPoll, ...)
 	node   func(s side, i int) nodeOpts // per-node options (default zero)
+	// beforeNodes runs once the namespaces and the veth pair exist,
+	// before the transport case's setup and the nodes.
+	beforeNodes func(*testNet)
 }
 
 // testNet is two namespaces joined by veth, with nodes on each side and
@@ -96,6 +99,9 @@ func newNet(t testing.TB, tc transportCase, o netOpts) *testNet {
 		for i := range count[s] {
 			n.ports[s] = append(n.ports[s], basePort[s]+uint16(i))
 		}
+	}
+	if o.beforeNodes != nil {
+		o.beforeNodes(n)
 	}
 	attr := tc.setup(t, n)
 	if o.domain != nil {
