@@ -613,11 +613,7 @@ func (p *pending) add(k bpf.XdpfabAvKey, v bpf.XdpfabAvValue, op pendingOp) {
 		if n := len(p.spare); n > 0 {
 			p.cur, p.spare = p.spare[n-1], p.spare[:n-1]
 		} else {
-			p.cur = &batch{
-				keys: make([]bpf.XdpfabAvKey, 0, batchLen),
-				vals: make([]bpf.XdpfabAvValue, 0, batchLen),
-				ops:  make([]pendingOp, 0, batchLen),
-			}
+			p.cur = new(batch) // grows by append: small inserts keep small buffers
 		}
 	}
 	b := p.cur
@@ -682,6 +678,12 @@ func (av *AV) flush() (lost int, err error) {
 	for len(p.inflight) > 0 {
 		l, e := av.settle()
 		lost, err = lost+l, errors.Join(err, e)
+	}
+	// Keep one batch's buffers for the next insert; those of a large
+	// insert's other batches go.
+	if len(p.spare) > 1 {
+		clear(p.spare[1:])
+		p.spare = p.spare[:1]
 	}
 	return lost, err
 }
