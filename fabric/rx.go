@@ -20,10 +20,10 @@ const (
 
 // postedRecv is a receive buffer waiting for a message.
 type postedRecv struct {
-	buf  []byte
-	src  fi.Addr // FI_ADDR_UNSPEC: any source
-	ctx  any
-	used bool
+	buf      []byte
+	src      fi.Addr // FI_ADDR_UNSPEC: any source
+	ctx      any
+	wantComp bool // write a success completion (not FI_SELECTIVE_COMPLETION without FI_COMPLETION)
 }
 
 // rxMsg is one message being received or buffered.
@@ -38,6 +38,16 @@ type rxMsg struct {
 	complete bool
 }
 
+// recvDone is what a finished receive reports, taken out of the rxMsg and
+// postedRecv so that both go back to their pools before the CQ is written.
+type recvDone struct {
+	ctx      any
+	buf      []byte
+	total    int
+	src      fi.Addr
+	wantComp bool
+}
+
 // receiver matches incoming messages with posted receives in order: the
 // oldest receive whose source matches takes the oldest message, messages
 // arriving without a receive wait in a bounded unexpected queue.
@@ -49,6 +59,10 @@ type receiver struct {
 	inflight   map[reliable.Peer]*rxMsg // the message each peer is sending now
 	unexpBytes int
 	max        int
+	closed     bool
+	// Free lists, so that receiving a message allocates nothing once warm.
+	freeRecvs []*postedRecv
+	freeMsgs  []*rxMsg
 }
 
 func (r *receiver) init(size int) {
@@ -56,15 +70,47 @@ func (r *receiver) init(size int) {
 	r.max = size
 }
 
+func (r *receiver) newRecv() *postedRecv {
+	if n := len(r.freeRecvs); n > 0 {
+		pr := r.freeRecvs[n-1]
+		r.freeRecvs = r.freeRecvs[:n-1]
+		return pr
+	}
+	return new(postedRecv)
+}
+
+func (r *receiver) newMsg() *rxMsg {
+	if n := len(r.freeMsgs); n > 0 {
+		m := r.freeMsgs[n-1]
+		r.freeMsgs = r.freeMsgs[:n-1]
+		return m
+	}
+	return new(rxMsg)
+}
+
+// finish takes the outcome of the complete, matched message m and returns
+// m and its receive to the free lists. r.mu is held.
+func (r *receiver) finish(m *rxMsg) recvDone {
+	pr := m.recv
+	d := recvDone{ctx: pr.ctx, buf: pr.buf, total: m.total, src: m.src, wantComp: pr.wantComp}
+	*pr = postedRecv{}
+	*m = rxMsg{}
+	r.freeRecvs = append(r.freeRecvs, pr)
+	r.freeMsgs = append(r.freeMsgs, m)
+	return d
+}
+
 // Recv is fi_recv: post buf for the next message from src (FI_ADDR_UNSPEC:
 // any peer). It fails with FI_EAGAIN when RxSize receives are posted or the
-// receive CQ has no room.
+// receive CQ has no room. On a receive CQ bound with
+// FI_SELECTIVE_COMPLETION it completes successfully only with fi.COMPLETION
+// in EPAttr.OpFlags; a truncated receive always completes.
 func (ep *Endpoint) Recv(buf []byte, desc mr.Desc, src fi.Addr, context any) error {
 	if err := ep.checkLocal(desc, buf, fi.RECV); err != nil {
 		return fmt.Errorf("recv: %w", err)
 	}
 	ep.mu.Lock()
-	cq, enabled := ep.rxCQ, ep.enabled && !ep.closed
+	cq, sel, enabled := ep.rxCQ, ep.rxSel, ep.enabled && !ep.closed
 	ep.mu.Unlock()
 	if !enabled {
 		return fmt.Errorf("recv: endpoint not enabled: %w", fi.EOPBADSTATE)
@@ -72,12 +118,12 @@ func (ep *Endpoint) Recv(buf []byte, desc mr.Desc, src fi.Addr, context any) err
 	if cq == nil {
 		return fmt.Errorf("recv: no receive CQ bound: %w", fi.ENOCQ)
 	}
-	from := fi.AddrUnspec
-	if src != fi.AddrUnspec {
-		from = src
-	}
 	r := &ep.rx
 	r.mu.Lock()
+	if r.closed { // Close ran since the check above
+		r.mu.Unlock()
+		return fmt.Errorf("recv: endpoint closed: %w", fi.EOPBADSTATE)
+	}
 	if len(r.posted) >= r.max {
 		r.mu.Unlock()
 		return fi.EAGAIN
@@ -86,19 +132,22 @@ func (ep *Endpoint) Recv(buf []byte, desc mr.Desc, src fi.Addr, context any) err
 		r.mu.Unlock()
 		return err
 	}
-	pr := &postedRecv{buf: buf, src: from, ctx: context}
+	pr := r.newRecv()
+	*pr = postedRecv{buf: buf, src: src, ctx: context, wantComp: !sel || ep.attr.OpFlags&fi.COMPLETION != 0}
 	for i, m := range r.unexpected {
-		if from != fi.AddrUnspec && m.from != from {
+		if src != fi.AddrUnspec && m.from != src {
 			continue
 		}
 		r.unexpected = append(r.unexpected[:i], r.unexpected[i+1:]...)
+		r.unexpected[len(r.unexpected):][:1][0] = nil // drop the reference in the spare slot
 		r.unexpBytes -= m.total
 		m.recv = pr
 		copy(pr.buf, m.data[:m.got])
 		m.data = nil
 		if m.complete {
+			d := r.finish(m)
 			r.mu.Unlock()
-			ep.completeRecv(cq, m)
+			ep.completeRecv(cq, &d)
 			return nil
 		}
 		r.mu.Unlock()
@@ -123,11 +172,13 @@ func (r *receiver) deliver(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 		if m != nil { // the previous message never finished: cannot happen in order
 			delete(r.inflight, in.Peer)
 		}
-		m = &rxMsg{peer: in.Peer, total: total}
+		m = r.newMsg()
+		*m = rxMsg{peer: in.Peer, total: total}
 		m.from = ep.av.FIAddr(in.Peer.Addr)
 		m.src = ep.av.SourceAddr(in.Peer.Addr)
 		if !r.match(m) {
 			if len(r.unexpected) >= MaxUnexpectedMsgs || r.unexpBytes+total > MaxUnexpectedBytes {
+				r.freeMsgs = append(r.freeMsgs, m)
 				r.mu.Unlock()
 				return fi.ENORX
 			}
@@ -151,19 +202,22 @@ func (r *receiver) deliver(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 		copy(m.data[off:], in.Payload)
 	}
 	m.got += len(in.Payload)
-	last := d.Flags&wire.OpLast != 0
-	if last {
-		delete(r.inflight, in.Peer)
-		m.complete = true
+	if d.Flags&wire.OpLast == 0 {
+		r.mu.Unlock()
+		return fi.SUCCESS
 	}
-	matched := m.recv != nil
+	delete(r.inflight, in.Peer)
+	m.complete = true
+	if m.recv == nil { // unexpected: completes when a receive takes it
+		r.mu.Unlock()
+		return fi.SUCCESS
+	}
+	done := r.finish(m)
 	r.mu.Unlock()
-	if last && matched {
-		ep.mu.Lock()
-		cq := ep.rxCQ
-		ep.mu.Unlock()
-		ep.completeRecv(cq, m)
-	}
+	ep.mu.Lock()
+	cq := ep.rxCQ
+	ep.mu.Unlock()
+	ep.completeRecv(cq, &done)
 	return fi.SUCCESS
 }
 
@@ -172,6 +226,7 @@ func (r *receiver) match(m *rxMsg) bool {
 	for i, pr := range r.posted {
 		if pr.src == fi.AddrUnspec || pr.src == m.from {
 			r.posted = append(r.posted[:i], r.posted[i+1:]...)
+			r.posted[len(r.posted):][:1][0] = nil
 			m.recv = pr
 			return true
 		}
@@ -179,41 +234,54 @@ func (r *receiver) match(m *rxMsg) bool {
 	return false
 }
 
-// completeRecv reports a received message on the receive CQ: success, or
-// FI_ETRUNC with the overflow length when the buffer was too small.
-func (ep *Endpoint) completeRecv(cq *CQ, m *rxMsg) {
-	pr := m.recv
+// completeRecv reports a received message on the receive CQ, into the slot
+// its Recv reserved: success, or FI_ETRUNC with the overflow length when
+// the buffer was too small.
+func (ep *Endpoint) completeRecv(cq *CQ, d *recvDone) {
 	ep.mu.Lock()
 	cntr := ep.cntr[cntrRecv]
 	ep.mu.Unlock()
-	if m.total > len(pr.buf) {
-		e := CQErrEntry{CQEntry: CQEntry{Context: pr.ctx, Flags: fi.RECV | fi.MSG, Len: len(pr.buf), Buf: pr.buf},
-			OLen: m.total - len(pr.buf), Err: fi.ETRUNC, ProvErrno: int(fi.ETRUNC), Src: m.src}
-		cq.completeErr(&e, true)
+	if d.total > len(d.buf) {
 		if cntr != nil {
 			cntr.AddErr(1)
 		}
+		e := CQErrEntry{CQEntry: CQEntry{Context: d.ctx, Flags: fi.RECV | fi.MSG, Len: len(d.buf), Buf: d.buf},
+			OLen: d.total - len(d.buf), Err: fi.ETRUNC, ProvErrno: int(fi.ETRUNC), Src: d.src}
+		cq.completeErr(&e, true)
 		return
 	}
-	e := CQEntry{Context: pr.ctx, Flags: fi.RECV | fi.MSG, Len: m.total, Buf: pr.buf[:m.total]}
-	cq.complete(&e, m.src, true)
 	if cntr != nil {
 		cntr.Add(1)
 	}
+	if !d.wantComp {
+		cq.unreserve()
+		return
+	}
+	e := CQEntry{Context: d.ctx, Flags: fi.RECV | fi.MSG, Len: d.total, Buf: d.buf[:d.total]}
+	cq.complete(&e, d.src, true)
 }
 
-// cancelAll drops posted receives at Close, returning their CQ slots.
+// cancelAll drops posted receives at Close, returning their CQ slots, also
+// those of receives matched with a message still arriving. Later Recv
+// calls fail.
 func (r *receiver) cancelAll(ep *Endpoint) {
 	r.mu.Lock()
-	posted := r.posted
+	slots := len(r.posted)
+	for _, m := range r.inflight {
+		if m.recv != nil {
+			slots++
+		}
+	}
 	r.posted = nil
 	r.unexpected = nil
+	r.unexpBytes = 0
 	r.inflight = map[reliable.Peer]*rxMsg{}
+	r.closed = true
 	r.mu.Unlock()
 	ep.mu.Lock()
 	cq := ep.rxCQ
 	ep.mu.Unlock()
-	for range posted {
+	for range slots {
 		cq.unreserve()
 	}
 }
