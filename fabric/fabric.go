@@ -190,9 +190,11 @@ func (d *Domain) Info() Info {
 		MRKeySize:     d.mrs.KeySize(),
 		MaxMsgSize:    MaxMsgSize,
 		InjectSize:    InjectSize,
-		MaxAtomicSize: fatomic.MaxPayload,
+		// What the endpoints' valid calls allow (one request packet), not
+		// the atomic package's default.
+		MaxAtomicSize: defaultAtomicPayload,
 		Caps: fi.MSG | fi.RMA | fi.ATOMIC | fi.READ | fi.WRITE | fi.SEND | fi.RECV |
-			fi.REMOTE_READ | fi.REMOTE_WRITE | fi.SOURCE | fi.AV_USER_ID,
+			fi.REMOTE_READ | fi.REMOTE_WRITE | fi.SOURCE | fi.AV_USER_ID | fi.DIRECTED_RECV,
 	}
 }
 
