@@ -195,45 +195,56 @@ func (ep *Endpoint) atomic(c fatomic.Class, m *MsgAtomic, cmp, res []IOC, resDes
 	default:
 		r.Opcode, kind, cqFlags = wire.OpCompareAtomic, cntrRead, fi.ATOMIC|fi.READ
 	}
+	o, err := ep.begin(&r, m.Addr, flags, kind, cqFlags, m.Context)
+	if err != nil {
+		return wrap(call, err)
+	}
 	// Single-buffer operands go out as they are; vectors are gathered into
-	// the op's scratch buffer, which lives as long as the pool slot.
-	gather := func(o *txOp) error {
+	// the op's scratch buffer, which lives as long as the pool slot, and
+	// results scattered from it when the operation completes.
+	if len(m.MsgIOV) > 1 || len(cmp) > 1 || len(res) > 1 {
 		need := 3 * n
 		if cap(o.scratch) < need {
-			o.scratch = make([]byte, 3*defaultAtomicPayload)
-			if cap(o.scratch) < need {
-				o.scratch = make([]byte, need)
-			}
+			o.scratch = make([]byte, max(need, 3*defaultAtomicPayload))
 		}
 		s := o.scratch[:need]
 		if !readOnly {
-			r.Payload = gatherIOV(m.MsgIOV, s[:n])
+			r.Payload = gatherIOV(m.MsgIOV, s[:n], size)
 		}
 		if c == fatomic.Compare {
-			r.Compare = gatherIOV(cmp, s[n:2*n])
+			r.Compare = gatherIOV(cmp, s[n:2*n], size)
+		}
+		if len(res) > 1 {
+			r.Result = s[2*n : 3*n]
+			o.result, o.elemSize = r.Result, size
+			o.nres = copy(o.resultV[:], res)
+		} else if c != fatomic.Base {
+			r.Result = res[0].Buf[:n]
+		}
+	} else {
+		if !readOnly {
+			r.Payload = m.MsgIOV[0].Buf[:n]
+		}
+		if c == fatomic.Compare {
+			r.Compare = cmp[0].Buf[:n]
 		}
 		if c != fatomic.Base {
-			if len(res) == 1 {
-				r.Result = res[0].Buf[:n]
-			} else {
-				r.Result = s[2*n : 3*n]
-				o.result, o.resultV = r.Result, res
-			}
+			r.Result = res[0].Buf[:n]
 		}
-		return nil
 	}
-	return wrap(call, ep.post(&r, m.Addr, flags, kind, cqFlags, m.Context, gather))
+	return wrap(call, ep.submit(o, &r))
 }
 
-// gatherIOV returns the iovec's bytes as one slice: the buffer itself when
-// there is one, else a copy into dst.
-func gatherIOV(iov []IOC, dst []byte) []byte {
+// gatherIOV returns the iovec's elements as one slice: the buffer itself
+// when there is one, else a copy into dst of each buffer's Count elements
+// of size bytes.
+func gatherIOV(iov []IOC, dst []byte, size int) []byte {
 	if len(iov) == 1 {
 		return iov[0].Buf[:len(dst)]
 	}
 	off := 0
 	for _, v := range iov {
-		off += copy(dst[off:], v.Buf)
+		off += copy(dst[off:], v.Buf[:v.Count*size])
 	}
 	return dst
 }

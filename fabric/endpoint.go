@@ -94,16 +94,22 @@ var cntrFlags = [numCntrKinds]fi.Flags{fi.SEND, fi.RECV, fi.READ, fi.WRITE, fi.R
 // txOp is the per-operation state between posting and completion; a fixed
 // pool of them (TxSize) bounds what is outstanding and avoids allocation.
 type txOp struct {
+	idx      int32 // index in Endpoint.ops
 	ctx      any
 	cqFlags  fi.Flags // FI_SEND|FI_MSG, FI_RMA|FI_READ, ...
+	cq       *CQ      // the transmit CQ, or nil
 	wantComp bool     // write a success completion
 	reserved bool     // a CQ slot was reserved
 	cntr     int      // counter kind advanced on completion, or -1
-	buf      []byte
-	scratch  []byte // gather buffer for the V and Msg atomic calls
-	result   []byte // caller's result iovecs to scatter into (fetch/compare V calls)
-	resultV  []IOC
+	scratch  []byte   // gather buffer for the V and Msg atomic calls
 	dest     fi.Addr
+	// The caller's result iovecs of a fetch/compare V call with several,
+	// which the completion scatters result into; copied into the op so
+	// that the call's slice does not escape (no allocation per call).
+	result   []byte
+	resultV  [IovLimit]IOC
+	nres     int
+	elemSize int
 }
 
 // Endpoint is fi_endpoint: it opens an endpoint on the domain with its own
@@ -152,6 +158,9 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 		ep.tr = tr
 	}
 	ep.ops = make([]txOp, attr.TxSize)
+	for i := range ep.ops {
+		ep.ops[i].idx = int32(i)
+	}
 	ep.freeOps = make([]int32, attr.TxSize)
 	for i := range ep.freeOps {
 		ep.freeOps[i] = int32(attr.TxSize - 1 - i)
@@ -249,6 +258,9 @@ func (ep *Endpoint) Bind(obj fi.FID, flags fi.Flags) error {
 	case *Cntr:
 		if flags == 0 || flags&^(fi.SEND|fi.RECV|fi.READ|fi.WRITE|fi.REMOTE_READ|fi.REMOTE_WRITE) != 0 {
 			return fmt.Errorf("ep bind cntr: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
+		}
+		if o.Closed() {
+			return fmt.Errorf("ep bind cntr: counter closed: %w", fi.EINVAL)
 		}
 		for k, f := range cntrFlags {
 			if flags&f != 0 {

@@ -46,90 +46,105 @@ const IovLimit = 8
 const opFlagsAllowed = fi.COMPLETION | fi.MORE | fi.INJECT | fi.FENCE | fi.REMOTE_CQ_DATA |
 	fi.DELIVERY_COMPLETE | fi.TRANSMIT_COMPLETE | fi.INJECT_COMPLETE
 
-// post validates the endpoint state, reserves an op slot (and a CQ slot),
-// and submits r. kind is the counter kind the op advances; cqFlags the
-// completion's flags. It returns FI_EAGAIN when TxSize operations are
-// outstanding or the CQ has no room for another completion.
-func (ep *Endpoint) post(r *reliable.Request, dest fi.Addr, flags fi.Flags, kind int, cqFlags fi.Flags, ctx any, scratch func(*txOp) error) error {
+// post validates the endpoint state, takes an op slot (and a CQ slot) and
+// submits r: begin then submit. kind is the counter kind the op advances;
+// cqFlags the completion's flags. It returns FI_EAGAIN when TxSize
+// operations are outstanding or the CQ has no room for another completion.
+func (ep *Endpoint) post(r *reliable.Request, dest fi.Addr, flags fi.Flags, kind int, cqFlags fi.Flags, ctx any) error {
+	o, err := ep.begin(r, dest, flags, kind, cqFlags, ctx)
+	if err != nil {
+		return err
+	}
+	return ep.submit(o, r)
+}
+
+// begin is the first half of post: checks, and an op slot for the
+// operation, with r's peer and flags filled in. The caller may fill the
+// op's scratch buffers before submit; on its own errors it must call
+// ep.abort(o).
+func (ep *Endpoint) begin(r *reliable.Request, dest fi.Addr, flags fi.Flags, kind int, cqFlags fi.Flags, ctx any) (*txOp, error) {
 	if flags&^opFlagsAllowed != 0 {
-		return fmt.Errorf("%w: flags %#x", fi.EBADFLAGS, uint64(flags&^opFlagsAllowed))
+		return nil, fmt.Errorf("%w: flags %#x", fi.EBADFLAGS, uint64(flags&^opFlagsAllowed))
 	}
 	ep.mu.Lock()
 	if !ep.enabled || ep.closed {
 		ep.mu.Unlock()
-		return fmt.Errorf("endpoint not enabled: %w", fi.EOPBADSTATE)
+		return nil, fmt.Errorf("endpoint not enabled: %w", fi.EOPBADSTATE)
 	}
-	cq, sel, eng, avb := ep.txCQ, ep.txSel, ep.eng, ep.av
+	cq, sel, avb := ep.txCQ, ep.txSel, ep.av
 	if len(ep.freeOps) == 0 {
 		ep.mu.Unlock()
-		return fi.EAGAIN
+		return nil, fi.EAGAIN
 	}
 	idx := ep.freeOps[len(ep.freeOps)-1]
 	ep.freeOps = ep.freeOps[:len(ep.freeOps)-1]
 	ep.mu.Unlock()
 
+	o := &ep.ops[idx]
 	ap, ok := avb.AddrPort(dest)
 	if !ok {
-		ep.freeOp(idx)
-		return fmt.Errorf("destination %v not in the AV: %w", dest, fi.EADDRNOTAVAIL)
+		ep.freeOp(o)
+		return nil, fmt.Errorf("destination %v not in the AV: %w", dest, fi.EADDRNOTAVAIL)
 	}
-	o := &ep.ops[idx]
-	*o = txOp{ctx: ctx, cqFlags: cqFlags, cntr: kind, dest: dest, scratch: o.scratch}
+	*o = txOp{idx: idx, ctx: ctx, cqFlags: cqFlags, cntr: kind, dest: dest, cq: cq, scratch: o.scratch}
 	// A completion is written unless the CQ is selective and the op did
 	// not ask for one; FI_INJECT ops never generate one. Errors always do
 	// when a CQ is bound, so a slot is reserved whenever a CQ is.
 	o.wantComp = cq != nil && flags&fi.INJECT == 0 && (!sel || flags&fi.COMPLETION != 0)
 	if cq != nil && flags&fi.INJECT == 0 {
 		if err := cq.reserve(); err != nil {
-			ep.freeOp(idx)
-			return err
+			ep.freeOp(o)
+			return nil, err
 		}
 		o.reserved = true
 	}
-	if scratch != nil {
-		if err := scratch(o); err != nil {
-			ep.release(idx, cq)
-			return err
-		}
-	}
 	r.Peer = reliable.Peer{Addr: ap, EP: endpointID}
 	r.Flags = flags & (fi.MORE | fi.FENCE | fi.INJECT | fi.REMOTE_CQ_DATA)
-	r.Context = idx
-	if err := eng.Submit(r); err != nil {
-		ep.release(idx, cq)
+	// A pointer in an interface is stored as is: no allocation per op.
+	r.Context = o
+	return o, nil
+}
+
+// submit hands r, prepared by begin, to the engine.
+func (ep *Endpoint) submit(o *txOp, r *reliable.Request) error {
+	// ep.eng is set before enabled under ep.mu and never changes after;
+	// begin saw enabled under ep.mu, so reading it here is ordered.
+	if err := ep.eng.Submit(r); err != nil {
+		ep.abort(o)
 		return err
 	}
 	return nil
 }
 
-func (ep *Endpoint) freeOp(idx int32) {
+func (ep *Endpoint) freeOp(o *txOp) {
 	ep.mu.Lock()
-	ep.freeOps = append(ep.freeOps, idx)
+	ep.freeOps = append(ep.freeOps, o.idx)
 	ep.mu.Unlock()
 }
 
-func (ep *Endpoint) release(idx int32, cq *CQ) {
-	if ep.ops[idx].reserved {
-		cq.unreserve()
+// abort releases an op that was never submitted.
+func (ep *Endpoint) abort(o *txOp) {
+	if o.reserved {
+		o.cq.unreserve()
 	}
-	ep.freeOp(idx)
+	o.ctx, o.nres = nil, 0
+	ep.freeOp(o)
 }
 
 // onComplete turns the engine's completion into the CQ entry or error
 // entry and counter updates the op asked for.
 func (ep *Endpoint) onComplete(c reliable.Completion) {
-	idx := c.Context.(int32)
-	o := &ep.ops[idx]
+	o := c.Context.(*txOp)
 	ep.mu.Lock()
-	cq := ep.txCQ
 	var cntr *Cntr
 	if o.cntr >= 0 {
 		cntr = ep.cntr[o.cntr]
 	}
 	ep.mu.Unlock()
+	cq := o.cq
 	if c.Err == fi.SUCCESS {
-		if o.resultV != nil {
-			scatter(o.resultV, o.result)
+		if o.nres > 0 {
+			scatter(o.resultV[:o.nres], o.result, o.elemSize)
 		}
 		if cntr != nil {
 			cntr.Add(1)
@@ -150,15 +165,17 @@ func (ep *Endpoint) onComplete(c reliable.Completion) {
 			cq.completeErr(&e, true)
 		}
 	}
-	o.ctx, o.buf, o.result, o.resultV = nil, nil, nil, nil
-	ep.freeOp(idx)
+	o.ctx, o.result = nil, nil
+	clear(o.resultV[:o.nres])
+	o.nres = 0
+	ep.freeOp(o)
 }
 
-// scatter copies the gathered result back into the caller's result iovecs.
-func scatter(iov []IOC, from []byte) {
+// scatter copies the gathered result back into the caller's result
+// iovecs: Count elements of size bytes into each, nothing past them.
+func scatter(iov []IOC, from []byte, size int) {
 	for _, v := range iov {
-		n := copy(v.Buf, from)
-		from = from[n:]
+		from = from[copy(v.Buf[:v.Count*size], from):]
 	}
 }
 
@@ -168,7 +185,7 @@ func (ep *Endpoint) Send(buf []byte, desc mr.Desc, dest fi.Addr, context any) er
 		return fmt.Errorf("send: %w", err)
 	}
 	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf}
-	return wrap("send", ep.post(&r, dest, ep.attr.OpFlags, cntrSend, fi.SEND|fi.MSG, context, nil))
+	return wrap("send", ep.post(&r, dest, ep.attr.OpFlags, cntrSend, fi.SEND|fi.MSG, context))
 }
 
 // Inject is fi_inject: buf (at most InjectSize bytes) is copied before the
@@ -178,7 +195,7 @@ func (ep *Endpoint) Inject(buf []byte, dest fi.Addr) error {
 		return fmt.Errorf("inject: %d bytes > inject_size %d: %w", len(buf), InjectSize, fi.EMSGSIZE)
 	}
 	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf}
-	return wrap("inject", ep.post(&r, dest, fi.INJECT, cntrSend, fi.SEND|fi.MSG, nil, nil))
+	return wrap("inject", ep.post(&r, dest, fi.INJECT, cntrSend, fi.SEND|fi.MSG, nil))
 }
 
 // Write is fi_write: buf into the peer's region key at addr.
@@ -196,7 +213,7 @@ func (ep *Endpoint) WriteMsg(buf []byte, desc mr.Desc, dest fi.Addr, addr, key u
 		return fmt.Errorf("write: inject of %d bytes > %d: %w", len(buf), InjectSize, fi.EMSGSIZE)
 	}
 	r := reliable.Request{Opcode: wire.OpRMAWrite, Payload: buf, RKey: key, Addr: addr, Data: data}
-	return wrap("write", ep.post(&r, dest, flags, cntrWrite, fi.RMA|fi.WRITE, context, nil))
+	return wrap("write", ep.post(&r, dest, flags, cntrWrite, fi.RMA|fi.WRITE, context))
 }
 
 // InjectWrite is fi_inject_write.
@@ -210,7 +227,7 @@ func (ep *Endpoint) Read(buf []byte, desc mr.Desc, src fi.Addr, addr, key uint64
 		return fmt.Errorf("read: %w", err)
 	}
 	r := reliable.Request{Opcode: wire.OpRMARead, Result: buf, RKey: key, Addr: addr}
-	return wrap("read", ep.post(&r, src, ep.attr.OpFlags, cntrRead, fi.RMA|fi.READ, context, nil))
+	return wrap("read", ep.post(&r, src, ep.attr.OpFlags, cntrRead, fi.RMA|fi.READ, context))
 }
 
 func wrap(call string, err error) error {
