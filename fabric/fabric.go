@@ -190,9 +190,7 @@ func (d *Domain) Info() Info {
 		MRKeySize:     d.mrs.KeySize(),
 		MaxMsgSize:    MaxMsgSize,
 		InjectSize:    InjectSize,
-		// What the endpoints' valid calls allow (one request packet), not
-		// the atomic package's default.
-		MaxAtomicSize: defaultAtomicPayload,
+		MaxAtomicSize: defaultAtomicPayload, // what endpoints' valid calls allow, one request packet
 		Caps: fi.MSG | fi.RMA | fi.ATOMIC | fi.READ | fi.WRITE | fi.SEND | fi.RECV |
 			fi.REMOTE_READ | fi.REMOTE_WRITE | fi.SOURCE | fi.AV_USER_ID | fi.DIRECTED_RECV,
 	}
