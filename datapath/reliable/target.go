@@ -95,6 +95,16 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held b
 	if c.buf == nil {
 		c.buf = make([]byte, e.cfg.MaxPacket)
 	}
+	// The entry's previous response (seq-Window) may have just been
+	// resent to a late duplicate and still be queued: send it first.
+	if c.valid {
+		for i := range e.rxOut {
+			if &e.rxOut[i].Buf[0] == &c.buf[0] {
+				e.flushRx()
+				break
+			}
+		}
+	}
 	b := &e.rxBld
 	b.Reset(c.buf, wire.Header{Type: wire.TypeResp, SrcEP: e.cfg.EndpointID, DstEP: pk.SrcEP,
 		AuthKey: pk.AuthKey, Session: pk.Session, Seq: pk.Seq})
@@ -168,11 +178,10 @@ func (e *Engine) sendAcks() {
 }
 
 // queueRx queues a target-side packet. Its buffer must stay unchanged
-// until flushRx, so the queue is flushed well before the response cache
-// ring could wrap onto a queued entry.
+// until flushRx: execute flushes before it rewrites a queued cache entry.
 func (e *Engine) queueRx(buf []byte, addr netip.AddrPort) {
 	e.rxOut = append(e.rxOut, datapath.Packet{Buf: buf, Addr: addr})
-	if len(e.rxOut) >= min(cap(e.rxOut), e.cfg.Window/2) {
+	if len(e.rxOut) == cap(e.rxOut) {
 		e.flushRx()
 	}
 }
