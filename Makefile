@@ -29,8 +29,10 @@ test: lint
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TIMEOUT) ./...
 
+# Two network namespaces joined by veth, xdpfab attached on both ends,
+# examples/remote-atomics between them, then xdpfab bench (root needed).
 demo:
-	@echo "demo: the two-namespace remote-atomics demo needs the datapath (issue 6/7), which has not landed yet; nothing to run."
+	GO=$(GO) sh scripts/demo.sh
 
 clean:
 	$(GO) clean -testcache
