@@ -41,80 +41,108 @@ func (ep *Endpoint) atomicEngine() fatomic.Engine {
 // default 1500-byte MTU (1472 B of UDP payload less the headers).
 const defaultAtomicPayload = 1472 - wire.HeaderLen - wire.OpDescLen
 
+// atomicArgs is an fi_msg_atomic without the context, which travels
+// apart: escape analysis would otherwise see the context stored in the op
+// and move every iovec slice literal of the calls below to the heap.
+type atomicArgs struct {
+	iov  []IOC
+	desc []mr.Desc
+	dest fi.Addr
+	rma  RMAIOC
+	dt   fatomic.Datatype
+	op   fatomic.Op
+	data uint64
+}
+
+// msgArgs unpacks an fi_msg_atomic: rma_iov_limit is 1.
+func msgArgs(call string, msg *MsgAtomic) (atomicArgs, error) {
+	if msg == nil || len(msg.RMAIOV) != RMAIovLimit {
+		return atomicArgs{}, fmt.Errorf("%s: one remote iovec required (rma_iov_limit %d): %w", call, RMAIovLimit, fi.EINVAL)
+	}
+	return atomicArgs{iov: msg.MsgIOV, desc: msg.Desc, dest: msg.Addr, rma: msg.RMAIOV[0],
+		dt: msg.Datatype, op: msg.Op, data: msg.Data}, nil
+}
+
 // Atomic is fi_atomic: op applied with count elements of buf to the
 // peer's memory at addr in region key.
 func (ep *Endpoint) Atomic(buf []byte, count int, desc mr.Desc, dest fi.Addr, addr, key uint64,
 	dt fatomic.Datatype, op fatomic.Op, context any) error {
-	m := MsgAtomic{MsgIOV: []IOC{{buf, count}}, Desc: []mr.Desc{desc}, Addr: dest,
-		RMAIOV: []RMAIOC{{addr, count, key}}, Datatype: dt, Op: op, Context: context}
-	return ep.atomic(fatomic.Base, &m, nil, nil, nil, ep.attr.OpFlags)
+	a := atomicArgs{iov: []IOC{{buf, count}}, desc: []mr.Desc{desc}, dest: dest, rma: RMAIOC{addr, count, key}, dt: dt, op: op}
+	return ep.atomic(fatomic.Base, &a, context, nil, nil, nil, nil, ep.attr.OpFlags)
 }
 
 // AtomicV is fi_atomicv.
 func (ep *Endpoint) AtomicV(iov []IOC, desc []mr.Desc, dest fi.Addr, addr, key uint64,
 	dt fatomic.Datatype, op fatomic.Op, context any) error {
-	m := MsgAtomic{MsgIOV: iov, Desc: desc, Addr: dest, RMAIOV: []RMAIOC{{addr, iocCount(iov), key}},
-		Datatype: dt, Op: op, Context: context}
-	return ep.atomic(fatomic.Base, &m, nil, nil, nil, ep.attr.OpFlags)
+	a := atomicArgs{iov: iov, desc: desc, dest: dest, rma: RMAIOC{addr, iocCount(iov), key}, dt: dt, op: op}
+	return ep.atomic(fatomic.Base, &a, context, nil, nil, nil, nil, ep.attr.OpFlags)
 }
 
 // AtomicMsg is fi_atomicmsg.
 func (ep *Endpoint) AtomicMsg(msg *MsgAtomic, flags fi.Flags) error {
-	return ep.atomic(fatomic.Base, msg, nil, nil, nil, flags)
+	a, err := msgArgs("atomic", msg)
+	if err != nil {
+		return err
+	}
+	return ep.atomic(fatomic.Base, &a, msg.Context, nil, nil, nil, nil, flags)
 }
 
 // InjectAtomic is fi_inject_atomic: the operand is copied before the call
 // returns and no completion is generated.
 func (ep *Endpoint) InjectAtomic(buf []byte, count int, dest fi.Addr, addr, key uint64,
 	dt fatomic.Datatype, op fatomic.Op) error {
-	m := MsgAtomic{MsgIOV: []IOC{{buf, count}}, Addr: dest, RMAIOV: []RMAIOC{{addr, count, key}},
-		Datatype: dt, Op: op}
-	return ep.atomic(fatomic.Base, &m, nil, nil, nil, fi.INJECT)
+	a := atomicArgs{iov: []IOC{{buf, count}}, dest: dest, rma: RMAIOC{addr, count, key}, dt: dt, op: op}
+	return ep.atomic(fatomic.Base, &a, nil, nil, nil, nil, nil, fi.INJECT)
 }
 
 // FetchAtomic is fi_fetch_atomic: like Atomic, and the values before the
 // operation are in result when the completion is read.
 func (ep *Endpoint) FetchAtomic(buf []byte, count int, desc mr.Desc, result []byte, resultDesc mr.Desc,
 	dest fi.Addr, addr, key uint64, dt fatomic.Datatype, op fatomic.Op, context any) error {
-	m := MsgAtomic{MsgIOV: []IOC{{buf, count}}, Desc: []mr.Desc{desc}, Addr: dest,
-		RMAIOV: []RMAIOC{{addr, count, key}}, Datatype: dt, Op: op, Context: context}
-	return ep.atomic(fatomic.Fetch, &m, nil, []IOC{{result, count}}, []mr.Desc{resultDesc}, ep.attr.OpFlags)
+	a := atomicArgs{iov: []IOC{{buf, count}}, desc: []mr.Desc{desc}, dest: dest, rma: RMAIOC{addr, count, key}, dt: dt, op: op}
+	return ep.atomic(fatomic.Fetch, &a, context, nil, nil, []IOC{{result, count}}, []mr.Desc{resultDesc}, ep.attr.OpFlags)
 }
 
 // FetchAtomicV is fi_fetch_atomicv.
 func (ep *Endpoint) FetchAtomicV(iov []IOC, desc []mr.Desc, resultv []IOC, resultDesc []mr.Desc,
 	dest fi.Addr, addr, key uint64, dt fatomic.Datatype, op fatomic.Op, context any) error {
-	m := MsgAtomic{MsgIOV: iov, Desc: desc, Addr: dest, RMAIOV: []RMAIOC{{addr, iocCount(iov), key}},
-		Datatype: dt, Op: op, Context: context}
-	return ep.atomic(fatomic.Fetch, &m, nil, resultv, resultDesc, ep.attr.OpFlags)
+	a := atomicArgs{iov: iov, desc: desc, dest: dest, rma: RMAIOC{addr, iocCount(iov), key}, dt: dt, op: op}
+	return ep.atomic(fatomic.Fetch, &a, context, nil, nil, resultv, resultDesc, ep.attr.OpFlags)
 }
 
 // FetchAtomicMsg is fi_fetch_atomicmsg.
 func (ep *Endpoint) FetchAtomicMsg(msg *MsgAtomic, resultv []IOC, resultDesc []mr.Desc, flags fi.Flags) error {
-	return ep.atomic(fatomic.Fetch, msg, nil, resultv, resultDesc, flags)
+	a, err := msgArgs("fetch_atomic", msg)
+	if err != nil {
+		return err
+	}
+	return ep.atomic(fatomic.Fetch, &a, msg.Context, nil, nil, resultv, resultDesc, flags)
 }
 
 // CompareAtomic is fi_compare_atomic: op (the CSWAP family or MSWAP) with
 // operand buf and compare values, the old values in result.
 func (ep *Endpoint) CompareAtomic(buf []byte, count int, desc mr.Desc, compare []byte, compareDesc mr.Desc,
 	result []byte, resultDesc mr.Desc, dest fi.Addr, addr, key uint64, dt fatomic.Datatype, op fatomic.Op, context any) error {
-	m := MsgAtomic{MsgIOV: []IOC{{buf, count}}, Desc: []mr.Desc{desc}, Addr: dest,
-		RMAIOV: []RMAIOC{{addr, count, key}}, Datatype: dt, Op: op, Context: context}
-	return ep.atomic(fatomic.Compare, &m, []IOC{{compare, count}}, []IOC{{result, count}}, []mr.Desc{resultDesc}, ep.attr.OpFlags)
+	a := atomicArgs{iov: []IOC{{buf, count}}, desc: []mr.Desc{desc}, dest: dest, rma: RMAIOC{addr, count, key}, dt: dt, op: op}
+	return ep.atomic(fatomic.Compare, &a, context, []IOC{{compare, count}}, []mr.Desc{compareDesc},
+		[]IOC{{result, count}}, []mr.Desc{resultDesc}, ep.attr.OpFlags)
 }
 
 // CompareAtomicV is fi_compare_atomicv.
 func (ep *Endpoint) CompareAtomicV(iov []IOC, desc []mr.Desc, comparev []IOC, compareDesc []mr.Desc,
 	resultv []IOC, resultDesc []mr.Desc, dest fi.Addr, addr, key uint64, dt fatomic.Datatype, op fatomic.Op, context any) error {
-	m := MsgAtomic{MsgIOV: iov, Desc: desc, Addr: dest, RMAIOV: []RMAIOC{{addr, iocCount(iov), key}},
-		Datatype: dt, Op: op, Context: context}
-	return ep.atomic(fatomic.Compare, &m, comparev, resultv, resultDesc, ep.attr.OpFlags)
+	a := atomicArgs{iov: iov, desc: desc, dest: dest, rma: RMAIOC{addr, iocCount(iov), key}, dt: dt, op: op}
+	return ep.atomic(fatomic.Compare, &a, context, comparev, compareDesc, resultv, resultDesc, ep.attr.OpFlags)
 }
 
 // CompareAtomicMsg is fi_compare_atomicmsg.
 func (ep *Endpoint) CompareAtomicMsg(msg *MsgAtomic, comparev []IOC, compareDesc []mr.Desc,
 	resultv []IOC, resultDesc []mr.Desc, flags fi.Flags) error {
-	return ep.atomic(fatomic.Compare, msg, comparev, resultv, resultDesc, flags)
+	a, err := msgArgs("compare_atomic", msg)
+	if err != nil {
+		return err
+	}
+	return ep.atomic(fatomic.Compare, &a, msg.Context, comparev, compareDesc, resultv, resultDesc, flags)
 }
 
 func iocCount(iov []IOC) int {
@@ -131,7 +159,7 @@ var classCall = [...]string{fatomic.Base: "atomic", fatomic.Fetch: "fetch_atomic
 // (datatype, op) against the class's valid count, the iovecs against the
 // count, then gathers operands (and compare values) into one request and
 // lets the completion scatter the old values back.
-func (ep *Endpoint) atomic(c fatomic.Class, m *MsgAtomic, cmp, res []IOC, resDesc []mr.Desc, flags fi.Flags) error {
+func (ep *Endpoint) atomic(c fatomic.Class, m *atomicArgs, ctx any, cmp []IOC, cmpDesc []mr.Desc, res []IOC, resDesc []mr.Desc, flags fi.Flags) error {
 	call := classCall[c]
 	if flags&fi.TAGGED != 0 {
 		return fmt.Errorf("%s: atomics on tagged buffers: %w", call, fi.EOPNOTSUPP)
@@ -139,40 +167,40 @@ func (ep *Endpoint) atomic(c fatomic.Class, m *MsgAtomic, cmp, res []IOC, resDes
 	if c != fatomic.Base && flags&fi.INJECT != 0 {
 		return fmt.Errorf("%s: FI_INJECT cannot return data: %w", call, fi.EINVAL)
 	}
-	if m == nil || len(m.RMAIOV) != RMAIovLimit {
-		return fmt.Errorf("%s: one remote iovec required (rma_iov_limit %d): %w", call, RMAIovLimit, fi.EINVAL)
-	}
 	eng := ep.atomicEngine()
 	var limit int
 	var err error
 	switch c {
 	case fatomic.Base:
-		limit, err = eng.Valid(m.Datatype, m.Op)
+		limit, err = eng.Valid(m.dt, m.op)
 	case fatomic.Fetch:
-		limit, err = eng.FetchValid(m.Datatype, m.Op)
+		limit, err = eng.FetchValid(m.dt, m.op)
 	default:
-		limit, err = eng.CompareValid(m.Datatype, m.Op)
+		limit, err = eng.CompareValid(m.dt, m.op)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", call, err)
 	}
-	size := fatomic.Size(m.Datatype)
-	count := m.RMAIOV[0].Count
+	size := fatomic.Size(m.dt)
+	count := m.rma.Count
 	if count <= 0 || count > limit {
-		return fmt.Errorf("%s: count %d outside 1..%d for %v %v: %w", call, count, limit, m.Datatype, m.Op, fi.EINVAL)
+		return fmt.Errorf("%s: count %d outside 1..%d for %v %v: %w", call, count, limit, m.dt, m.op, fi.EINVAL)
 	}
 	n := count * size
-	readOnly := m.Op == fatomic.ATOMIC_READ
+	readOnly := m.op == fatomic.ATOMIC_READ
 	if !readOnly {
-		if err := checkIOV(m.MsgIOV, count, size); err != nil {
+		if err := checkIOV(m.iov, count, size); err != nil {
 			return fmt.Errorf("%s: operand: %w", call, err)
 		}
-		if err := ep.checkLocalIOV(m.Desc, m.MsgIOV, size, fi.WRITE); err != nil {
+		if err := ep.checkLocalIOV(m.desc, m.iov, size, fi.WRITE); err != nil {
 			return fmt.Errorf("%s: operand: %w", call, err)
 		}
 	}
 	if c == fatomic.Compare {
 		if err := checkIOV(cmp, count, size); err != nil {
+			return fmt.Errorf("%s: compare: %w", call, err)
+		}
+		if err := ep.checkLocalIOV(cmpDesc, cmp, size, fi.WRITE); err != nil {
 			return fmt.Errorf("%s: compare: %w", call, err)
 		}
 	}
@@ -184,8 +212,8 @@ func (ep *Endpoint) atomic(c fatomic.Class, m *MsgAtomic, cmp, res []IOC, resDes
 			return fmt.Errorf("%s: result: %w", call, err)
 		}
 	}
-	r := reliable.Request{RKey: m.RMAIOV[0].Key, Addr: m.RMAIOV[0].Addr, Data: m.Data,
-		Datatype: uint8(m.Datatype), AtomicOp: uint8(m.Op), Count: uint32(count)}
+	r := reliable.Request{RKey: m.rma.Key, Addr: m.rma.Addr, Data: m.data,
+		Datatype: uint8(m.dt), AtomicOp: uint8(m.op), Count: uint32(count)}
 	kind, cqFlags := cntrWrite, fi.ATOMIC|fi.WRITE
 	switch c {
 	case fatomic.Base:
@@ -195,21 +223,21 @@ func (ep *Endpoint) atomic(c fatomic.Class, m *MsgAtomic, cmp, res []IOC, resDes
 	default:
 		r.Opcode, kind, cqFlags = wire.OpCompareAtomic, cntrRead, fi.ATOMIC|fi.READ
 	}
-	o, err := ep.begin(&r, m.Addr, flags, kind, cqFlags, m.Context)
+	o, err := ep.begin(&r, m.dest, flags, kind, cqFlags, ctx)
 	if err != nil {
 		return wrap(call, err)
 	}
 	// Single-buffer operands go out as they are; vectors are gathered into
 	// the op's scratch buffer, which lives as long as the pool slot, and
 	// results scattered from it when the operation completes.
-	if len(m.MsgIOV) > 1 || len(cmp) > 1 || len(res) > 1 {
+	if len(m.iov) > 1 || len(cmp) > 1 || len(res) > 1 {
 		need := 3 * n
 		if cap(o.scratch) < need {
 			o.scratch = make([]byte, max(need, 3*defaultAtomicPayload))
 		}
 		s := o.scratch[:need]
 		if !readOnly {
-			r.Payload = gatherIOV(m.MsgIOV, s[:n], size)
+			r.Payload = gatherIOV(m.iov, s[:n], size)
 		}
 		if c == fatomic.Compare {
 			r.Compare = gatherIOV(cmp, s[n:2*n], size)
@@ -223,7 +251,7 @@ func (ep *Endpoint) atomic(c fatomic.Class, m *MsgAtomic, cmp, res []IOC, resDes
 		}
 	} else {
 		if !readOnly {
-			r.Payload = m.MsgIOV[0].Buf[:n]
+			r.Payload = m.iov[0].Buf[:n]
 		}
 		if c == fatomic.Compare {
 			r.Compare = cmp[0].Buf[:n]

@@ -528,6 +528,8 @@ func TestMRLocal(t *testing.T) {
 	copy(buf, one)
 	require.ErrorIs(t, a.ep.FetchAtomic(buf[:8], 1, desc, res, mr.Desc{}, a.peer, 0, regionKey, fatomic.UINT64, fatomic.SUM, nil),
 		fi.EINVAL, "result buffer without descriptor")
+	require.ErrorIs(t, a.ep.CompareAtomic(buf[:8], 1, desc, res, mr.Desc{}, buf[8:16], desc, a.peer, 0, regionKey,
+		fatomic.UINT64, fatomic.CSWAP, nil), fi.EINVAL, "compare buffer without descriptor")
 	noComp(t, a.txCQ)
 
 	require.NoError(t, b.ep.Recv(b.mem[:64], b.region.Desc(), fi.AddrUnspec, "r"))

@@ -1,0 +1,227 @@
+package fabric_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	fatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/fabric"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
+)
+
+// opCtx is a context value boxed once: a pointer in an interface costs no
+// allocation, so the measurements below see only xdpfab's own.
+var opCtx any = new(int)
+
+// spin reads k completions from cq, polling; it fails the test on an error
+// completion.
+func spin(tb testing.TB, cq *fabric.CQ, buf []fabric.CQEntry, k int) {
+	for k > 0 {
+		n, err := cq.Read(buf[:min(k, len(buf))])
+		switch {
+		case err == nil:
+			k -= n
+		case errors.Is(err, fi.EAGAIN):
+		default:
+			e, _ := cq.ReadErr(0)
+			tb.Fatalf("completion error %v: %v", err, e.Err)
+		}
+	}
+}
+
+// block reads k completions from cq, sleeping in SRead.
+func block(tb testing.TB, cq *fabric.CQ, buf []fabric.CQEntry, k int) {
+	for k > 0 {
+		n, err := cq.SRead(buf[:min(k, len(buf))], waitMs)
+		if err != nil {
+			tb.Fatalf("sread: %v", err)
+		}
+		k -= n
+	}
+}
+
+// TestDatapathAllocs: once warm, a FetchAtomic, a Send/Recv pair, a Write
+// and a vectored atomic allocate nothing per operation, initiator and
+// target sides together (AllocsPerRun counts every goroutine).
+func TestDatapathAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	a, b := pair(t, sideOpts{}, sideOpts{})
+	buf := make([]fabric.CQEntry, 4)
+	one := binary.LittleEndian.AppendUint64(nil, 1)
+	res := make([]byte, 8)
+	msg := make([]byte, 8)
+	rbuf := make([]byte, 8)
+	wbuf := make([]byte, 4096)
+	iov := []fabric.IOC{{Buf: make([]byte, 8), Count: 1}, {Buf: make([]byte, 16), Count: 2}}
+	resv := []fabric.IOC{{Buf: make([]byte, 16), Count: 2}, {Buf: make([]byte, 8), Count: 1}}
+	for _, tc := range []struct {
+		name string
+		op   func()
+	}{
+		{"fetch_atomic", func() {
+			if err := a.ep.FetchAtomic(one, 1, mr.Desc{}, res, mr.Desc{}, a.peer, 0, regionKey,
+				fatomic.UINT64, fatomic.SUM, opCtx); err != nil {
+				t.Fatal(err)
+			}
+			block(t, a.txCQ, buf, 1)
+		}},
+		{"send_recv", func() {
+			if err := b.ep.Recv(rbuf, mr.Desc{}, fi.AddrUnspec, opCtx); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.ep.Send(msg, mr.Desc{}, a.peer, opCtx); err != nil {
+				t.Fatal(err)
+			}
+			block(t, a.txCQ, buf, 1)
+			block(t, b.rxCQ, buf, 1)
+		}},
+		{"write_4k", func() {
+			if err := a.ep.Write(wbuf, mr.Desc{}, a.peer, 0, regionKey, opCtx); err != nil {
+				t.Fatal(err)
+			}
+			block(t, a.txCQ, buf, 1)
+		}},
+		{"fetch_atomicv", func() {
+			if err := a.ep.FetchAtomicV(iov, nil, resv, nil, a.peer, 0, regionKey, fatomic.UINT64, fatomic.SUM, opCtx); err != nil {
+				t.Fatal(err)
+			}
+			block(t, a.txCQ, buf, 1)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 200 { // warm the pools, timers and buffers
+				tc.op()
+			}
+			allocs := testing.AllocsPerRun(500, tc.op)
+			t.Logf("%s: %.2f allocs/op", tc.name, allocs)
+			require.Zero(t, allocs, "%s allocates per operation", tc.name)
+		})
+	}
+}
+
+func benchPair(b *testing.B) (*side, *side) {
+	b.Helper()
+	return pair(b, sideOpts{txCQ: &fabric.CQAttr{WaitObj: fi.WaitUnspec, Size: 1024}},
+		sideOpts{rxCQ: &fabric.CQAttr{WaitObj: fi.WaitUnspec, Size: 1024}})
+}
+
+// BenchmarkFetchAtomicRoundTrip: uint64 fetch-add, one in flight, polling
+// for the completion: the latency of one remote atomic.
+func BenchmarkFetchAtomicRoundTrip(b *testing.B) {
+	a, _ := benchPair(b)
+	buf := make([]fabric.CQEntry, 1)
+	one := binary.LittleEndian.AppendUint64(nil, 1)
+	res := make([]byte, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := a.ep.FetchAtomic(one, 1, mr.Desc{}, res, mr.Desc{}, a.peer, 0, regionKey,
+			fatomic.UINT64, fatomic.SUM, opCtx); err != nil {
+			b.Fatal(err)
+		}
+		spin(b, a.txCQ, buf, 1)
+	}
+}
+
+// pipeline keeps depth operations in flight until b.N have completed.
+func pipeline(b *testing.B, cq *fabric.CQ, depth int, post func() error) {
+	b.Helper()
+	buf := make([]fabric.CQEntry, depth)
+	posted, done := 0, 0
+	for done < b.N {
+		for posted < b.N && posted-done < depth {
+			err := post()
+			if errors.Is(err, fi.EAGAIN) {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			posted++
+		}
+		n, err := cq.Read(buf)
+		switch {
+		case err == nil:
+			done += n
+		case errors.Is(err, fi.EAGAIN):
+		default:
+			e, _ := cq.ReadErr(0)
+			b.Fatalf("completion error %v: %v", err, e.Err)
+		}
+	}
+}
+
+// BenchmarkFetchAtomicPipelined: uint64 fetch-add with 64 in flight: the
+// atomic rate of one endpoint pair.
+func BenchmarkFetchAtomicPipelined(b *testing.B) {
+	a, _ := benchPair(b)
+	one := binary.LittleEndian.AppendUint64(nil, 1)
+	res := make([]byte, 8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	pipeline(b, a.txCQ, 64, func() error {
+		return a.ep.FetchAtomic(one, 1, mr.Desc{}, res, mr.Desc{}, a.peer, 0, regionKey,
+			fatomic.UINT64, fatomic.SUM, opCtx)
+	})
+}
+
+// BenchmarkSendRecv8B: 8-byte messages, 64 in flight, receives reposted as
+// they complete: the message rate.
+func BenchmarkSendRecv8B(b *testing.B) {
+	a, r := benchPair(b)
+	const depth = 64
+	rbufs := make([][]byte, depth*2)
+	for i := range rbufs {
+		rbufs[i] = make([]byte, 8)
+		require.NoError(b, r.ep.Recv(rbufs[i], mr.Desc{}, fi.AddrUnspec, opCtx))
+	}
+	msg := make([]byte, 8)
+	rx := make([]fabric.CQEntry, depth)
+	next := 0
+	b.ReportAllocs()
+	b.SetBytes(8)
+	b.ResetTimer()
+	received := 0
+	pipeline(b, a.txCQ, depth, func() error {
+		// Repost the receives that completed, so sends never wait as
+		// unexpected messages.
+		for {
+			n, err := r.rxCQ.Read(rx)
+			if err != nil {
+				break
+			}
+			for range n {
+				if err := r.ep.Recv(rbufs[next], mr.Desc{}, fi.AddrUnspec, opCtx); err != nil {
+					return err
+				}
+				next = (next + 1) % len(rbufs)
+			}
+			received += n
+		}
+		return a.ep.Send(msg, mr.Desc{}, a.peer, opCtx)
+	})
+	b.StopTimer()
+	for received < b.N {
+		n, err := r.rxCQ.SRead(rx, waitMs)
+		require.NoError(b, err)
+		received += n
+	}
+}
+
+// BenchmarkWrite4KiB: 4 KiB RMA writes (three packets each), 64 in flight:
+// bandwidth.
+func BenchmarkWrite4KiB(b *testing.B) {
+	a, _ := benchPair(b)
+	data := make([]byte, 4096)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	pipeline(b, a.txCQ, 64, func() error {
+		return a.ep.Write(data, mr.Desc{}, a.peer, 0, regionKey, opCtx)
+	})
+}
