@@ -90,10 +90,12 @@ func TestBenchLocal(t *testing.T) {
 // the phases it finished and says so.
 func TestBenchLocalInterrupted(t *testing.T) {
 	stop := make(chan struct{})
-	var out, errOut bytes.Buffer
+	var out, errOut lockedBuffer
 	done := make(chan int, 1)
 	go func() { done <- run([]string{"bench", "local", "--duration", "1m", "-o", "json"}, &out, &errOut, stop) }()
-	time.Sleep(300 * time.Millisecond)
+	// The first progress line (after a second) shows round trips done.
+	require.Eventually(t, func() bool { return strings.Contains(errOut.String(), "bench: fetch-add, 1 in flight: ") },
+		20*time.Second, 10*time.Millisecond, errOut.String())
 	close(stop)
 	select {
 	case code := <-done:
@@ -102,7 +104,7 @@ func TestBenchLocalInterrupted(t *testing.T) {
 		t.Fatal("bench local did not stop when interrupted")
 	}
 	var r benchReport
-	require.NoError(t, json.Unmarshal(out.Bytes(), &r), out.String())
+	require.NoError(t, json.Unmarshal([]byte(out.String()), &r), out.String())
 	require.False(t, r.Complete)
 	require.NotNil(t, r.FetchAddLatency)
 	require.Nil(t, r.WriteBandwidth)
