@@ -529,3 +529,37 @@ func TestBackoff(t *testing.T) {
 		t.Fatalf("defaults %+v %v", c, err)
 	}
 }
+
+// TestCoalescing: with CoalesceAt packets in flight, further requests wait
+// for the next response and leave packed together.
+func TestCoalescing(t *testing.T) {
+	tgt := newTestTarget(4096)
+	tgt.gate = make(chan struct{})
+	ini, c, target := pair(t, netOpts{cfg: Config{CoalesceAt: 4, RetryInitial: 50 * time.Millisecond}}, tgt)
+	peer := Peer{target.LocalAddr(), 2}
+	before := ini.Stats().TxRequests
+	submit := func(addr uint64) {
+		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: addr, Payload: []byte{1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit(1000) // stalls the target in the gate
+	for i := 0; i < 3; i++ {
+		submit(uint64(i))
+	}
+	for i := 0; i < 16; i++ {
+		submit(uint64(100 + i))
+	}
+	if n := ini.Stats().TxRequests - before; n != 4 {
+		t.Fatalf("%d packets sent before any response, want 4", n)
+	}
+	close(tgt.gate)
+	for i := 0; i < 20; i++ {
+		if cp := c.wait(t, 5*time.Second); cp.Err != 0 {
+			t.Fatal(cp)
+		}
+	}
+	if n := ini.Stats().TxRequests - before; n != 5 {
+		t.Fatalf("20 requests took %d packets, want 5 (16 coalesced into one)", n)
+	}
+}
