@@ -61,7 +61,10 @@ serve registers a region with key K (default 0xbe7c4) at IP:PORT (default port 7
 and serves until interrupted or for --duration. run measures, each phase for a quarter
 of --duration (default 5s) and at most --count operations: uint64 fetch-add round
 trips one in flight (p50/p99 latency), fetch-add at --depth in flight (default 64),
-8 B send/recv messages and 4 KiB RMA writes at --depth in flight.
+8 B send/recv messages and 4 KiB RMA writes at --depth in flight. run's local
+address defaults to the one the route to the peer uses. --transport auto takes AF_XDP
+where xdpfab is attached on the address's interface (xdpfab attach), else the kernel
+UDP socket; --busy-poll spins a core per endpoint and per completion reader.
 `
 
 // benchOptions are the flags serve, run and local share.
@@ -318,8 +321,9 @@ func openBenchTarget(local netip.AddrPort, o *benchOptions) (*benchTarget, error
 	return t, nil
 }
 
-// serve keeps every receive posted until done is closed.
-func (t *benchTarget) serve(done <-chan struct{}, busy bool) error {
+// serve keeps every receive posted until done is closed or, if until is
+// not zero, until then.
+func (t *benchTarget) serve(done <-chan struct{}, until time.Time, busy bool) error {
 	for i := range t.bufs {
 		if err := t.ep.Recv(t.bufs[i], mr.Desc{}, fi.AddrUnspec, t.ctxs[i]); err != nil {
 			return err
@@ -331,6 +335,9 @@ func (t *benchTarget) serve(done <-chan struct{}, busy bool) error {
 		case <-done:
 			return nil
 		default:
+		}
+		if !until.IsZero() && time.Now().After(until) {
+			return nil
 		}
 		var k int
 		var err error
@@ -388,30 +395,15 @@ func benchServe(o *benchOptions, stdout io.Writer, done <-chan struct{}) error {
 	fmt.Fprintf(stdout, "xdpfab bench serve: target %s, region key %#x (%d bytes), transport %s, busy-poll %s\n",
 		name, o.key, benchRegionLen, transportName(t.dom.Transport()), onOff(o.busyPoll))
 	fmt.Fprintf(stdout, "  run: xdpfab bench run --peer %s --key %#x\n", name, o.key)
+	var until time.Time
 	if o.duration > 0 {
-		d := make(chan struct{})
-		timer := time.AfterFunc(o.duration, func() { close(d) })
-		defer timer.Stop()
-		done = either(done, d)
+		until = time.Now().Add(o.duration)
 	}
-	serr := t.serve(done, o.busyPoll)
+	serr := t.serve(done, until, o.busyPoll)
 	msgs := t.msgs
 	counter, cerr := t.Close()
 	fmt.Fprintf(stdout, "xdpfab bench serve: stopped; %d messages received, counter %d\n", msgs, counter)
 	return errors.Join(serr, cerr)
-}
-
-// either returns a channel closed when a or b is.
-func either(a, b <-chan struct{}) <-chan struct{} {
-	c := make(chan struct{})
-	go func() {
-		select {
-		case <-a:
-		case <-b:
-		}
-		close(c)
-	}()
-	return c
 }
 
 func benchLocal(o *benchOptions, stdout, stderr io.Writer, done <-chan struct{}) error {
@@ -428,7 +420,7 @@ func benchLocal(o *benchOptions, stdout, stderr io.Writer, done <-chan struct{})
 	}
 	stopServe := make(chan struct{})
 	served := make(chan error, 1)
-	go func() { served <- t.serve(stopServe, o.busyPoll) }()
+	go func() { served <- t.serve(stopServe, time.Time{}, o.busyPoll) }()
 	o.peer = t.ep.LocalAddr().String()
 	rerr := benchRun(o, stdout, stderr, done)
 	close(stopServe)
