@@ -104,9 +104,13 @@ func pipeline(b *testing.B, ini *Engine, c *completions, r *Request, depth int, 
 
 // BenchmarkPipelinedFetchAdd: request rate with 64 fetch-adds in flight.
 func BenchmarkPipelinedFetchAdd(b *testing.B) {
-	ini, c, peer := benchPair(b, false, false, 0)
-	r := Request{Peer: peer, Opcode: wire.OpFetchAtomic, RKey: 1, Payload: le64(1), Result: make([]byte, 8), Count: 1}
-	pipeline(b, ini, c, &r, 64)
+	for _, net := range []string{"loopback", "veth"} {
+		b.Run(net, func(b *testing.B) {
+			ini, c, peer := benchPair(b, net == "veth", false, 0)
+			r := Request{Peer: peer, Opcode: wire.OpFetchAtomic, RKey: 1, Payload: le64(1), Result: make([]byte, 8), Count: 1}
+			pipeline(b, ini, c, &r, 64)
+		})
+	}
 }
 
 // BenchmarkMsg8B: 8-byte message rate, 256 in flight (they share packets
@@ -114,6 +118,11 @@ func BenchmarkPipelinedFetchAdd(b *testing.B) {
 func BenchmarkMsg8B(b *testing.B) {
 	b.Run("plain", func(b *testing.B) {
 		ini, c, peer := benchPair(b, false, false, 0)
+		r := Request{Peer: peer, Opcode: wire.OpMsg, Payload: make([]byte, 8)}
+		pipeline(b, ini, c, &r, 256)
+	})
+	b.Run("plain-veth", func(b *testing.B) {
+		ini, c, peer := benchPair(b, true, false, 0)
 		r := Request{Peer: peer, Opcode: wire.OpMsg, Payload: make([]byte, 8)}
 		pipeline(b, ini, c, &r, 256)
 	})
@@ -128,9 +137,13 @@ func BenchmarkMsg8B(b *testing.B) {
 // BenchmarkWrite4K: 4 KiB RMA write bandwidth, 64 in flight, with 1500-byte
 // MTU packets and with 9000-byte (jumbo) packets.
 func BenchmarkWrite4K(b *testing.B) {
-	for _, mp := range []int{1472, 8972} {
-		b.Run(map[int]string{1472: "mtu1500", 8972: "mtu9000"}[mp], func(b *testing.B) {
-			ini, c, peer := benchPair(b, false, false, mp)
+	for _, v := range []struct {
+		name string
+		veth bool
+		mp   int
+	}{{"loopback-mtu1500", false, 1472}, {"loopback-mtu9000", false, 8972}, {"veth-mtu1500", true, 1472}} {
+		b.Run(v.name, func(b *testing.B) {
+			ini, c, peer := benchPair(b, v.veth, false, v.mp)
 			r := Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Payload: make([]byte, 4096)}
 			b.SetBytes(4096)
 			pipeline(b, ini, c, &r, 64)

@@ -154,7 +154,8 @@ type Config struct {
 	RetryInitial time.Duration // first retransmission timeout (1 ms)
 	RetryMax     time.Duration // backoff cap (200 ms)
 	MaxRetries   int           // retransmissions before a peer is unreachable (20)
-	// BusyPoll makes the receive goroutine poll instead of blocking: lower
+	// BusyPoll makes the receive goroutine poll instead of blocking while
+	// traffic flows (it blocks after 200 µs without packets): lower
 	// latency, one core spinning (it only pays with a core to spare).
 	BusyPoll bool
 	// CoalesceAt: when this many packets to a peer are in flight, Submit
@@ -912,8 +913,11 @@ func (e *Engine) expire(out *[]Completion) int64 {
 // receiveLoop is the receive goroutine (auto progress).
 func (e *Engine) receiveLoop() {
 	defer e.wg.Done()
-	wait := !e.cfg.BusyPoll
+	var lastActive int64
 	for {
+		// BusyPoll spins only while traffic is hot (busyPollSpin since the
+		// last packet) and blocks otherwise, so an idle engine burns no core.
+		wait := !e.cfg.BusyPoll || e.now()-lastActive > int64(busyPollSpin)
 		n, err := e.progress(wait)
 		if err != nil {
 			select {
@@ -925,11 +929,19 @@ func (e *Engine) receiveLoop() {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		if n == 0 {
+		if n > 0 {
+			if e.cfg.BusyPoll {
+				lastActive = e.now()
+			}
+		} else {
 			runtime.Gosched()
 		}
 	}
 }
+
+// busyPollSpin is how long a BusyPoll receive goroutine keeps polling after
+// the last packet before it blocks again.
+const busyPollSpin = 200 * time.Microsecond
 
 // Progress runs the receive side once for an engine with
 // Config.ManualProgress: it takes one batch from the transport (waiting for
