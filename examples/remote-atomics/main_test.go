@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 	"github.com/xdpfab/xdpfab/xdp"
 )
@@ -78,6 +79,24 @@ func TestTwoNamespaces(t *testing.T) {
 				`server: client says "done"; board: ` + board,
 			} {
 				require.Contains(t, srvOut.String(), want)
+			}
+			if attach {
+				// The server's XDP program handed the client's requests to
+				// the AF_XDP socket: at least one datagram per fetch-add of
+				// the one-in-flight phase (pipelined ops may share one).
+				require.NoError(t, srv.Do(func() error {
+					a, err := xdp.Open(v.NameB)
+					if err != nil {
+						return err
+					}
+					defer a.Close()
+					c, err := a.Counters()
+					if err != nil {
+						return err
+					}
+					require.GreaterOrEqual(t, c[bpf.XdpfabXdpfabCounterCNT_REDIRECT_XSK], uint64(n))
+					return nil
+				}))
 			}
 			for _, want := range []string{
 				"client: endpoint " + v.AddrA.Addr().String() + ":",
