@@ -42,7 +42,9 @@
 //     completes whatever is still pending with FI_ECANCELED.
 //   - Admission: Config.Admit (the fabric layer's AV lookup) decides which
 //     sources may open a session; others are dropped and counted. A new
-//     session is accepted only at sequence numbers 1..Window.
+//     session is accepted only at sequence numbers 1..Window. When MaxPeers
+//     target states exist, one idle for twice the retry budget is evicted
+//     to make room; otherwise the new source is dropped (counted).
 //
 // Concurrency: Submit and Flush may be called from any goroutine. The
 // receive goroutine runs the target side (Handler calls) and response
@@ -273,12 +275,13 @@ func (p *txPeer) slot(seq uint32) *txSlot { return &p.slots[seq&uint32(len(p.slo
 
 // rxPeer is the target state for one peer. Confined to the receive goroutine.
 type rxPeer struct {
-	peer    Peer
-	session uint32
-	win     replayWindow
-	held    []heldPkt    // out-of-order requests, ring by seq
-	cache   []cachedResp // responses of the last Window delivered requests, ring by seq
-	needAck bool
+	peer       Peer
+	session    uint32
+	win        replayWindow
+	held       []heldPkt    // out-of-order requests, ring by seq
+	cache      []cachedResp // responses of the last Window delivered requests, ring by seq
+	lastActive int64        // engine clock of the last request
+	needAck    bool
 }
 
 type heldPkt struct {

@@ -563,3 +563,37 @@ func TestCoalescing(t *testing.T) {
 		t.Fatalf("20 requests took %d packets, want 5 (16 coalesced into one)", n)
 	}
 }
+
+// TestPeerTable: MaxPeers bounds target state; a full table refuses new
+// sources (counted) until a peer has been idle past the retry budget.
+func TestPeerTable(t *testing.T) {
+	// Target: eviction after 2 x 3 x 100 ms idle. Initiators give up after ~7 ms.
+	target := newEngine(t, listenTransport(t, netOpts{}, 0),
+		Config{EndpointID: 2, MaxPeers: 2, RetryMax: 100 * time.Millisecond, MaxRetries: 2}, newTestTarget(64), nil)
+	cfg := Config{RetryMax: 4 * time.Millisecond, MaxRetries: 2}
+	peer := Peer{target.LocalAddr(), 2}
+	send := func(ep uint32) fi.Errno {
+		c := newCompletions()
+		e := newEngine(t, listenTransport(t, netOpts{}, 0), withEP(cfg, ep), nil, c)
+		if err := e.Submit(&Request{Peer: peer, Opcode: wire.OpMsg}); err != nil {
+			t.Fatal(err)
+		}
+		return c.wait(t, 5*time.Second).Err
+	}
+	if send(10) != 0 || send(11) != 0 {
+		t.Fatal("first two peers refused")
+	}
+	if err := send(12); err != fi.ETIMEDOUT {
+		t.Fatalf("third peer with a full table: %v", err)
+	}
+	if target.Stats().Drops[DropPeerTableFull] == 0 {
+		t.Fatal("full-table drops not counted")
+	}
+	time.Sleep(700 * time.Millisecond) // > 600 ms: the first peers are idle
+	if err := send(13); err != 0 {
+		t.Fatalf("peer after idle eviction: %v", err)
+	}
+	if target.Stats().PeersEvicted != 1 {
+		t.Fatalf("stats %+v", target.Stats())
+	}
+}

@@ -27,7 +27,7 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 			e.stats.drop(DropUnknownSource)
 			return
 		}
-		if len(e.rxPeers) >= e.cfg.MaxPeers {
+		if len(e.rxPeers) >= e.cfg.MaxPeers && !e.evictIdlePeer() {
 			e.stats.drop(DropPeerTableFull)
 			return
 		}
@@ -47,6 +47,7 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 		}
 		e.stats.sessionResets.Add(1)
 	}
+	rp.lastActive = e.now()
 	seq := pk.Seq
 	switch rp.win.check(seq) {
 	case replayNext:
@@ -85,6 +86,26 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 	case replayTooFar:
 		e.stats.drop(DropTooFar)
 	}
+}
+
+// evictIdlePeer drops the target state of the peer idle the longest, if
+// it has been idle longer than any initiator keeps retransmitting (twice
+// the full retry budget), so no exactly-once guarantee is lost.
+func (e *Engine) evictIdlePeer() bool {
+	budget := int64(e.cfg.RetryMax) * int64(e.cfg.MaxRetries+1) * 2
+	now := e.now()
+	var victim *rxPeer
+	for _, rp := range e.rxPeers {
+		if now-rp.lastActive > budget && (victim == nil || rp.lastActive < victim.lastActive) {
+			victim = rp
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	delete(e.rxPeers, victim.peer)
+	e.stats.peersEvicted.Add(1)
+	return true
 }
 
 // execute hands the ops of the next in-order REQ to the handler and sends
