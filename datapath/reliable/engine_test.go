@@ -179,7 +179,8 @@ func TestEAGAIN(t *testing.T) {
 // TestSegmented moves 1 B .. 1 MiB by RMA write, read back and message,
 // byte-exact, optionally under loss.
 func TestSegmented(t *testing.T) {
-	for _, o := range []netOpts{{}, {loss: 0.05, dup: 0.02, reorder: 0.05, seed: 7}} {
+	for _, o := range []netOpts{{}, {loss: 0.01, dup: 0.01, reorder: 0.01, seed: 5},
+		{loss: 0.05, dup: 0.05, reorder: 0.05, seed: 7}, {loss: 0.20, dup: 0.20, reorder: 0.20, seed: 9}} {
 		t.Run(fmt.Sprintf("loss%v", o.loss), func(t *testing.T) { testSegmented(t, o) })
 	}
 }

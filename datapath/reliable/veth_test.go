@@ -54,7 +54,7 @@ func vethNet(t testing.TB, dropPct int) func(t testing.TB, target bool) *udp.Tra
 }
 
 func TestVethSegmented(t *testing.T) {
-	for _, pct := range []int{0, 5} {
+	for _, pct := range []int{0, 1, 5, 20} {
 		t.Run(fmt.Sprintf("drop%d", pct), func(t *testing.T) {
 			testSegmented(t, netOpts{open: vethNet(t, pct)})
 		})
