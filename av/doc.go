@@ -40,18 +40,24 @@
 // map of the av_map layout (bpf/xdpfab.h) that the unnamed AVs of the
 // process share (ProcessKernelMap), each keying its entries with its own
 // av_id (ID) and taking them out again on Close; WithKernelMap names
-// another map to share; WithMirror(nil) opens an AV without kernel copy. Writes are
-// gathered and made with BPF_MAP_UPDATE_BATCH, batchLen at a time, a full
-// batch written by a goroutine while the next fills (at most two in
-// flight): an insert with FI_MORE may leave its writes pending, an insert
-// without it, a remove or Close writes them and waits for them. If the kernel refuses a write (a full
-// map), that address fails with the kernel's error (FI_ENOSPC for a full
-// map) and the addresses of the batch after it are aborted (FI_ECANCELED);
-// all of them leave the AV again. To attach XDP for an AV, load the program
-// with KernelMap() replacing av_map
-// (ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{bpf.XdpfabMapAvMap: a.KernelMap()}})
-// and steer the AV's local port to ID(); for a named AV another process may
-// open the map pinned at PinPath(name) with ebpf.LoadPinnedMap.
+// another map to share; WithMirror(nil) opens an AV without kernel copy.
+//
+// Writes are gathered and made with BPF_MAP_UPDATE_BATCH, batchLen at a
+// time, a full batch written by a goroutine while the next one fills (at
+// most two in flight). An insert with FI_MORE may leave its writes
+// pending; an insert without it, a remove or Close writes them and waits
+// for them. Removes use BPF_MAP_DELETE_BATCH. If the kernel refuses a
+// write (a full map), that address fails with the kernel's error
+// (FI_ENOSPC for a full map) and the addresses of the batch after it are
+// aborted (FI_ECANCELED); all of them leave the AV again.
+//
+// To attach XDP for an AV, load the program with KernelMap() as its
+// av_map,
+//
+//	ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{bpf.XdpfabMapAvMap: a.KernelMap()}}
+//
+// and steer the AV's local port to ID(). For a named AV, any process may
+// instead open the map pinned at PinPath(name) with ebpf.LoadPinnedMap.
 //
 // # Provider choices
 //
@@ -96,7 +102,8 @@
 //     the AV's (reported by Attr); another value must match it. FI_READ
 //     opens an existing named AV read-only. Changes are serialized across
 //     processes with flock on the pin directory and a version record; a
-//     process catches up before it changes the AV and when a lookup misses.
+//     process catches up before it changes the AV and when a lookup misses
+//     (a miss costs one map lookup to see whether the version moved).
 //     FI_MORE is not held back on named AVs, and user IDs, auth keys and
 //     endpoint state stay per process. Close keeps the pin; Unlink removes
 //     it. MAP handles of a named AV are not reused.
