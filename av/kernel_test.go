@@ -3,6 +3,7 @@ package av
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/require"
@@ -189,7 +191,9 @@ func namedChild(mode string) error {
 // "peer handle" lines.
 func runChild(t *testing.T, mode string, env ...string) map[netip.AddrPort]fi.Addr {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), childEnv+"="+mode), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
