@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,8 +37,10 @@ func TestExactlyOnceUnderLoss(t *testing.T) {
 // exactlyOnce runs 4 initiators × perInitiator pipelined fetch-adds on one
 // counter at the target with pct % impairment, how = "lossy" (loss,
 // duplication and reordering of every endpoint's sends by datapath/lossy)
-// or "nft" (random drops of requests and responses by nftables rules in
-// both namespaces), then multi-packet RMA writes and reads.
+// or "nft" (nftables rules in both namespaces dropping incoming requests
+// and responses at random and duplicating outgoing ones on the veth: the
+// real path, which has no reordering to offer without netem), then
+// multi-packet RMA writes and reads.
 func exactlyOnce(t *testing.T, tc transportCase, how string, pct, perInitiator int) {
 	const initiators, depth = 4, 32
 	rate := float64(pct) / 100
@@ -51,17 +54,19 @@ func exactlyOnce(t *testing.T, tc transportCase, how string, pct, perInitiator i
 	target := net.target()
 	key := target.region.Key()
 	if how == "nft" {
-		targetPort := fmt.Sprint(net.ports[sideB][0])
-		// Requests entering B, responses and acks entering A.
-		dropped := map[side]func() int{
-			sideB: nftRandomDrop(t, net.ns[sideB], "dport", targetPort, pct),
-			sideA: nftRandomDrop(t, net.ns[sideA], "sport", targetPort, pct),
+		// Requests leave A and enter B on the target port, responses and
+		// acks leave B and enter A from it.
+		port := fmt.Sprint(net.ports[sideB][0])
+		impaired := map[side]func() (int, int){
+			sideA: nftImpair(t, net.ns[sideA], net.iface(sideA), "udp sport "+port, "udp dport "+port, pct),
+			sideB: nftImpair(t, net.ns[sideB], net.iface(sideB), "udp dport "+port, "udp sport "+port, pct),
 		}
 		defer func() {
 			for _, s := range sides {
-				n := dropped[s]()
-				t.Logf("nftables dropped %d packets entering %v", n, s)
-				require.Positive(t, n, "the drop rule in %v never matched", s)
+				dropped, duplicated := impaired[s]()
+				t.Logf("nftables in %v: dropped %d packets coming in, duplicated %d going out", s, dropped, duplicated)
+				require.Positive(t, dropped, "the drop rule in %v never matched", s)
+				require.Positive(t, duplicated, "the duplicate rule in %v never matched", s)
 			}
 		}()
 	}
@@ -127,21 +132,26 @@ func exactlyOnce(t *testing.T, tc transportCase, how string, pct, perInitiator i
 	}
 }
 
-// nftRandomDrop installs, in ns, an input rule dropping pct % of the UDP
-// packets whose port (dir: "dport" or "sport") is port, and returns a
-// function reporting how many it dropped so far.
-func nftRandomDrop(t testing.TB, ns *testenv.Netns, dir, port string, pct int) func() int {
+// nftImpair installs two nftables rules in ns: one dropping pct % of the
+// incoming packets matching in (e.g. "udp dport 7200"), one sending pct %
+// of the packets matching out twice out of iface. It returns a function
+// reporting how many packets each has dropped and duplicated so far.
+func nftImpair(t testing.TB, ns *testenv.Netns, iface, in, out string, pct int) func() (dropped, duplicated int) {
 	t.Helper()
+	random := []string{"numgen", "random", "mod", "100", "<", strconv.Itoa(pct), "counter"}
 	for _, args := range [][]string{
 		{"add", "table", "inet", "xft"},
 		{"add", "chain", "inet", "xft", "in", "{ type filter hook input priority 0; }"},
-		{"add", "rule", "inet", "xft", "in", "udp", dir, port, "numgen", "random", "mod", "100", "<", strconv.Itoa(pct), "counter", "drop"},
+		append(append(append([]string{"add", "rule", "inet", "xft", "in"}, strings.Fields(in)...), random...), "drop"),
+		{"add", "table", "netdev", "xftdup"},
+		{"add", "chain", "netdev", "xftdup", "out", "{ type filter hook egress device " + iface + " priority 0; }"},
+		append(append(append([]string{"add", "rule", "netdev", "xftdup", "out"}, strings.Fields(out)...), random...), "dup", "to", iface),
 	} {
 		out, err := ns.Exec("nft", args...)
 		require.NoError(t, err, "nft %v: %s", args, out)
 	}
-	return func() int {
-		out, err := ns.Exec("nft", "list", "chain", "inet", "xft", "in")
+	counter := func(family, table string) int {
+		out, err := ns.Exec("nft", "list", "table", family, table)
 		require.NoError(t, err)
 		m := nftCounter.FindStringSubmatch(out)
 		require.NotNil(t, m, "no counter in:\n%s", out)
@@ -149,6 +159,7 @@ func nftRandomDrop(t testing.TB, ns *testenv.Netns, dir, port string, pct int) f
 		require.NoError(t, err)
 		return n
 	}
+	return func() (int, int) { return counter("inet", "xft"), counter("netdev", "xftdup") }
 }
 
 var nftCounter = regexp.MustCompile(`counter packets (\d+)`)
