@@ -196,10 +196,10 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 	if reserved {
 		cq.reserved--
 	}
-	if cq.closed || cq.n == len(cq.ring) {
+	if cq.closed || cq.n == len(cq.ring) || (!reserved && cq.n+cq.reserved >= len(cq.ring)) {
 		// Closed under an in-flight op, or an unreserved completion with no
-		// room: libfabric's CQ overrun. Unreserved pushes are only used for
-		// unsolicited events that the caller has already bounded.
+		// room: libfabric's CQ overrun. An unreserved completion never
+		// takes a slot promised to an accepted operation.
 		cq.mu.Unlock()
 		return
 	}

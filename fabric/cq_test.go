@@ -79,7 +79,7 @@ func TestCQFormats(t *testing.T) {
 			a, b := pair(t, sideOpts{txCQ: attr}, sideOpts{rxCQ: attr})
 			rbuf := make([]byte, 64)
 			require.NoError(t, b.ep.Recv(rbuf, mr.Desc{}, fi.AddrUnspec, "r"))
-			require.NoError(t, a.ep.Send([]byte("formats"), mr.Desc{}, a.peer, "s"))
+			require.NoError(t, a.ep.SendData([]byte("formats"), mr.Desc{}, 0xda7a, a.peer, "s"))
 			tx, rx := comp(t, a.txCQ), comp(t, b.rxCQ)
 			require.Equal(t, "s", tx.Context)
 			require.Equal(t, "r", rx.Context)
@@ -89,16 +89,52 @@ func TestCQFormats(t *testing.T) {
 				require.Equal(t, fabric.CQEntry{Context: "r"}, rx)
 			case fabric.CQFormatMsg:
 				require.Equal(t, fabric.CQEntry{Context: "s", Flags: fi.SEND | fi.MSG, Len: 7}, tx)
-				require.Equal(t, fabric.CQEntry{Context: "r", Flags: fi.RECV | fi.MSG, Len: 7}, rx)
-			default: // DATA and TAGGED: + buf (tag is never set: no FI_TAGGED)
+				require.Equal(t, fabric.CQEntry{Context: "r", Flags: fi.RECV | fi.MSG | fi.REMOTE_CQ_DATA, Len: 7}, rx)
+			default: // DATA and TAGGED: + buf, data (tag is never set: no FI_TAGGED)
 				require.Equal(t, fabric.CQEntry{Context: "s", Flags: fi.SEND | fi.MSG, Len: 7}, tx)
-				require.Equal(t, fi.RECV|fi.MSG, rx.Flags)
+				require.Equal(t, fi.RECV|fi.MSG|fi.REMOTE_CQ_DATA, rx.Flags)
+				require.Equal(t, uint64(0xda7a), rx.Data)
 				require.Equal(t, 7, rx.Len)
 				require.Equal(t, "formats", string(rx.Buf))
 				require.Same(t, &rbuf[0], &rx.Buf[0], "buf points into the posted buffer")
 			}
 		})
 	}
+}
+
+// TestRemoteCQData: fi_senddata and fi_writemsg with FI_REMOTE_CQ_DATA
+// deliver the data in the target's receive completion; a write's
+// completion consumes no posted receive and never takes a slot promised to
+// one.
+func TestRemoteCQData(t *testing.T) {
+	a, b := pair(t, sideOpts{}, sideOpts{rxCQ: &fabric.CQAttr{Size: 2, WaitObj: fi.WaitUnspec}})
+	require.NoError(t, a.ep.WriteMsg([]byte("w"), mr.Desc{}, a.peer, 0, regionKey, "w", 0xfeed, fi.REMOTE_CQ_DATA))
+	comp(t, a.txCQ)
+	e, src := compFrom(t, b.rxCQ)
+	require.Equal(t, fabric.CQEntry{Flags: fi.RMA | fi.REMOTE_WRITE | fi.REMOTE_CQ_DATA, Data: 0xfeed}, e)
+	require.Equal(t, b.peer, src)
+	require.NoError(t, a.ep.Write([]byte("w"), mr.Desc{}, a.peer, 0, regionKey, "plain"))
+	comp(t, a.txCQ)
+	noComp(t, b.rxCQ) // no data, no target completion
+
+	// Two receives hold both slots of b's CQ: the write's completion is
+	// dropped (overrun) rather than taking one of them.
+	rbufs := [][]byte{make([]byte, 8), make([]byte, 8)}
+	for i, rb := range rbufs {
+		require.NoError(t, b.ep.Recv(rb, mr.Desc{}, fi.AddrUnspec, i))
+	}
+	require.NoError(t, a.ep.WriteMsg([]byte("w"), mr.Desc{}, a.peer, 0, regionKey, "w", 1, fi.REMOTE_CQ_DATA))
+	comp(t, a.txCQ)
+	for i := range rbufs {
+		require.NoError(t, a.ep.SendData([]byte{byte(i)}, mr.Desc{}, uint64(100+i), a.peer, nil))
+		comp(t, a.txCQ)
+	}
+	for i := range rbufs {
+		e := comp(t, b.rxCQ)
+		require.Equal(t, i, e.Context)
+		require.Equal(t, uint64(100+i), e.Data)
+	}
+	noComp(t, b.rxCQ)
 }
 
 // TestCQErrorEntriesKeepAllFields: fi_cq_err_entry has every field whatever

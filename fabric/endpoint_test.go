@@ -442,6 +442,28 @@ func TestUnexpectedLimit(t *testing.T) {
 	comp(t, a.txCQ)
 }
 
+// TestUnexpectedCountLimit: past MaxUnexpectedMsgs buffered messages the
+// next is refused with FI_ENORX.
+func TestUnexpectedCountLimit(t *testing.T) {
+	a, b := pair(t, sideOpts{}, sideOpts{})
+	buf := make([]fabric.CQEntry, 64)
+	for i := range fabric.MaxUnexpectedMsgs {
+		require.NoError(t, a.ep.Send([]byte{byte(i)}, mr.Desc{}, a.peer, nil))
+		if i%64 == 63 {
+			block(t, a.txCQ, buf, 64)
+		}
+	}
+	require.NoError(t, a.ep.Send([]byte("over"), mr.Desc{}, a.peer, "over"))
+	e := errComp(t, a.txCQ)
+	require.Equal(t, "over", e.Context)
+	require.Equal(t, fi.ENORX, e.Err)
+	rbuf := make([]byte, 4)
+	for i := range fabric.MaxUnexpectedMsgs {
+		require.NoError(t, b.ep.Recv(rbuf, mr.Desc{}, fi.AddrUnspec, nil))
+		require.Equal(t, byte(i), comp(t, b.rxCQ).Buf[0])
+	}
+}
+
 // TestDirectedRecv: a receive for a given fi_addr only matches that peer.
 func TestDirectedRecv(t *testing.T) {
 	b := newSide(t, sideOpts{})

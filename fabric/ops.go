@@ -188,6 +188,16 @@ func (ep *Endpoint) Send(buf []byte, desc mr.Desc, dest fi.Addr, context any) er
 	return wrap("send", ep.post(&r, dest, ep.attr.OpFlags, cntrSend, fi.SEND|fi.MSG, context))
 }
 
+// SendData is fi_senddata: Send with remote CQ data, which the receive
+// completion reports in Data with FI_REMOTE_CQ_DATA set.
+func (ep *Endpoint) SendData(buf []byte, desc mr.Desc, data uint64, dest fi.Addr, context any) error {
+	if err := ep.checkLocal(desc, buf, fi.SEND); err != nil {
+		return fmt.Errorf("senddata: %w", err)
+	}
+	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf, Data: data}
+	return wrap("senddata", ep.post(&r, dest, ep.attr.OpFlags|fi.REMOTE_CQ_DATA, cntrSend, fi.SEND|fi.MSG, context))
+}
+
 // Inject is fi_inject: buf (at most InjectSize bytes) is copied before the
 // call returns and no completion is generated.
 func (ep *Endpoint) Inject(buf []byte, dest fi.Addr) error {
@@ -204,7 +214,9 @@ func (ep *Endpoint) Write(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint
 }
 
 // WriteMsg is fi_writemsg with one local and one remote iovec: Write with
-// explicit flags and remote CQ data.
+// explicit flags and remote CQ data. With fi.REMOTE_CQ_DATA the target's
+// receive CQ gets a completion with FI_RMA|FI_REMOTE_WRITE|FI_REMOTE_CQ_DATA
+// and data (consuming no posted receive).
 func (ep *Endpoint) WriteMsg(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint64, context any, data uint64, flags fi.Flags) error {
 	if err := ep.checkLocal(desc, buf, fi.WRITE); err != nil {
 		return fmt.Errorf("write: %w", err)

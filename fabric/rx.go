@@ -36,6 +36,8 @@ type rxMsg struct {
 	data     []byte      // unexpected: our copy
 	recv     *postedRecv // matched receive, or nil while unexpected
 	complete bool
+	hasData  bool   // sent with FI_REMOTE_CQ_DATA
+	cqData   uint64 // ... this
 }
 
 // recvDone is what a finished receive reports, taken out of the rxMsg and
@@ -46,6 +48,8 @@ type recvDone struct {
 	total    int
 	src      fi.Addr
 	wantComp bool
+	hasData  bool
+	cqData   uint64
 }
 
 // receiver matches incoming messages with posted receives in order: the
@@ -92,7 +96,8 @@ func (r *receiver) newMsg() *rxMsg {
 // m and its receive to the free lists. r.mu is held.
 func (r *receiver) finish(m *rxMsg) recvDone {
 	pr := m.recv
-	d := recvDone{ctx: pr.ctx, buf: pr.buf, total: m.total, src: m.src, wantComp: pr.wantComp}
+	d := recvDone{ctx: pr.ctx, buf: pr.buf, total: m.total, src: m.src, wantComp: pr.wantComp,
+		hasData: m.hasData, cqData: m.cqData}
 	*pr = postedRecv{}
 	*m = rxMsg{}
 	r.freeRecvs = append(r.freeRecvs, pr)
@@ -176,6 +181,9 @@ func (r *receiver) deliver(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 		*m = rxMsg{peer: in.Peer, total: total}
 		m.from = ep.av.FIAddr(in.Peer.Addr)
 		m.src = ep.av.SourceAddr(in.Peer.Addr)
+		if d.Flags&wire.OpCQData != 0 {
+			m.hasData, m.cqData = true, d.Data
+		}
 		if !r.match(m) {
 			if len(r.unexpected) >= MaxUnexpectedMsgs || r.unexpBytes+total > MaxUnexpectedBytes {
 				r.freeMsgs = append(r.freeMsgs, m)
@@ -236,16 +244,20 @@ func (r *receiver) match(m *rxMsg) bool {
 
 // completeRecv reports a received message on the receive CQ, into the slot
 // its Recv reserved: success, or FI_ETRUNC with the overflow length when
-// the buffer was too small.
+// the buffer was too small; remote CQ data (fi_senddata) in both.
 func (ep *Endpoint) completeRecv(cq *CQ, d *recvDone) {
 	ep.mu.Lock()
 	cntr := ep.cntr[cntrRecv]
 	ep.mu.Unlock()
+	flags := fi.RECV | fi.MSG
+	if d.hasData {
+		flags |= fi.REMOTE_CQ_DATA
+	}
 	if d.total > len(d.buf) {
 		if cntr != nil {
 			cntr.AddErr(1)
 		}
-		e := CQErrEntry{CQEntry: CQEntry{Context: d.ctx, Flags: fi.RECV | fi.MSG, Len: len(d.buf), Buf: d.buf},
+		e := CQErrEntry{CQEntry: CQEntry{Context: d.ctx, Flags: flags, Len: len(d.buf), Buf: d.buf, Data: d.cqData},
 			OLen: d.total - len(d.buf), Err: fi.ETRUNC, ProvErrno: int(fi.ETRUNC), Src: d.src}
 		cq.completeErr(&e, true)
 		return
@@ -257,7 +269,7 @@ func (ep *Endpoint) completeRecv(cq *CQ, d *recvDone) {
 		cq.unreserve()
 		return
 	}
-	e := CQEntry{Context: d.ctx, Flags: fi.RECV | fi.MSG, Len: d.total, Buf: d.buf[:d.total]}
+	e := CQEntry{Context: d.ctx, Flags: flags, Len: d.total, Buf: d.buf[:d.total], Data: d.cqData}
 	cq.complete(&e, d.src, true)
 }
 

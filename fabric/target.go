@@ -34,6 +34,9 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 		if d.Flags&wire.OpLast != 0 { // counted once per operation
 			span.MR.CountRemoteWrite()
 			ep.countTarget(cntrRemoteWrite)
+			if d.Flags&wire.OpCQData != 0 {
+				ep.remoteWriteData(in)
+			}
 		}
 		return 0, fi.SUCCESS
 	case wire.OpRMARead:
@@ -162,6 +165,20 @@ func (ep *Endpoint) executeAtomic(in *reliable.Incoming, resp []byte) (int, fi.E
 		ep.countTarget(cntrRemoteRead)
 	}
 	return len(result), fi.SUCCESS
+}
+
+// remoteWriteData reports an RMA write sent with FI_REMOTE_CQ_DATA on the
+// receive CQ. No operation reserved a slot for it: a full CQ drops it, as
+// libfabric's CQ overrun would.
+func (ep *Endpoint) remoteWriteData(in *reliable.Incoming) {
+	ep.mu.Lock()
+	cq := ep.rxCQ
+	ep.mu.Unlock()
+	if cq == nil {
+		return
+	}
+	e := CQEntry{Flags: fi.RMA | fi.REMOTE_WRITE | fi.REMOTE_CQ_DATA, Data: in.Op.Data}
+	cq.complete(&e, ep.av.SourceAddr(in.Peer.Addr), false)
 }
 
 // countTarget advances the counter bound for a target-side event.
