@@ -21,15 +21,18 @@
 //     initiator exactly what atomic.Reference computes from the previous
 //     target contents.
 //   - TestExactlyOnceUnderLoss: with 1 %, 5 % and 20 % loss, duplication and
-//     reordering (the datapath/lossy wrapper) or random drops on the real
-//     path (nftables in both namespaces), 4 initiators' pipelined uint64
-//     fetch-adds on one counter each execute exactly once: the counter ends
-//     at the number of operations and the fetched values are a permutation
-//     of 0..N-1. Multi-packet RMA data stays byte-exact.
+//     reordering (the datapath/lossy wrapper), or random drops and
+//     duplicates on the real path (nftables in both namespaces), 4
+//     initiators' pipelined uint64 fetch-adds on one counter each execute
+//     exactly once: the counter ends at the number of operations and the
+//     fetched values are a permutation of 0..N-1. Multi-packet RMA data
+//     stays byte-exact.
 //   - TestPeerDisappears: when the target's endpoint closes or its interface
-//     goes down under load, every pending operation completes with an error
-//     within the retry budget, nothing hangs, and closing everything returns
-//     the goroutine count to its baseline.
+//     goes down with operations pending (held back by an nftables blackhole
+//     until they are being retransmitted), every pending operation, and
+//     every one posted afterwards, completes with FI_ETIMEDOUT or
+//     FI_ECONNREFUSED within the retry budget, nothing hangs, and closing
+//     everything returns the goroutine count to its baseline.
 //   - TestHostileFlood: random bytes and packets forged with datapath/wire
 //     (bad version, bad lengths, unknown source, stale and far sequence
 //     numbers, stale session, wrong endpoint, wrong rkey) sent at the target
