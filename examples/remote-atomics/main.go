@@ -337,8 +337,18 @@ func client(h *host, out io.Writer, n int) error {
 		return fmt.Errorf("no report from the server: %w", err)
 	}
 	fmt.Fprintf(out, "client: the server wrote into our memory: %s\n", cstring(h.mem))
+
+	// The counter moved when our endpoint executed the write; the answer
+	// that completes the write at the server may still be on its way, or
+	// need resending. Like TCP's TIME_WAIT, the side that receives the last
+	// operation keeps its endpoint open a moment before closing it.
+	time.Sleep(linger)
 	return nil
 }
+
+// linger is how long the client keeps its endpoint open after the last
+// operation it serves: several retransmission timeouts on a LAN.
+const linger = 250 * time.Millisecond
 
 func serve(h *host, out io.Writer, timeout time.Duration) error {
 	// Wait for the client's "done" message. Messages arrive in order after

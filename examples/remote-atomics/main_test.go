@@ -69,6 +69,10 @@ func TestTwoNamespaces(t *testing.T) {
 					"-n", fmt.Sprint(n), "-timeout", "20s"}, &cliOut)
 			})
 			srvErr := <-srvDone
+			if cliErr != nil || srvErr != nil {
+				logCounters(t, cli, v.NameA)
+				logCounters(t, srv, v.NameB)
+			}
 			require.NoError(t, cliErr, "client:\n%s\nserver:\n%s", &cliOut, &srvOut)
 			require.NoError(t, srvErr, "server:\n%s", &srvOut)
 
@@ -116,4 +120,28 @@ func TestTwoNamespaces(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logCounters logs the non-zero XDP counters of iface, if xdpfab is
+// attached there, to tell a failure's story.
+func logCounters(t *testing.T, ns *testenv.Netns, iface string) {
+	_ = ns.Do(func() error {
+		a, err := xdp.Open(iface)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		c, err := a.Counters()
+		if err != nil {
+			return err
+		}
+		var nonzero []string
+		for i, v := range c {
+			if v != 0 {
+				nonzero = append(nonzero, fmt.Sprintf("%s=%d", bpf.Counter(i).Name(), v))
+			}
+		}
+		t.Logf("XDP counters on %s: %v", iface, nonzero)
+		return nil
+	})
 }
