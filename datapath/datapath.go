@@ -33,6 +33,11 @@ const (
 	// check; the transport passes such packets up so the target can NAK them
 	// with FI_EACCES/FI_EINVAL instead of leaving the initiator to time out.
 	VerdictRejectedMR
+	// VerdictUnreachable: not a received datagram but one this transport
+	// sent that the network bounced (ICMP port unreachable): Buf is the
+	// datagram as sent, Addr its destination. The engine fails the
+	// destination's pending operations with FI_ECONNREFUSED.
+	VerdictUnreachable
 )
 
 // Meta is per-packet metadata a transport may fill on receive.

@@ -38,7 +38,10 @@
 //     the missing packet.
 //   - Unreachable peer: after MaxRetries (20) retransmissions of a packet
 //     without an answer every pending request to that peer completes with
-//     FI_ETIMEDOUT, and the next request starts a new session. Close
+//     FI_ETIMEDOUT, and the next request starts a new session. When the
+//     transport reports an ICMP port unreachable for a request
+//     (datapath.VerdictUnreachable: the peer's host is up but nothing
+//     listens) they complete with FI_ECONNREFUSED at once. Close
 //     completes whatever is still pending with FI_ECANCELED.
 //   - Admission: Config.Admit (the fabric layer's AV lookup) decides which
 //     sources may open a session; others are dropped and counted. A new
@@ -725,6 +728,23 @@ func (e *Engine) handleResponse(pk *wire.Packet, src netip.AddrPort, out *[]Comp
 	e.pump(p)
 }
 
+// handleUnreachable: the network bounced a request we sent (ICMP port
+// unreachable): nobody listens at the peer's address any more, so its
+// pending requests fail with FI_ECONNREFUSED now. e.mu is held.
+func (e *Engine) handleUnreachable(pkt *datapath.Packet, out *[]Completion) {
+	// ICMP carries back only the start of the datagram: the header will do.
+	d := &e.rxDec.Header
+	if wire.DecodeHeader(pkt.Buf, d) != nil || d.Type != wire.TypeReq || d.SrcEP != e.cfg.EndpointID {
+		return // a response we sent to a vanished initiator, or not ours
+	}
+	p := e.peers[Peer{pkt.Addr, d.DstEP}]
+	if p == nil || p.session != d.Session || p.base == p.nextSeq {
+		return
+	}
+	e.stats.peersRefused.Add(1)
+	e.failPeer(p, fi.ECONNREFUSED, out)
+}
+
 func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	seq := pk.Seq
 	if seq-p.base >= p.nextSeq-p.base {
@@ -979,6 +999,14 @@ func (e *Engine) progress(wait bool) (int, error) {
 	for i := 0; i < n; i++ {
 		pkt := &e.rxPkts[i]
 		d := &e.rxDec
+		if pkt.Meta.Verdict == datapath.VerdictUnreachable {
+			if !locked {
+				e.mu.Lock()
+				locked = true
+			}
+			e.handleUnreachable(pkt, &e.rxCompl)
+			continue
+		}
 		if err := wire.Decode(pkt.Buf, d); err != nil {
 			e.stats.drop(dropReasonOf(err))
 			continue

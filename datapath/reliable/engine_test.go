@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -343,8 +344,21 @@ func TestFetchAddExactlyOnce(t *testing.T) {
 }
 
 // TestPeerDisappears: a target that goes away makes every pending request
-// fail with FI_ETIMEDOUT within the retry budget; nothing hangs or leaks.
+// fail within the retry budget; nothing hangs or leaks. "closed": its port
+// is closed, the ICMP port unreachable fails them with FI_ECONNREFUSED at
+// once; "silent": the port is still bound but nobody answers (a hung or
+// unplugged peer): FI_ETIMEDOUT after the retries.
 func TestPeerDisappears(t *testing.T) {
+	for _, silent := range []bool{false, true} {
+		name, want := "closed", fi.ECONNREFUSED
+		if silent {
+			name, want = "silent", fi.ETIMEDOUT
+		}
+		t.Run(name, func(t *testing.T) { testPeerDisappears(t, silent, want) })
+	}
+}
+
+func testPeerDisappears(t *testing.T, silent bool, want fi.Errno) {
 	checkGoroutines(t)
 	tgt := newTestTarget(1 << 20)
 	cfg := Config{RetryInitial: time.Millisecond, RetryMax: 8 * time.Millisecond, MaxRetries: 6}
@@ -359,6 +373,14 @@ func TestPeerDisappears(t *testing.T) {
 		t.Fatal(cp)
 	}
 	target.Close()
+	if silent {
+		// Rebind the port to a socket that never answers.
+		hole, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(peer.Addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hole.Close()
+	}
 	// A big write (hundreds of packets, most still queued), an atomic and a message.
 	reqs := []Request{
 		{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Payload: make([]byte, 1<<20)},
@@ -373,15 +395,15 @@ func TestPeerDisappears(t *testing.T) {
 	}
 	// Budget: 1+2+4+8+8+8+8 ms of timers, plus scheduling slack.
 	for range reqs {
-		if cp := c.wait(t, 5*time.Second); cp.Err != fi.ETIMEDOUT {
-			t.Fatalf("completion %+v, want FI_ETIMEDOUT", cp)
+		if cp := c.wait(t, 5*time.Second); cp.Err != want {
+			t.Fatalf("completion %+v, want %v", cp, want)
 		}
 	}
 	elapsed := time.Since(start)
 	if elapsed > 2*time.Second {
 		t.Fatalf("took %v to declare the peer unreachable", elapsed)
 	}
-	if s := ini.Stats(); s.PeersUnreachable != 1 {
+	if s := ini.Stats(); s.PeersUnreachable+s.PeersRefused == 0 {
 		t.Fatalf("stats %+v", s)
 	}
 	// The engine stays usable: a new session to a live peer works.
@@ -392,7 +414,7 @@ func TestPeerDisappears(t *testing.T) {
 	if cp := c.wait(t, 5*time.Second); cp.Err != 0 {
 		t.Fatal(cp)
 	}
-	t.Logf("unreachable after %v", elapsed)
+	t.Logf("%v after %v", want.Name(), elapsed)
 }
 
 // TestCloseCancels: Close completes pending requests with FI_ECANCELED.

@@ -64,6 +64,7 @@ type counters struct {
 	sessionResets     atomic.Uint64
 	peersUnreachable  atomic.Uint64
 	peersEvicted      atomic.Uint64
+	peersRefused      atomic.Uint64
 	eagain            atomic.Uint64
 	rxErrors          atomic.Uint64
 }
@@ -84,6 +85,7 @@ type Stats struct {
 	SessionResets     uint64
 	PeersUnreachable  uint64 // peers declared unreachable (ops failed with FI_ETIMEDOUT)
 	PeersEvicted      uint64 // idle target-side peer states dropped for a new peer
+	PeersRefused      uint64 // peers whose port was unreachable (ops failed with FI_ECONNREFUSED)
 	EAgain            uint64 // Submits refused with FI_EAGAIN
 	RxErrors          uint64 // transport receive errors
 }
@@ -104,7 +106,8 @@ func (e *Engine) Stats() Stats {
 		FastRetransmits: c.fastRetransmits.Load(), RxResponses: c.rxResponses.Load(),
 		Delivered: c.delivered.Load(), Held: c.held.Load(), ReplayedFromCache: c.replayedFromCache.Load(),
 		AcksSent: c.acksSent.Load(), SessionResets: c.sessionResets.Load(),
-		PeersUnreachable: c.peersUnreachable.Load(), PeersEvicted: c.peersEvicted.Load(), EAgain: c.eagain.Load(), RxErrors: c.rxErrors.Load()}
+		PeersUnreachable: c.peersUnreachable.Load(), PeersEvicted: c.peersEvicted.Load(),
+		PeersRefused: c.peersRefused.Load(), EAgain: c.eagain.Load(), RxErrors: c.rxErrors.Load()}
 	for i := range s.Drops {
 		s.Drops[i] = c.drops[i].Load()
 	}

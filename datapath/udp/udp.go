@@ -10,6 +10,12 @@
 // The kernel neither resolves nor vets senders on this path: every
 // received packet carries datapath.NoMeta. Datagrams larger than the
 // caller's buffer are dropped and counted (Stats.RxTruncated).
+//
+// The socket sets IP_RECVERR (IPV6_RECVERR), so an ICMP port unreachable
+// for a datagram we sent is read from the error queue and returned as a
+// packet with Verdict datapath.VerdictUnreachable: the sent datagram and
+// its destination. That lets the engine fail requests to a peer whose
+// process is gone with FI_ECONNREFUSED at once instead of timing out.
 package udp
 
 import (
@@ -42,6 +48,7 @@ type Stats struct {
 	RxPackets, TxPackets uint64
 	RxTruncated          uint64 // datagrams larger than the receive buffer, dropped
 	TxErrors             uint64 // datagrams the kernel refused to send, dropped
+	Unreachable          uint64 // ICMP port-unreachable reports read from the error queue
 }
 
 type mmsghdr struct {
@@ -52,12 +59,16 @@ type mmsghdr struct {
 
 // batchState is the preallocated system-call scratch of one direction.
 type batchState struct {
-	msgs  []mmsghdr
-	iovs  []unix.Iovec
-	names []unix.RawSockaddrInet6 // large enough for either family
-	pkts  []datapath.Packet       // the caller's batch during a call
-	n     int                     // result of the call
-	err   error
+	msgs    []mmsghdr
+	iovs    []unix.Iovec
+	names   []unix.RawSockaddrInet6 // large enough for either family
+	ctrl    [][]byte                // control buffers (error queue reads)
+	ctrlLen []int
+	pkts    []datapath.Packet // the caller's batch during a call
+	n       int               // result of the call
+	err     error
+	errq    bool   // the socket reported a pending ICMP error; b.n error-queue entries read already, if any
+	polls   uint32 // EAGAINs seen, to check the error queue now and then when polling
 }
 
 func newBatchState(n int) batchState {
@@ -82,13 +93,15 @@ type Transport struct {
 	rx     batchState
 	rxWait bool
 	rxFn   func(fd uintptr) bool
+	errFn  func(fd uintptr) bool
 
 	txMu sync.Mutex // serializes Send; guards tx
 	tx   batchState
 	txFn func(fd uintptr) bool
 
-	closed atomic.Bool
-	stats  struct{ rxPackets, txPackets, rxTrunc, txErr atomic.Uint64 }
+	closed     atomic.Bool
+	errPending atomic.Bool // a send saw a socket error: drain the error queue
+	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach atomic.Uint64 }
 }
 
 var _ datapath.Transport = (*Transport)(nil)
@@ -129,6 +142,12 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[1], opts.SocketBuffer)
 			}
 		}
+		if network == "udp4" {
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_RECVERR, 1)
+		} else {
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_RECVERR, 1)
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_RECVERR, 1) // v4-mapped peers
+		}
 	})
 	t := &Transport{
 		conn: conn, raw: raw, batch: opts.Batch,
@@ -138,7 +157,13 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 		tx:    newBatchState(opts.Batch),
 	}
 	t.rxFn = t.recvBatch
+	t.errFn = t.recvErrQueue
 	t.txFn = t.sendBatch
+	t.rx.ctrl = make([][]byte, opts.Batch)
+	t.rx.ctrlLen = make([]int, opts.Batch)
+	for i := range t.rx.ctrl {
+		t.rx.ctrl[i] = make([]byte, 128)
+	}
 	return t, nil
 }
 
@@ -159,7 +184,7 @@ func (t *Transport) BatchSize() int { return t.batch }
 // Stats returns a snapshot of the counters.
 func (t *Transport) Stats() Stats {
 	return Stats{RxPackets: t.stats.rxPackets.Load(), TxPackets: t.stats.txPackets.Load(),
-		RxTruncated: t.stats.rxTrunc.Load(), TxErrors: t.stats.txErr.Load()}
+		RxTruncated: t.stats.rxTrunc.Load(), TxErrors: t.stats.txErr.Load(), Unreachable: t.stats.unreach.Load()}
 }
 
 // Close closes the socket; a blocked Receive returns datapath.ErrClosed.
@@ -205,7 +230,18 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 			}
 			return 0, fmt.Errorf("udp receive: %w", errnoOf(err))
 		}
-		n := t.collect(b.n)
+		var n int
+		if b.errq {
+			b.errq = false
+			if b.n == 0 { // not yet read by recvBatch
+				if err := t.raw.Read(t.errFn); err != nil {
+					b.n = 0
+				}
+			}
+			n = t.collectErrors(b.n)
+		} else {
+			n = t.collect(b.n)
+		}
 		if n > 0 || !wait {
 			b.pkts = nil
 			return n, nil
@@ -217,23 +253,117 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 // parks the goroutine in the netpoller until the socket is readable.
 func (t *Transport) recvBatch(fd uintptr) bool {
 	b := &t.rx
-	for i := range b.pkts {
-		b.msgs[i].hdr.Namelen = unix.SizeofSockaddrInet6
-		b.msgs[i].hdr.Flags = 0
-	}
-	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(len(b.pkts)),
-		unix.MSG_DONTWAIT, 0, 0)
-	switch {
-	case e == unix.EAGAIN:
-		return !t.rxWait
-	case e == unix.EINTR:
-		return false
-	case e != 0:
-		b.err = e
+	for {
+		for i := range b.pkts {
+			b.msgs[i].hdr.Namelen = unix.SizeofSockaddrInet6
+			b.msgs[i].hdr.Flags = 0
+		}
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(len(b.pkts)),
+			unix.MSG_DONTWAIT, 0, 0)
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e == unix.EAGAIN:
+			// A sendmmsg can consume the socket error (and the wake-up it
+			// caused) while the bounced datagram stays on the error queue:
+			// look there before parking, and now and then while polling.
+			b.polls++
+			if t.errPending.Swap(false) || t.rxWait || b.polls%1024 == 0 {
+				b.n = 0
+				t.recvErrQueue(fd)
+				if b.n > 0 {
+					b.errq = true
+					return true
+				}
+			}
+			return !t.rxWait
+		case isICMPErrno(e):
+			// A pending ICMP error (IP_RECVERR): read the error queue next.
+			t.errPending.Store(false)
+			b.errq = true
+			b.n = 0
+			return true
+		case e != 0:
+			b.err = e
+			return true
+		}
+		b.n = int(n)
 		return true
 	}
-	b.n = int(n)
+}
+
+func isICMPErrno(e unix.Errno) bool {
+	return e == unix.ECONNREFUSED || e == unix.EHOSTUNREACH || e == unix.ENETUNREACH || e == unix.EMSGSIZE
+}
+
+// recvErrQueue is the RawConn.Read callback that drains the socket's error
+// queue into the batch (never waits).
+func (t *Transport) recvErrQueue(fd uintptr) bool {
+	b := &t.rx
+	for b.n < len(b.pkts) {
+		i := b.n
+		m := &b.msgs[i].hdr
+		m.Namelen = unix.SizeofSockaddrInet6
+		m.Flags = 0
+		m.Control = &b.ctrl[i][0]
+		m.SetControllen(len(b.ctrl[i]))
+		n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(m)), unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
+		b.ctrlLen[i] = int(m.Controllen)
+		m.Control = nil // recvmmsg must not see it
+		m.Controllen = 0
+		if e != 0 {
+			break
+		}
+		b.msgs[i].len = uint32(n)
+		b.n++
+	}
 	return true
+}
+
+// collectErrors turns the first n error-queue messages into packets with
+// VerdictUnreachable, keeping only ICMP port unreachable (ECONNREFUSED).
+func (t *Transport) collectErrors(n int) int {
+	b := &t.rx
+	out := 0
+	for i := 0; i < n; i++ {
+		m := &b.msgs[i]
+		if m.hdr.Flags&unix.MSG_TRUNC != 0 || !isConnRefused(b.ctrl[i][:b.ctrlLen[i]]) {
+			continue
+		}
+		p := &b.pkts[out]
+		if out != i {
+			b.pkts[i].Buf, p.Buf = p.Buf, b.pkts[i].Buf
+		}
+		p.Buf = p.Buf[:m.len]
+		p.Addr = sockaddrToAddrPort(&b.names[i])
+		p.Meta = datapath.Meta{FIAddr: fi.AddrNotAvail, Verdict: datapath.VerdictUnreachable}
+		out++
+	}
+	t.stats.unreach.Add(uint64(out))
+	return out
+}
+
+// isConnRefused reports whether the control messages hold an IP(V6)_RECVERR
+// sock_extended_err with errno ECONNREFUSED.
+func isConnRefused(ctrl []byte) bool {
+	for len(ctrl) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[0]))
+		if h.Len < unix.SizeofCmsghdr || int(h.Len) > len(ctrl) {
+			return false
+		}
+		if (h.Level == unix.SOL_IP && h.Type == unix.IP_RECVERR) || (h.Level == unix.SOL_IPV6 && h.Type == unix.IPV6_RECVERR) {
+			if int(h.Len) >= unix.SizeofCmsghdr+int(unsafe.Sizeof(unix.SockExtendedErr{})) {
+				ee := (*unix.SockExtendedErr)(unsafe.Pointer(&ctrl[unix.SizeofCmsghdr]))
+				return ee.Errno == uint32(unix.ECONNREFUSED)
+			}
+		}
+		step := (int(h.Len) + 7) &^ 7
+		if step >= len(ctrl) {
+			return false
+		}
+		ctrl = ctrl[step:]
+	}
+	return false
 }
 
 // collect converts the first n received mmsghdrs into packets, dropping
@@ -350,17 +480,24 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 func (t *Transport) sendBatch(fd uintptr) bool {
 	b := &t.tx
 	off := b.n
-	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[off])), uintptr(len(b.pkts)-off),
-		unix.MSG_DONTWAIT, 0, 0)
-	switch {
-	case e == unix.EAGAIN || e == unix.ENOBUFS:
-		return false // wait for room in the socket buffer
-	case e == unix.EINTR:
-		return false
-	case e != 0:
-		b.err = e
+	for try := 0; ; try++ {
+		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[off])), uintptr(len(b.pkts)-off),
+			unix.MSG_DONTWAIT, 0, 0)
+		switch {
+		case e == unix.EAGAIN || e == unix.ENOBUFS:
+			return false // wait for room in the socket buffer
+		case e == unix.EINTR:
+			continue
+		case isICMPErrno(e) && try < 4:
+			// The send reported (and cleared) a pending ICMP error meant
+			// for the receive side: flag it for Receive and send again.
+			t.errPending.Store(true)
+			continue
+		case e != 0:
+			b.err = e
+			return true
+		}
+		b.n = off + int(n)
 		return true
 	}
-	b.n = off + int(n)
-	return true
 }

@@ -163,3 +163,35 @@ func BenchmarkPingPong(b *testing.B) {
 		}
 	}
 }
+
+// TestPortUnreachable: a datagram to a closed port comes back from the
+// error queue as a VerdictUnreachable packet (the sent bytes, the destination).
+func TestPortUnreachable(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		a, gone := listen(t, addr), listen(t, addr)
+		dst := gone.LocalAddr()
+		gone.Close()
+		if err := a.Send([]datapath.Packet{{Buf: []byte("to nobody"), Addr: dst}}); err != nil {
+			t.Fatal(err)
+		}
+		rx := rxBufs(4, 2048)
+		deadline := time.Now().Add(5 * time.Second)
+		var got []datapath.Packet
+		for len(got) == 0 && time.Now().Before(deadline) {
+			n, err := a.Receive(rx, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = rx[:n]
+			if n == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if len(got) != 1 || got[0].Meta.Verdict != datapath.VerdictUnreachable || got[0].Addr != dst || string(got[0].Buf) != "to nobody" {
+			t.Fatalf("%s: got %+v", addr, got)
+		}
+		if a.Stats().Unreachable != 1 {
+			t.Fatalf("stats %+v", a.Stats())
+		}
+	}
+}

@@ -332,6 +332,13 @@ func (p *Packet) Payload(i int) []byte {
 	return p.buf[p.off[i] : p.off[i]+n : p.off[i]+n]
 }
 
+// DecodeHeader parses and validates only the common header of b, for a
+// packet whose tail may be cut off (the copy of a sent datagram that an
+// ICMP error carries back is truncated).
+func DecodeHeader(b []byte, h *Header) error {
+	return h.parse(b)
+}
+
 // Decode parses b into p, validating it completely. On error p's contents
 // are unspecified.
 func Decode(b []byte, p *Packet) error {
