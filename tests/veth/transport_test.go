@@ -17,6 +17,10 @@ type transportCase struct {
 	// domains with; newNet fills in Addr and Port per node. Anything it
 	// sets up it removes with t.Cleanup.
 	setup func(t testing.TB, net *testNet) fabric.DomainAttr
+	// kernelFilters says the transport's XDP program drops packets that
+	// are not xdpfab's, malformed or from peers outside the AV before the
+	// endpoint sees them, so those drops need not show in its Stats.
+	kernelFilters bool
 }
 
 // transportCases are the transports under test.
@@ -25,8 +29,8 @@ var transportCases = []transportCase{
 		return fabric.DomainAttr{Transport: fabric.TransportUDP}
 	}},
 	// ---- AF_XDP cases go here, once fabric.TransportXDP opens AF_XDP sockets:
-	// {name: "xdp-native", setup: xdpSetup(xdp.ModeNative)},
-	// {name: "xdp-generic", setup: xdpSetup(xdp.ModeGeneric)},
+	// {name: "xdp-native", setup: xdpSetup(xdp.ModeNative), kernelFilters: true},
+	// {name: "xdp-generic", setup: xdpSetup(xdp.ModeGeneric), kernelFilters: true},
 }
 
 // xdpSetup returns the setup of an AF_XDP case: it attaches xdpfab's XDP
