@@ -33,9 +33,12 @@
 //   - Retransmission: per-packet timers starting at the peer's RTO, which
 //     is RFC 6298's srtt+4*rttvar but never below RetryInitial (1 ms, as
 //     rxd) so queueing under pipelined load does not cause spurious
-//     retransmissions; each expiry doubles it up to RetryMax (200 ms). A
-//     selective ack showing a gap triggers one immediate retransmission of
-//     the missing packet.
+//     retransmissions; each expiry doubles it up to RetryMax (200 ms), and
+//     one timer pass resends at most 8 packets per peer so a scheduling
+//     stall does not turn into a retransmission storm. Fast retransmit: a
+//     selective ack showing a gap, or a response to a request 3 or more
+//     newer than an unanswered one (the target answers in order), resends
+//     the missing packet at once.
 //   - Unreachable peer: after MaxRetries (20) retransmissions of a packet
 //     without an answer every pending request to that peer completes with
 //     FI_ETIMEDOUT, and the next request starts a new session. When the
@@ -50,8 +53,9 @@
 //     to make room; otherwise the new source is dropped (counted).
 //
 // Concurrency: Submit and Flush may be called from any goroutine. The
-// receive goroutine runs the target side (Handler calls) and response
-// processing; the timer goroutine retransmits. Handler and OnComplete are
+// receive goroutine (or, with Config.ManualProgress, the caller of
+// Progress) runs the target side (Handler calls) and response processing;
+// the timer goroutine retransmits. Handler and OnComplete are
 // called from those goroutines without engine locks held, so they may call
 // Submit, but must not block for long: they stall the datapath.
 package reliable
@@ -247,9 +251,8 @@ type txSlot struct {
 	inUse    bool
 	buf      []byte
 	n        int
-	deadline int64  // engine-clock ns
-	sentAt   int64  // first transmission, for RTT samples
-	retxMark uint64 // txPeer.retxCount when sent
+	deadline int64 // engine-clock ns
+	sentAt   int64 // first transmission, for RTT samples
 	rto      time.Duration
 	retries  int
 	fastRetx bool
@@ -259,19 +262,18 @@ type txSlot struct {
 
 // txPeer is the initiator state for one peer. Guarded by Engine.mu.
 type txPeer struct {
-	peer      Peer
-	session   uint32
-	nextSeq   uint32 // next sequence number to send
-	base      uint32 // lowest sequence number not yet answered
-	slots     []txSlot
-	qhead     int32 // ops with segments not yet packed, FIFO
-	qtail     int32
-	moreOpen  bool  // the last op queued had FI_MORE
-	inflight  int   // ops fully packed, not completed
-	srtt      int64 // smoothed RTT, ns (0 = no sample yet)
-	rttvar    int64
-	rto       time.Duration // initial timeout of new packets
-	retxCount uint64        // retransmissions to this peer so far
+	peer     Peer
+	session  uint32
+	nextSeq  uint32 // next sequence number to send
+	base     uint32 // lowest sequence number not yet answered
+	slots    []txSlot
+	qhead    int32 // ops with segments not yet packed, FIFO
+	qtail    int32
+	moreOpen bool  // the last op queued had FI_MORE
+	inflight int   // ops fully packed, not completed
+	srtt     int64 // smoothed RTT, ns (0 = no sample yet)
+	rttvar   int64
+	rto      time.Duration // initial timeout of new packets
 }
 
 func (p *txPeer) slot(seq uint32) *txSlot { return &p.slots[seq&uint32(len(p.slots)-1)] }
@@ -642,7 +644,6 @@ func (e *Engine) buildPacket(p *txPeer) {
 	s.rto = max(p.rto, e.cfg.RetryInitial)
 	s.retries, s.fastRetx = 0, false
 	s.sentAt = e.now()
-	s.retxMark = p.retxCount
 	s.deadline = s.sentAt + int64(s.rto)
 	e.armTimer(s.deadline)
 	p.nextSeq++
@@ -831,7 +832,6 @@ func (e *Engine) rttSample(p *txPeer, rtt int64) {
 
 // retransmit resends slot s with a fresh Ack field. e.mu is held.
 func (e *Engine) retransmit(p *txPeer, s *txSlot) {
-	p.retxCount++
 	s.buf[3] |= wire.HdrRetransmit
 	binary.LittleEndian.PutUint32(s.buf[28:], p.base)
 	e.stats.retransmits.Add(1)
