@@ -161,7 +161,8 @@ func pair(t testing.TB, oa, ob sideOpts) (*side, *side) {
 }
 
 // deadPeer inserts into s's AV the address of a UDP socket that has been
-// closed again: requests to it are never answered.
+// closed again: requests to it are never answered (the kernel may report
+// ICMP port unreachable).
 func (s *side) deadPeer(t testing.TB) fi.Addr {
 	t.Helper()
 	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -170,6 +171,21 @@ func (s *side) deadPeer(t testing.TB) fi.Addr {
 	require.NoError(t, c.Close())
 	fa := make([]fi.Addr, 1)
 	n, err := s.av.InsertAddrPort([]netip.AddrPort{ap}, fa, 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	return fa[0]
+}
+
+// silentPeer inserts into s's AV the address of an open UDP socket that
+// never reads: requests to it are neither answered nor refused, so they
+// stay outstanding until the retry budget runs out.
+func (s *side) silentPeer(t testing.TB) fi.Addr {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	fa := make([]fi.Addr, 1)
+	n, err := s.av.InsertAddrPort([]netip.AddrPort{c.LocalAddr().(*net.UDPAddr).AddrPort()}, fa, 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	return fa[0]
