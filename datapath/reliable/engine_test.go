@@ -620,3 +620,29 @@ func TestPeerTable(t *testing.T) {
 		t.Fatalf("stats %+v", target.Stats())
 	}
 }
+
+// TestFlush: requests held by FI_MORE wait until Flush sends them.
+func TestFlush(t *testing.T) {
+	ini, c, target := pair(t, netOpts{}, newTestTarget(64))
+	peer := Peer{target.LocalAddr(), 2}
+	for i := 0; i < 3; i++ {
+		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpMsg, Payload: []byte("m"), Flags: fi.MORE}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	if len(c.ch) != 0 || ini.Stats().TxRequests != 0 {
+		t.Fatal("FI_MORE requests left before Flush")
+	}
+	if err := ini.Flush(peer); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if cp := c.wait(t, 5*time.Second); cp.Err != 0 {
+			t.Fatal(cp)
+		}
+	}
+	if n := ini.Stats().TxRequests; n != 1 {
+		t.Fatalf("%d packets, want 1", n)
+	}
+}
