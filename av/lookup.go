@@ -152,12 +152,8 @@ func (av *AV) AddrPort(fiAddr fi.Addr) (netip.AddrPort, bool) {
 func (av *AV) FIAddr(ap netip.AddrPort) fi.Addr {
 	ep := endpoint{ip: ap.Addr().As16(), port: ap.Port()}
 	av.mu.RLock()
-	idx, ok := av.t.find(ep)
-	var h fi.Addr
-	if ok {
-		_, gen, _, _ := av.t.get(idx)
-		h = av.handle(idx, gen)
-	}
+	idx, gen, ok := av.t.lookup(ep)
+	h := av.handle(idx, gen)
 	av.mu.RUnlock()
 	if !ok {
 		return av.sharedMissFIAddr(ep)
@@ -188,7 +184,7 @@ func (av *AV) SourceAddr(ap netip.AddrPort) fi.Addr {
 }
 
 func (av *AV) sourceLocked(ep endpoint) (fi.Addr, bool) {
-	idx, ok := av.t.find(ep)
+	idx, gen, ok := av.t.lookup(ep)
 	if !ok {
 		return fi.AddrNotAvail, false
 	}
@@ -198,7 +194,6 @@ func (av *AV) sourceLocked(ep endpoint) (fi.Addr, bool) {
 	if av.attr.Flags&fi.AV_USER_ID != 0 {
 		return fi.AddrNotAvail, true
 	}
-	_, gen, _, _ := av.t.get(idx)
 	return av.handle(idx, gen), true
 }
 

@@ -190,6 +190,19 @@ func (t *table) findH(ep endpoint, h uint64) (uint32, bool) {
 	return 0, false
 }
 
+// lookup is find that also returns the generation of the index.
+func (t *table) lookup(ep endpoint) (uint32, uint16, bool) {
+	if _, idx, ok := t.hashFind(ep, t.hashOf(ep)); ok {
+		return idx, t.dense(idx).gen, true
+	}
+	for _, r := range t.ranges {
+		if k, ok := r.memberOf(ep); ok {
+			return r.first + k, rangeGen, true
+		}
+	}
+	return 0, 0, false
+}
+
 // alloc hands out the lowest free index (TABLE order) or a new one.
 func (t *table) alloc() (uint32, bool) {
 	if t.reuse && len(t.free) > 0 {
