@@ -105,7 +105,9 @@
 //     process catches up before it changes the AV and when a lookup misses
 //     (a miss costs one map lookup to see whether the version moved).
 //     FI_MORE is not held back on named AVs, and user IDs, auth keys and
-//     endpoint state stay per process. Close keeps the pin; Unlink removes
+//     endpoint state stay per process (user IDs are not flagged in the
+//     shared map, and addresses another process bound to an auth key show
+//     no key here). Close keeps the pin; Unlink removes
 //     it. MAP handles of a named AV are not reused.
 //   - IPv6 zones, flow labels and scope ids are not kept: the kernel map
 //     key has none. An IPv4-mapped IPv6 address is the same peer as the

@@ -264,8 +264,8 @@ func (av *AV) SetUserID(fiAddr, userID fi.Addr, flags fi.Flags) error {
 	e.state |= entryUserID
 	h := av.handle(idx, e.gen)
 	av.mu.Unlock()
-	if av.mirror == nil || av.readOnly {
-		return nil
+	if av.mirror == nil || av.shared != nil {
+		return nil // a named AV's user IDs are per process: not in the shared map
 	}
 	k := []bpf.XdpfabAvKey{kernelKey(av.id, ep)}
 	v := []bpf.XdpfabAvValue{{FiAddr: uint64(h), AuthKeyId: uint32(key), Flags: entryFlagUserIDSet}}
