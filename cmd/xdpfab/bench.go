@@ -49,6 +49,9 @@ const (
 	// benchOpTimeout bounds the wait for any one completion: the reliable
 	// datapath reports an unreachable peer before it.
 	benchOpTimeout = 10 * time.Second
+	// xskRebindWait bounds the wait for an AF_XDP queue that a closed
+	// socket still holds (up to ~0.4 s seen on veth).
+	xskRebindWait = 2 * time.Second
 )
 
 const benchUsage = `usage:
@@ -199,12 +202,12 @@ type benchNode struct {
 	cq  *fabric.CQ
 }
 
-func openBenchNode(local netip.AddrPort, o *benchOptions, acceptUnknown bool) (n *benchNode, err error) {
+func openBenchNode(local netip.AddrPort, o *benchOptions, acceptUnknown bool) (_ *benchNode, err error) {
 	f, err := fabric.OpenFabric("", nil)
 	if err != nil {
 		return nil, err
 	}
-	n = &benchNode{}
+	n := &benchNode{}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -215,7 +218,16 @@ func openBenchNode(local netip.AddrPort, o *benchOptions, acceptUnknown bool) (n
 	if err != nil {
 		return nil, err
 	}
-	n.ep, err = n.dom.Endpoint(fabric.EPAttr{AcceptUnknown: acceptUnknown, RxSize: benchRecvs}, nil)
+	// An AF_XDP socket bound to the queue just before (the previous bench
+	// on this interface) frees the queue some time after its close: the
+	// kernel releases the buffer pool from a workqueue. Wait for it.
+	for deadline := time.Now().Add(xskRebindWait); ; time.Sleep(10 * time.Millisecond) {
+		n.ep, err = n.dom.Endpoint(fabric.EPAttr{AcceptUnknown: acceptUnknown, RxSize: benchRecvs}, nil)
+		if err == nil || !errors.Is(err, unix.EBUSY) || n.dom.Transport() != fabric.TransportXDP ||
+			time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
