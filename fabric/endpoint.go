@@ -76,6 +76,9 @@ type Endpoint struct {
 	// pieceBuf is scratch for the handler (the engine's receive goroutine
 	// only): the buffers a target span covers.
 	pieceBuf [mr.IOVLimit][]byte
+	// segFail is the errno of each peer's segmented RMA transfer that
+	// failed part way (receive goroutine only; see segmentFailed).
+	segFail map[reliable.Peer]fi.Errno
 }
 
 // Counter kinds an endpoint can bind (fi_ep_bind flags).

@@ -528,6 +528,42 @@ func TestRecvTruncation(t *testing.T) {
 	require.Equal(t, 2, comp(t, b.rxCQ).Len)
 }
 
+// TestSegmentedWriteOutOfRange: a multi-packet write that runs past the
+// end of the region fails without writing the part that fits, and counts
+// nothing at the target; the next transfer is unaffected.
+func TestSegmentedWriteOutOfRange(t *testing.T) {
+	a, b := pair(t, sideOpts{}, sideOpts{cntrs: fi.REMOTE_WRITE | fi.REMOTE_READ})
+	mc, err := b.dom.CntrOpen(fabric.CntrAttr{}, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.region.Bind(mc, fi.REMOTE_WRITE))
+	defer func() { require.NoError(t, mc.Close()) }() // before the region's cleanup
+	end := uint64(len(b.mem))
+	data := bytes.Repeat([]byte{0xab}, 64<<10)
+	require.NoError(t, a.ep.Write(data, mr.Desc{}, a.peer, end-4096, regionKey, "over"))
+	e := errComp(t, a.txCQ)
+	require.Equal(t, "over", e.Context)
+	require.Equal(t, fi.ErrnoOf(mr.OutOfRange), e.Err)
+	got := make([]byte, 8192)
+	require.NoError(t, a.ep.Read(got, mr.Desc{}, a.peer, end-8192, regionKey, nil))
+	comp(t, a.txCQ)
+	require.Equal(t, make([]byte, 8192), got, "nothing written near the end")
+	require.Zero(t, b.cntr[fi.REMOTE_WRITE].Read())
+	require.Zero(t, mc.Read())
+
+	// A read running past the end fails too and is not counted.
+	require.NoError(t, a.ep.Read(make([]byte, 64<<10), mr.Desc{}, a.peer, end-4096, regionKey, "read over"))
+	require.Equal(t, fi.ErrnoOf(mr.OutOfRange), errComp(t, a.txCQ).Err)
+	require.Equal(t, uint64(1), b.cntr[fi.REMOTE_READ].Read(), "only the good read above")
+
+	require.NoError(t, a.ep.Write(data, mr.Desc{}, a.peer, end-uint64(len(data)), regionKey, "fits"))
+	require.Equal(t, "fits", comp(t, a.txCQ).Context)
+	require.Equal(t, uint64(1), b.cntr[fi.REMOTE_WRITE].Read())
+	require.Equal(t, uint64(1), mc.Read())
+	require.NoError(t, a.ep.Read(got, mr.Desc{}, a.peer, end-8192, regionKey, nil))
+	comp(t, a.txCQ)
+	require.Equal(t, data[:8192], got)
+}
+
 // TestMRLocal: with FI_MR_LOCAL every local buffer needs a descriptor of a
 // region covering it with the access the operation needs.
 func TestMRLocal(t *testing.T) {

@@ -179,8 +179,19 @@ func scatter(iov []IOC, from []byte, size int) {
 	}
 }
 
+// checkMsgSize enforces max_msg_size for messages and RMA.
+func checkMsgSize(call string, n int) error {
+	if n > MaxMsgSize {
+		return fmt.Errorf("%s: %d bytes > max_msg_size %d: %w", call, n, MaxMsgSize, fi.EMSGSIZE)
+	}
+	return nil
+}
+
 // Send is fi_send.
 func (ep *Endpoint) Send(buf []byte, desc mr.Desc, dest fi.Addr, context any) error {
+	if err := checkMsgSize("send", len(buf)); err != nil {
+		return err
+	}
 	if err := ep.checkLocal(desc, buf, fi.SEND); err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
@@ -191,6 +202,9 @@ func (ep *Endpoint) Send(buf []byte, desc mr.Desc, dest fi.Addr, context any) er
 // SendData is fi_senddata: Send with remote CQ data, which the receive
 // completion reports in Data with FI_REMOTE_CQ_DATA set.
 func (ep *Endpoint) SendData(buf []byte, desc mr.Desc, data uint64, dest fi.Addr, context any) error {
+	if err := checkMsgSize("senddata", len(buf)); err != nil {
+		return err
+	}
 	if err := ep.checkLocal(desc, buf, fi.SEND); err != nil {
 		return fmt.Errorf("senddata: %w", err)
 	}
@@ -224,7 +238,12 @@ func (ep *Endpoint) WriteMsg(buf []byte, desc mr.Desc, dest fi.Addr, addr, key u
 	if flags&fi.INJECT != 0 && len(buf) > InjectSize {
 		return fmt.Errorf("write: inject of %d bytes > %d: %w", len(buf), InjectSize, fi.EMSGSIZE)
 	}
-	r := reliable.Request{Opcode: wire.OpRMAWrite, Payload: buf, RKey: key, Addr: addr, Data: data}
+	if err := checkMsgSize("write", len(buf)); err != nil {
+		return err
+	}
+	// Count tells the target the whole transfer's length so that it can
+	// check the range before the first segment lands (see HandleRequest).
+	r := reliable.Request{Opcode: wire.OpRMAWrite, Payload: buf, RKey: key, Addr: addr, Data: data, Count: uint32(len(buf))}
 	return wrap("write", ep.post(&r, dest, flags, cntrWrite, fi.RMA|fi.WRITE, context))
 }
 
@@ -235,6 +254,9 @@ func (ep *Endpoint) InjectWrite(buf []byte, dest fi.Addr, addr, key uint64) erro
 
 // Read is fi_read: len(buf) bytes from the peer's region key at addr.
 func (ep *Endpoint) Read(buf []byte, desc mr.Desc, src fi.Addr, addr, key uint64, context any) error {
+	if err := checkMsgSize("read", len(buf)); err != nil {
+		return err
+	}
 	if err := ep.checkLocal(desc, buf, fi.READ); err != nil {
 		return fmt.Errorf("read: %w", err)
 	}

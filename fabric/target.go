@@ -23,9 +23,21 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 	case wire.OpMsg:
 		return 0, ep.rx.deliver(ep, in)
 	case wire.OpRMAWrite:
+		if errno, failed := ep.segmentFailed(in); failed {
+			return 0, errno
+		}
+		// The first segment carries the whole transfer's length in Count
+		// (0 from a peer that does not send it): check the whole range
+		// before any byte lands, so a transfer that runs past the region
+		// leaves memory untouched rather than written up to the edge.
+		if d.Flags&wire.OpFirst != 0 && d.Count != 0 {
+			if _, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, uint64(d.Count), fi.REMOTE_WRITE); err != nil {
+				return 0, ep.failSegment(in, fi.ErrnoOf(err))
+			}
+		}
 		span, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, uint64(d.Len), fi.REMOTE_WRITE)
 		if err != nil {
-			return 0, fi.ErrnoOf(err)
+			return 0, ep.failSegment(in, fi.ErrnoOf(err))
 		}
 		p := in.Payload
 		for _, b := range ep.pieces(&span) {
@@ -40,12 +52,15 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 		}
 		return 0, fi.SUCCESS
 	case wire.OpRMARead:
+		if errno, failed := ep.segmentFailed(in); failed {
+			return 0, errno
+		}
 		if int(d.RespLen) > len(resp) {
-			return 0, fi.EMSGSIZE
+			return 0, ep.failSegment(in, fi.EMSGSIZE)
 		}
 		span, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, uint64(d.RespLen), fi.REMOTE_READ)
 		if err != nil {
-			return 0, fi.ErrnoOf(err)
+			return 0, ep.failSegment(in, fi.ErrnoOf(err))
 		}
 		n := 0
 		for _, b := range ep.pieces(&span) {
@@ -59,6 +74,35 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 		return ep.executeAtomic(in, resp)
 	}
 	return 0, fi.EOPNOTSUPP
+}
+
+// segmentFailed reports whether an earlier segment of the RMA transfer
+// that in continues failed; the rest of it is then refused with the same
+// errno (nothing written, nothing counted). A peer's segments of one
+// transfer arrive back to back, in order, so one entry per peer suffices.
+// Only the receive goroutine calls it.
+func (ep *Endpoint) segmentFailed(in *reliable.Incoming) (fi.Errno, bool) {
+	if in.Op.Flags&wire.OpFirst != 0 {
+		delete(ep.segFail, in.Peer) // left over from a transfer cut short
+		return 0, false
+	}
+	errno, ok := ep.segFail[in.Peer]
+	if ok && in.Op.Flags&wire.OpLast != 0 {
+		delete(ep.segFail, in.Peer)
+	}
+	return errno, ok
+}
+
+// failSegment records that a segment of in's transfer failed, when more
+// segments follow, and returns errno.
+func (ep *Endpoint) failSegment(in *reliable.Incoming, errno fi.Errno) fi.Errno {
+	if in.Op.Flags&wire.OpLast == 0 {
+		if ep.segFail == nil {
+			ep.segFail = make(map[reliable.Peer]fi.Errno)
+		}
+		ep.segFail[in.Peer] = errno
+	}
+	return errno
 }
 
 // targetLen and targetAccess give the byte range length and remote access
