@@ -1,6 +1,11 @@
 // Package udp is the kernel UDP socket transport of the xdpfab datapath: a
 // datapath.Transport that moves batches with recvmmsg(2)/sendmmsg(2).
 //
+// Runs of equal-size datagrams to one peer (the segments of a large RMA
+// write) are sent as one UDP GSO message (UDP_SEGMENT), so the stack is
+// traversed once per run instead of once per datagram; if the kernel or
+// device refuses GSO the transport stops using it.
+//
 // The socket stays in Go's netpoller (it is opened with net.ListenUDP), so
 // a blocking Receive parks the goroutine instead of an OS thread, and Close
 // wakes it. The system calls run inside syscall.RawConn callbacks that are
@@ -41,6 +46,9 @@ type Options struct {
 	// SocketBuffer is SO_RCVBUF/SO_SNDBUF in bytes (default 4 MiB); it is
 	// forced past net.core.rmem_max when the process may (CAP_NET_ADMIN).
 	SocketBuffer int
+	// DisableGSO sends every datagram as its own message instead of
+	// batching equal-size runs to one peer with UDP_SEGMENT.
+	DisableGSO bool
 }
 
 // Stats are the transport's counters.
@@ -64,6 +72,8 @@ type batchState struct {
 	names   []unix.RawSockaddrInet6 // large enough for either family
 	ctrl    [][]byte                // control buffers (error queue reads)
 	ctrlLen []int
+	gsoCtrl [][24]byte        // UDP_SEGMENT control messages (tx)
+	segs    []int             // datagrams in each tx message
 	pkts    []datapath.Packet // the caller's batch during a call
 	n       int               // result of the call
 	err     error
@@ -101,6 +111,7 @@ type Transport struct {
 
 	closed     atomic.Bool
 	errPending atomic.Bool // a send saw a socket error: drain the error queue
+	gsoOff     atomic.Bool // UDP GSO disabled (by option, or the kernel refused it)
 	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach atomic.Uint64 }
 }
 
@@ -159,6 +170,9 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 	t.rxFn = t.recvBatch
 	t.errFn = t.recvErrQueue
 	t.txFn = t.sendBatch
+	t.tx.gsoCtrl = make([][24]byte, opts.Batch)
+	t.tx.segs = make([]int, opts.Batch)
+	t.gsoOff.Store(opts.DisableGSO)
 	t.rx.ctrl = make([][]byte, opts.Batch)
 	t.rx.ctrlLen = make([]int, opts.Batch)
 	for i := range t.rx.ctrl {
@@ -440,19 +454,7 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 			chunk = chunk[:t.batch]
 		}
 		pkts = pkts[len(chunk):]
-		k := 0
-		for i := range chunk {
-			p := &chunk[i]
-			nl, ok := t.putSockaddr(&b.names[k], p.Addr)
-			if !ok || len(p.Buf) == 0 {
-				t.stats.txErr.Add(1)
-				continue
-			}
-			b.msgs[k].hdr.Namelen = nl
-			b.iovs[k].Base = &p.Buf[0]
-			b.iovs[k].SetLen(len(p.Buf))
-			k++
-		}
+		k := t.buildTx(chunk)
 		for off := 0; off < k; {
 			b.n, b.err = off, nil
 			b.pkts = chunk[:k] // only its length is used by sendBatch
@@ -464,17 +466,92 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 				}
 				return fmt.Errorf("udp send: %w", errnoOf(err))
 			}
+			sent := 0
+			for m := off; m < b.n; m++ {
+				sent += b.segs[m]
+			}
 			if b.err != nil {
-				// The datagram at b.n was refused (e.g. no route): drop it.
-				t.stats.txErr.Add(1)
+				// The message at b.n was refused (no route, or a device
+				// that cannot segment): drop it; reliability resends.
+				t.stats.txErr.Add(uint64(b.segs[b.n]))
+				if b.segs[b.n] > 1 {
+					t.gsoOff.Store(true)
+				}
 				b.n++
 			}
-			t.stats.txPackets.Add(uint64(b.n - off))
+			t.stats.txPackets.Add(uint64(sent))
 			off = b.n
 		}
 	}
 	return nil
 }
+
+// buildTx fills the tx mmsghdrs for chunk and returns the message count.
+// With UDP GSO, a run of datagrams to one destination, all of one size but
+// a shorter last one, becomes one message with one iovec per datagram and
+// a UDP_SEGMENT control message: the kernel cuts it back into the same
+// datagrams after one pass through the stack.
+func (t *Transport) buildTx(chunk []datapath.Packet) int {
+	b := &t.tx
+	gso := !t.gsoOff.Load()
+	k, iov := 0, 0
+	for i := 0; i < len(chunk); {
+		p := &chunk[i]
+		nl, ok := t.putSockaddr(&b.names[k], p.Addr)
+		if !ok || len(p.Buf) == 0 {
+			t.stats.txErr.Add(1)
+			i++
+			continue
+		}
+		m := &b.msgs[k].hdr
+		m.Namelen = nl
+		m.Iov = &b.iovs[iov]
+		segSize, total, nseg := len(p.Buf), len(p.Buf), 1
+		b.iovs[iov].Base = &p.Buf[0]
+		b.iovs[iov].SetLen(len(p.Buf))
+		iov++
+		i++
+		for gso && i < len(chunk) && nseg < maxGSOSegments {
+			q := &chunk[i]
+			l := len(q.Buf)
+			if q.Addr != p.Addr || l == 0 || l > segSize || total+l > maxGSOBytes {
+				break
+			}
+			b.iovs[iov].Base = &q.Buf[0]
+			b.iovs[iov].SetLen(l)
+			iov++
+			i++
+			nseg++
+			total += l
+			if l < segSize {
+				break // only the last segment may be shorter
+			}
+		}
+		m.Iovlen = uint64(nseg)
+		if nseg > 1 {
+			c := b.gsoCtrl[k][:]
+			h := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+			h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+			h.SetLen(unix.CmsgLen(2))
+			*(*uint16)(unsafe.Pointer(&c[unix.CmsgLen(0)])) = uint16(segSize)
+			m.Control = &c[0]
+			m.SetControllen(unix.CmsgSpace(2))
+		} else {
+			m.Control = nil
+			m.Controllen = 0
+		}
+		b.segs[k] = nseg
+		k++
+	}
+	return k
+}
+
+// GSO limits: the kernel's UDP_MAX_SEGMENTS and the 64 KiB a UDP
+// datagram (the unsegmented super-packet) may hold.
+const (
+	maxGSOSegments = 64
+	maxGSOBytes    = 65000
+)
 
 // sendBatch is the RawConn.Write callback: sendmmsg from message b.n on.
 func (t *Transport) sendBatch(fd uintptr) bool {

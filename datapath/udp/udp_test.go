@@ -195,3 +195,54 @@ func TestPortUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// TestGSORuns: runs of equal-size datagrams (and a shorter tail) to one
+// peer go out as GSO messages and arrive as the same datagrams.
+func TestGSORuns(t *testing.T) {
+	for _, disable := range []bool{false, true} {
+		a, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), Options{DisableGSO: disable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		b, c := listen(t, "127.0.0.1:0"), listen(t, "127.0.0.1:0")
+		var tx []datapath.Packet
+		for i := 0; i < 30; i++ {
+			size, dst := 1400, b.LocalAddr()
+			switch {
+			case i == 9 || i == 29:
+				size = 700 // shorter tail of a run
+			case i >= 15 && i < 18:
+				dst = c.LocalAddr() // interleaved other peer
+			}
+			tx = append(tx, datapath.Packet{Buf: bytes.Repeat([]byte{byte(i)}, size), Addr: dst})
+		}
+		if err := a.Send(tx); err != nil {
+			t.Fatal(err)
+		}
+		got := receiveAll(t, b, 27)
+		gotC := receiveAll(t, c, 3)
+		var want []datapath.Packet
+		for _, p := range tx {
+			if p.Addr == b.LocalAddr() {
+				want = append(want, p)
+			}
+		}
+		for i := range want {
+			if !bytes.Equal(got[i].Buf, want[i].Buf) {
+				t.Fatalf("gso=%v: datagram %d: %d bytes of %d", !disable, i, len(got[i].Buf), got[i].Buf[0])
+			}
+		}
+		for i, p := range gotC {
+			if p.Buf[0] != byte(15+i) || len(p.Buf) != 1400 {
+				t.Fatalf("other peer datagram %d", i)
+			}
+		}
+		if !disable && a.gsoOff.Load() {
+			t.Fatal("the kernel refused UDP GSO on loopback")
+		}
+		if s := a.Stats(); s.TxPackets != 30 || s.TxErrors != 0 {
+			t.Fatalf("gso=%v stats %+v", !disable, s)
+		}
+	}
+}
