@@ -133,6 +133,14 @@ type host struct {
 
 func openHost(local netip.AddrPort, role string) (*host, error) {
 	h := &host{}
+	if err := h.open(local, role); err != nil {
+		h.close()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *host) open(local netip.AddrPort, role string) error {
 	// The server's board starts with an empty min/max: +Inf and -Inf. It
 	// is filled before registration; afterwards only the peer's operations
 	// (and, once the client is done, our own reads) touch it.
@@ -146,41 +154,41 @@ func openHost(local netip.AddrPort, role string) (*host, error) {
 
 	f, err := fabric.OpenFabric("", nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// TransportAuto: AF_XDP when xdpfab is attached on the interface that
 	// holds the address, else the kernel UDP socket (logged).
 	h.dom, err = f.Domain(fabric.DomainAttr{Addr: local.Addr(), Port: local.Port(), Transport: fabric.TransportAuto}, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if h.ep, err = h.dom.Endpoint(fabric.EPAttr{}, nil); err != nil {
-		return h, err
+		return err
 	}
 	if h.av, err = h.dom.AVOpen(av.Attr{}, nil); err != nil {
-		return h, err
+		return err
 	}
 	if h.cq, err = h.dom.CQOpen(fabric.CQAttr{WaitObj: fi.WaitUnspec}, nil); err != nil {
-		return h, err
+		return err
 	}
 	if h.rcntr, err = h.dom.CntrOpen(fabric.CntrAttr{WaitObj: fi.WaitUnspec}, nil); err != nil {
-		return h, err
+		return err
 	}
 	for _, b := range []struct {
 		obj   fi.FID
 		flags fi.Flags
 	}{{h.av, 0}, {h.cq, fi.TRANSMIT | fi.RECV}, {h.rcntr, fi.REMOTE_WRITE}} {
 		if err := h.ep.Bind(b.obj, b.flags); err != nil {
-			return h, err
+			return err
 		}
 	}
 	if err := h.ep.Enable(); err != nil {
-		return h, err
+		return err
 	}
 	// Requested keys: 0xB0A2D for the board, 0x3A11 for the mailbox.
 	key := map[string]uint64{"server": 0xB0A2D, "client": 0x3A11}[role]
 	h.region, err = h.dom.MRReg(h.mem, fi.REMOTE_READ|fi.REMOTE_WRITE, 0, key, 0, nil)
-	return h, err
+	return err
 }
 
 // close releases what openHost opened, the endpoint first: the objects
