@@ -3,6 +3,7 @@ package fabric_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -229,6 +230,15 @@ func TestSelectiveCompletion(t *testing.T) {
 	require.NoError(t, a.ep.WriteMsg([]byte("z"), mr.Desc{}, a.peer, 0, 0xbad, "failed2", 0, fi.COMPLETION))
 	require.Equal(t, "failed2", errComp(t, a.txCQ).Context)
 	noComp(t, a.txCQ)
+	one := binary.LittleEndian.AppendUint64(nil, 1)
+	amsg := &fabric.MsgAtomic{MsgIOV: []fabric.IOC{{Buf: one, Count: 1}}, Addr: a.peer,
+		RMAIOV: []fabric.RMAIOC{{Addr: 8, Count: 1, Key: regionKey}}, Datatype: fatomic.UINT64, Op: fatomic.SUM, Context: "amsg"}
+	require.NoError(t, a.ep.AtomicMsg(amsg, 0))
+	amsg.Context = "amsg+completion"
+	require.NoError(t, a.ep.AtomicMsg(amsg, fi.COMPLETION))
+	require.Equal(t, "amsg+completion", comp(t, a.txCQ).Context)
+	require.Equal(t, uint64(4), a.cntr[fi.WRITE].Read(), "both atomics counted")
+	noComp(t, a.txCQ)
 
 	// Receives follow the same rule at a selective receive CQ: the
 	// default op flags (0) ask for no completion, the counter still counts
@@ -265,6 +275,71 @@ func TestSelectiveCompletion(t *testing.T) {
 	require.NoError(t, e2.ep.WriteMsg([]byte("w"), mr.Desc{}, e2.peer, 0, regionKey, "wm", 0, 0))
 	require.Equal(t, "wm", comp(t, e2.txCQ).Context)
 	_ = f2
+}
+
+// TestConcurrentPosting: FI_THREAD_SAFE: goroutines posting on one
+// endpoint at once each get their own completions, and every atomic lands
+// exactly once.
+func TestConcurrentPosting(t *testing.T) {
+	const workers, per = 4, 200
+	a, b := pair(t, sideOpts{ep: fabric.EPAttr{TxSize: 64}, cntrs: fi.READ | fi.SEND}, sideOpts{})
+	for range workers * per {
+		require.NoError(t, b.ep.Recv(make([]byte, 8), mr.Desc{}, fi.AddrUnspec, nil))
+	}
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			one := binary.LittleEndian.AppendUint64(nil, 1)
+			res := make([]byte, 8)
+			for i := 0; i < per; {
+				var err error
+				if i%2 == 0 {
+					err = a.ep.FetchAtomic(one, 1, mr.Desc{}, res, mr.Desc{}, a.peer, 0, regionKey,
+						fatomic.UINT64, fatomic.SUM, w)
+				} else {
+					err = a.ep.Send([]byte{byte(w)}, mr.Desc{}, a.peer, w)
+				}
+				if errors.Is(err, fi.EAGAIN) {
+					runtime.Gosched() // TxSize outstanding: wait for completions
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				i++
+			}
+			errs <- nil
+		}()
+	}
+	perWorker := map[any]int{}
+	buf := make([]fabric.CQEntry, 16)
+	deadline := time.Now().Add(30 * time.Second)
+	for n := 0; n < workers*per; {
+		require.True(t, time.Now().Before(deadline), "%d of %d completions", n, workers*per)
+		k, err := a.txCQ.SRead(buf, 100)
+		if errors.Is(err, fi.EAGAIN) {
+			continue
+		}
+		require.NoError(t, err)
+		for _, e := range buf[:k] {
+			perWorker[e.Context]++
+		}
+		n += k
+	}
+	for range workers {
+		require.NoError(t, <-errs)
+	}
+	for w := range workers {
+		require.Equal(t, per, perWorker[w], "worker %d", w)
+	}
+	require.Equal(t, uint64(workers*per/2), a.cntr[fi.READ].Read())
+	require.Equal(t, uint64(workers*per/2), a.cntr[fi.SEND].Read())
+	got := make([]byte, 8)
+	require.NoError(t, a.ep.Read(got, mr.Desc{}, a.peer, 0, regionKey, nil))
+	comp(t, a.txCQ)
+	require.Equal(t, uint64(workers*per/2), binary.LittleEndian.Uint64(got), "every fetch-add applied once")
+	queued(t, b.rxCQ, workers*per/2)
 }
 
 // TestInject: no completion, the data arrives, the buffer is free at once.
