@@ -576,7 +576,7 @@ func (e *Engine) buildPacket(p *txPeer) {
 		switch r.Opcode {
 		case wire.OpMsg, wire.OpRMAWrite:
 			seg = min(o.total-o.sent, room)
-			if seg < o.total-o.sent && b.NumOps() > 0 && seg < 512 {
+			if seg < o.total-o.sent && b.NumOps() > 0 && seg < minSplit {
 				seg = -1 // start the segment in a fresh packet
 			}
 			p1 = r.Payload[o.sent : o.sent+max(seg, 0)]
@@ -588,7 +588,7 @@ func (e *Engine) buildPacket(p *txPeer) {
 			}
 		case wire.OpRMARead:
 			seg = min(o.total-o.sent, respRoom)
-			if room < 0 || (seg < o.total-o.sent && b.NumOps() > 0 && seg < 512) {
+			if room < 0 || (seg < o.total-o.sent && b.NumOps() > 0 && seg < minSplit) {
 				seg = -1
 			}
 			d.Addr += uint64(o.sent)
@@ -1060,3 +1060,8 @@ func (e *Engine) Close() error {
 	e.deliver(&out)
 	return err
 }
+
+// minSplit is the smallest segment worth starting an op in a packet that
+// already carries others; below it the op starts a fresh packet. Small, so
+// bulk data fills packets to the brim and equal-size runs go out as GSO.
+const minSplit = 64
