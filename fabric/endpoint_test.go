@@ -1045,3 +1045,24 @@ func TestAtomicPostingErrors(t *testing.T) {
 	require.ErrorIs(t, a.ep.Atomic(one, 1, mr.Desc{}, a.peer, 0, regionKey, fatomic.Datatype(99), fatomic.SUM, nil), fi.EOPNOTSUPP)
 	noComp(t, a.txCQ)
 }
+
+// TestIPv6Loopback: endpoints on ::1 exchange messages, RMA and atomics,
+// and report sources like IPv4 ones.
+func TestIPv6Loopback(t *testing.T) {
+	v6 := sideOpts{dom: fabric.DomainAttr{Addr: netip.MustParseAddr("::1")}}
+	a, b := pair(t, v6, v6)
+	require.Len(t, a.ep.GetName(), 28)
+	require.NoError(t, b.ep.Recv(make([]byte, 8), mr.Desc{}, fi.AddrUnspec, "r"))
+	require.NoError(t, a.ep.Send([]byte("six"), mr.Desc{}, a.peer, nil))
+	comp(t, a.txCQ)
+	_, src := compFrom(t, b.rxCQ)
+	require.Equal(t, b.peer, src)
+	res := make([]byte, 8)
+	require.NoError(t, a.ep.FetchAtomic(binary.LittleEndian.AppendUint64(nil, 5), 1, mr.Desc{}, res, mr.Desc{},
+		a.peer, 0, regionKey, fatomic.UINT64, fatomic.SUM, nil))
+	comp(t, a.txCQ)
+	require.NoError(t, a.ep.FetchAtomic(nil, 1, mr.Desc{}, res, mr.Desc{}, a.peer, 0, regionKey,
+		fatomic.UINT64, fatomic.ATOMIC_READ, nil))
+	comp(t, a.txCQ)
+	require.Equal(t, uint64(5), binary.LittleEndian.Uint64(res))
+}
