@@ -150,7 +150,7 @@ func (t *Transport) open(opts Options) error {
 	}
 	queues = min(queues, bpf.XSKMaxQueues)
 	for q := 0; q < queues; q++ {
-		s, err := xsk.Open(t.att.Ifindex, q, xsk.Options{Mode: opts.Bind})
+		s, err := openQueue(t.att.Ifindex, q, opts.Bind)
 		if err != nil && q > 0 && errors.Is(err, unix.EINVAL) {
 			// IFLA_NUM_RX_QUEUES is the allocated count; the kernel refuses
 			// queues past the real one (a default veth has one).
@@ -167,6 +167,23 @@ func (t *Transport) open(opts Options) error {
 	}
 	t.pollFDs = append(t.pollFDs, unix.PollFd{Fd: int32(t.wakeFD), Events: unix.POLLIN})
 	return nil
+}
+
+// RebindWait bounds how long Open retries a queue the kernel still holds
+// for a socket closed just before: it releases the queue's buffer pool from
+// a workqueue, and until then binding fails with EBUSY (seen for up to
+// ~0.4 s on veth).
+const RebindWait = 2 * time.Second
+
+func openQueue(ifindex, q int, mode xsk.BindMode) (*xsk.Socket, error) {
+	deadline := time.Now().Add(RebindWait)
+	for {
+		s, err := xsk.Open(ifindex, q, xsk.Options{Mode: mode})
+		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return s, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Configure sets the program's entry for the transport's port: the AV

@@ -286,6 +286,12 @@ func TestProgram(t *testing.T) {
 		return wireOp{opcode: opcode, access: access, datatype: dtUint64, rkey: key, addr: addr, count: count,
 			len: 8 * count * lenMul, respLen: resp}
 	}
+	// FI_ATOMIC_READ (10) ignores its operand: it may be omitted, and it
+	// needs remote read access only.
+	atomicRead := func(key, addr uint64, count, operandLen uint32) wireOp {
+		return wireOp{opcode: opFetchAtomic, access: accR | accW, datatype: dtUint64, atomicOp: 10, rkey: key,
+			addr: addr, count: count, len: operandLen, respLen: 8 * count}
+	}
 	truncatedDesc := request(writeOp(keyRW, 0x1000, 0))[:40+20]
 	lyingLen := request(writeOp(keyRW, 0x1000, 8))
 	lyingLen = lyingLen[:len(lyingLen)-1]
@@ -377,6 +383,10 @@ func TestProgram(t *testing.T) {
 		{"atomic on read-only", udp(peer4, portStrict, request(atomicU64(opAtomic, accW, keyRO, 0, 1, 1, 0))), xdpPass, known(vetted, rAccess, 1, 12), []Counter{cntKnown, cntAccess, cntNoXSK}},
 		{"fetch atomic good", udp(peer4, portStrict, request(atomicU64(opFetchAtomic, accR|accW, keyRW, 0x1ff8, 1, 1, 8))), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
 		{"fetch atomic on write-only", udp(peer4, portStrict, request(atomicU64(opFetchAtomic, accR|accW, keyWO, 0, 1, 1, 8))), xdpPass, known(vetted, rAccess, 1, 10), []Counter{cntKnown, cntAccess, cntNoXSK}},
+		{"atomic read without operand on read-only", udp(peer4, portStrict, request(atomicRead(keyRO, 0x80, 2, 0))), xdpPass, known(vetted, rOK, 0, 12), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"atomic read with operand", udp(peer4, portStrict, request(atomicRead(keyRW, 0x1ff0, 2, 16))), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"atomic read with a short operand", udp(peer4, portStrict, request(atomicRead(keyRW, 0x1ff0, 2, 8))), xdpPass, known(vetted, rBadHdr, 1, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
+		{"fetch add without operand", udp(peer4, portStrict, request(atomicU64(opFetchAtomic, accR|accW, keyRW, 0x1ff0, 1, 0, 8))), xdpPass, known(vetted, rBadHdr, 1, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},
 		{"fetch atomic past end", udp(peer4, portStrict, request(atomicU64(opFetchAtomic, accR|accW, keyRW, 0x1ffc, 1, 1, 8))), xdpPass, known(vetted, rRange, 1, 9), []Counter{cntKnown, cntRange, cntNoXSK}},
 		{"compare atomic good", udp(peer4, portStrict, request(atomicU64(opCompareAtomic, accR|accW, keyRW, 0x1000, 2, 2, 16))), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
 		{"atomic count disagrees with len", udp(peer4, portStrict, request(atomicU64(opAtomic, accW, keyRW, 0x1000, 4, 2, 0))), xdpPass, known(vetted, rBadHdr, 1, 0), []Counter{cntKnown, cntBadHdr, cntNoXSK}},

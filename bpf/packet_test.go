@@ -130,6 +130,7 @@ func ipChecksum(h []byte) uint16 {
 
 type wireOp struct {
 	opcode, access, datatype uint8
+	atomicOp                 uint8 // enum fi_op
 	len, respLen             uint32
 	rkey, addr               uint64
 	count                    uint32
@@ -141,7 +142,7 @@ func request(ops ...wireOp) []byte {
 	b := wireHeader(1, len(ops))
 	for _, op := range ops {
 		d := make([]byte, 48)
-		d[0], d[1], d[2] = op.opcode, op.access, op.datatype
+		d[0], d[1], d[2], d[3] = op.opcode, op.access, op.datatype, op.atomicOp
 		binary.LittleEndian.PutUint32(d[8:], op.len)
 		binary.LittleEndian.PutUint32(d[12:], op.respLen)
 		binary.LittleEndian.PutUint64(d[16:], op.rkey)

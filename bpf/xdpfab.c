@@ -279,7 +279,10 @@ __attribute__((noinline)) __u64 vet_op(const struct wire_op *d, __u32 domain)
 				return REASON_BAD_HEADER;
 		} else if (d->opcode == WIRE_OP_FETCH_ATOMIC) {
 			want = WIRE_ACCESS_READ | WIRE_ACCESS_WRITE;
-			if (d->len != span || d->resp_len != span)
+			if (d->resp_len != span)
+				return REASON_BAD_HEADER;
+			/* ATOMIC_READ ignores its operand: senders may omit it. */
+			if (d->len != span && !(d->atomic_op == FI_ATOMIC_READ_ && d->len == 0))
 				return REASON_BAD_HEADER;
 		} else {
 			want = WIRE_ACCESS_READ | WIRE_ACCESS_WRITE;
@@ -297,6 +300,10 @@ __attribute__((noinline)) __u64 vet_op(const struct wire_op *d, __u32 domain)
 		need |= FI_REMOTE_READ_;
 	if (want & WIRE_ACCESS_WRITE)
 		need |= FI_REMOTE_WRITE_;
+	/* An ATOMIC_READ only reads the target: remote read access suffices,
+	 * as the target's own check (fabric) requires. */
+	if (d->opcode == WIRE_OP_FETCH_ATOMIC && d->atomic_op == FI_ATOMIC_READ_)
+		need = FI_REMOTE_READ_;
 	r = check_mr(domain, d->rkey, d->addr, span, need, &region_id);
 	return (__u64)region_id << 32 | r;
 }

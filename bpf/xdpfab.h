@@ -200,6 +200,7 @@ _Static_assert(sizeof(struct wire_op) == 48, "op descriptor is 48 bytes");
 
 /* MR access bits (rdma/fabric.h). */
 #define FI_REMOTE_READ_  (1u << 12)
+#define FI_ATOMIC_READ_  10 /* enum fi_op FI_ATOMIC_READ */
 #define FI_REMOTE_WRITE_ (1u << 13)
 
 #endif /* XDPFAB_H */
