@@ -15,6 +15,7 @@ import (
 
 	fatomic "github.com/xdpfab/xdpfab/atomic"
 	"github.com/xdpfab/xdpfab/av"
+	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
@@ -1065,4 +1066,26 @@ func TestIPv6Loopback(t *testing.T) {
 		fatomic.UINT64, fatomic.ATOMIC_READ, nil))
 	comp(t, a.txCQ)
 	require.Equal(t, uint64(5), binary.LittleEndian.Uint64(res))
+}
+
+// TestUnknownPeerNotServed: without AcceptUnknown an endpoint drops
+// requests from peers missing from its AV: nothing executes, and the
+// sender's operation fails once its retries run out.
+func TestUnknownPeerNotServed(t *testing.T) {
+	b := newSide(t, sideOpts{cntrs: fi.REMOTE_WRITE | fi.RECV})
+	stranger := newSide(t, sideOpts{})
+	stranger.peer = stranger.insert(t, b.ep.GetName())
+	require.NoError(t, b.ep.Recv(make([]byte, 8), mr.Desc{}, fi.AddrUnspec, nil))
+	require.NoError(t, stranger.ep.Write([]byte("intrude"), mr.Desc{}, stranger.peer, 0, regionKey, "w"))
+	require.NoError(t, stranger.ep.Send([]byte("hello"), mr.Desc{}, stranger.peer, "s"))
+	for range 2 {
+		e := errComp2(t, stranger.txCQ, 15*time.Second)
+		require.Equal(t, fi.ETIMEDOUT, e.Err, "context %v", e.Context)
+	}
+	require.Zero(t, b.cntr[fi.REMOTE_WRITE].Read())
+	require.Zero(t, b.cntr[fi.RECV].Read())
+	noComp(t, b.rxCQ)
+	require.NotZero(t, b.ep.Stats().Drops[reliable.DropUnknownSource])
+	require.NoError(t, b.ep.Close())
+	require.Equal(t, make([]byte, 7), b.mem[:7], "memory untouched (read after the endpoint closed)")
 }
