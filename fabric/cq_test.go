@@ -332,7 +332,7 @@ func TestCQWaitNone(t *testing.T) {
 	require.ErrorIs(t, cq.Signal(), fi.ENOSYS)
 	require.ErrorIs(t, cq.TryWait(), fi.ENOSYS)
 	var fd int
-	require.Error(t, cq.Control(wait.GetWait, &fd))
+	require.ErrorIs(t, cq.Control(wait.GetWait, &fd), fi.ENODATA)
 	_, err = cq.Read(make([]fabric.CQEntry, 1))
 	require.ErrorIs(t, err, fi.EAGAIN)
 }
