@@ -321,6 +321,7 @@ type Engine struct {
 	// Receive state: only the goroutine holding rxMu (the receive
 	// goroutine, or a Progress caller) touches it.
 	rxMu    sync.Mutex
+	batchMu sync.Mutex // held from a received batch to its flushed responses (see Close)
 	rxPeers map[Peer]*rxPeer
 	rxPkts  []datapath.Packet
 	rxOut   []datapath.Packet
@@ -995,6 +996,10 @@ func (e *Engine) progress(wait bool) (int, error) {
 	if err != nil || n == 0 {
 		return 0, err
 	}
+	// Held until the batch's responses are flushed, so Close never shuts
+	// the transport between executing a request and answering it.
+	e.batchMu.Lock()
+	defer e.batchMu.Unlock()
 	locked := false
 	for i := 0; i < n; i++ {
 		pkt := &e.rxPkts[i]
@@ -1047,7 +1052,11 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	close(e.done)
+	// Let a batch being processed finish and send its responses: a request
+	// the handler executed is answered, not left to the initiator's timer.
+	e.batchMu.Lock()
 	err := e.tr.Close()
+	e.batchMu.Unlock()
 	e.wg.Wait()
 	var out []Completion
 	e.mu.Lock()
