@@ -1089,3 +1089,55 @@ func TestUnknownPeerNotServed(t *testing.T) {
 	require.NoError(t, b.ep.Close())
 	require.Equal(t, make([]byte, 7), b.mem[:7], "memory untouched (read after the endpoint closed)")
 }
+
+// TestMREndpointMode: with FI_MR_ENDPOINT a region serves remote requests
+// only once bound to the endpoint and enabled; another endpoint's region is
+// an unknown key to peers.
+func TestMREndpointMode(t *testing.T) {
+	a, b := newNode(t, nodeOpts{}), newNode(t, nodeOpts{})
+	connect(t, a, b)
+	f, err := fabric.OpenFabric("", nil)
+	require.NoError(t, err)
+	d, err := f.Domain(fabric.DomainAttr{Addr: netip.MustParseAddr("127.0.0.1"), MRMode: mr.ModeEndpoint}, nil)
+	require.NoError(t, err)
+	ep, err := d.Endpoint(fabric.EPAttr{}, nil)
+	require.NoError(t, err)
+	avt, err := d.AVOpen(av.Attr{}, nil)
+	require.NoError(t, err)
+	cq, err := d.CQOpen(fabric.CQAttr{WaitObj: fi.WaitUnspec}, nil)
+	require.NoError(t, err)
+	require.NoError(t, ep.Bind(avt, 0))
+	require.NoError(t, ep.Bind(cq, fi.TRANSMIT|fi.RECV))
+	require.NoError(t, ep.Enable())
+	fa := make([]fi.Addr, 1)
+	_, err = avt.Insert([][]byte{a.ep.GetName()}, fa, 0, nil)
+	require.NoError(t, err)
+	_, err = a.av.Insert([][]byte{ep.GetName()}, fa, 0, nil)
+	require.NoError(t, err)
+	target := fa[0]
+
+	region, err := d.MRReg(make([]byte, 64), fi.REMOTE_READ|fi.REMOTE_WRITE, 0, 0x5151, 0, nil)
+	require.NoError(t, err)
+	read := func() fi.Errno {
+		require.NoError(t, a.ep.Read(make([]byte, 8), mr.Desc{}, target, 0, 0x5151, nil))
+		buf := make([]fabric.CQEntry, 1)
+		_, err := a.txCQ.SRead(buf, 5000)
+		if errors.Is(err, fi.EAVAIL) {
+			e, rerr := a.txCQ.ReadErr(0)
+			require.NoError(t, rerr)
+			return e.Err
+		}
+		require.NoError(t, err)
+		return fi.SUCCESS
+	}
+	require.NotEqual(t, fi.SUCCESS, read(), "not bound, not enabled: refused")
+	require.NoError(t, region.Bind(ep, 0))
+	require.NoError(t, region.Enable())
+	require.Equal(t, fi.SUCCESS, read(), "bound to the endpoint and enabled: served")
+
+	require.NoError(t, ep.Close())
+	require.NoError(t, region.Close())
+	require.NoError(t, cq.Close())
+	require.NoError(t, avt.Close())
+	require.NoError(t, d.Close())
+}

@@ -31,11 +31,11 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 		// before any byte lands, so a transfer that runs past the region
 		// leaves memory untouched rather than written up to the edge.
 		if d.Flags&wire.OpFirst != 0 && d.Count != 0 {
-			if _, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, uint64(d.Count), fi.REMOTE_WRITE); err != nil {
+			if _, err := ep.lookup(d.RKey, d.Addr, uint64(d.Count), fi.REMOTE_WRITE); err != nil {
 				return 0, ep.failSegment(in, fi.ErrnoOf(err))
 			}
 		}
-		span, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, uint64(d.Len), fi.REMOTE_WRITE)
+		span, err := ep.lookup(d.RKey, d.Addr, uint64(d.Len), fi.REMOTE_WRITE)
 		if err != nil {
 			return 0, ep.failSegment(in, fi.ErrnoOf(err))
 		}
@@ -58,7 +58,7 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 		if int(d.RespLen) > len(resp) {
 			return 0, ep.failSegment(in, fi.EMSGSIZE)
 		}
-		span, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, uint64(d.RespLen), fi.REMOTE_READ)
+		span, err := ep.lookup(d.RKey, d.Addr, uint64(d.RespLen), fi.REMOTE_READ)
 		if err != nil {
 			return 0, ep.failSegment(in, fi.ErrnoOf(err))
 		}
@@ -171,7 +171,7 @@ func (ep *Endpoint) executeAtomic(in *reliable.Incoming, resp []byte) (int, fi.E
 		}
 		result = resp[:n]
 	}
-	span, err := ep.dom.mrs.Lookup(d.RKey, d.Addr, uint64(n), access)
+	span, err := ep.lookup(d.RKey, d.Addr, uint64(n), access)
 	if err != nil {
 		return 0, fi.ErrnoOf(err)
 	}
@@ -243,4 +243,15 @@ func (ep *Endpoint) pieces(s *mr.Span) [][]byte {
 		return ep.pieceBuf[:1]
 	}
 	return s.AppendBufs(ep.pieceBuf[:0])
+}
+
+// lookup is mr.Table.Lookup for requests arriving on this endpoint: with
+// FI_MR_ENDPOINT a region serves only the endpoints it is bound to, and a
+// request naming another endpoint's region is refused as an unknown key.
+func (ep *Endpoint) lookup(key, addr, length uint64, access fi.Flags) (mr.Span, error) {
+	span, err := ep.dom.mrs.Lookup(key, addr, length, access)
+	if err == nil && ep.dom.mrs.Mode()&mr.ModeEndpoint != 0 && !span.MR.BoundTo(ep) {
+		return mr.Span{}, mr.UnknownKey
+	}
+	return span, err
 }

@@ -137,6 +137,10 @@ func (o *Object) setFD() {
 	if o.fd < 0 || o.fdSet.Load() {
 		return
 	}
+	// Mark before writing: a Reset that sees the mark takes fdMu and so
+	// drains after this write; marking after it let a lock-free Reset skip
+	// the drain and leave the fd readable past fi_trywait.
+	o.fdSet.Store(true)
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	for {
@@ -147,7 +151,6 @@ func (o *Object) setFD() {
 			break
 		}
 	}
-	o.fdSet.Store(true)
 }
 
 // Reset re-arms the exported wait object: the eventfd is drained so that
