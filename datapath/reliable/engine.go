@@ -1041,8 +1041,10 @@ func (e *Engine) progress(wait bool) (int, error) {
 	return n, nil
 }
 
-// Close stops the engine: it closes the transport, waits for the
-// goroutines, and completes every pending request with FI_ECANCELED.
+// Close stops the engine: it lets a received batch finish and send its
+// responses, closes the transport, waits for the goroutines, and completes
+// every pending request with FI_ECANCELED. It must not be called from a
+// Handler or OnComplete (it waits for the batch that is calling them).
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	if e.closed {
