@@ -156,7 +156,7 @@ type Config struct {
 	Admit func(p Peer, meta datapath.Meta) bool
 
 	Window       int           // packets in flight per peer, power of two, 64..4096 (256)
-	MaxPacket    int           // UDP payload bytes per packet (1472, i.e. a 1500 MTU)
+	MaxPacket    int           // UDP payload bytes per packet (1472: a 1500 MTU over IPv4; use 1452 for IPv6)
 	MaxOps       int           // requests outstanding per engine (4096)
 	InjectSize   int           // largest FI_INJECT payload (256)
 	MaxPeers     int           // target-side peer states (1024)
