@@ -67,6 +67,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xdpfab/xdpfab/datapath"
@@ -314,6 +315,8 @@ type Engine struct {
 	ops       []op
 	freeOps   []int32
 	txq       []datapath.Packet // initiator packets built, to send before mu is released
+	forget    []Peer            // target states ForgetPeer asked to drop (the receive side drops them)
+	forgetSet atomic.Bool       // forget is non-empty
 	timerArm  bool              // the timer goroutine has a deadline to watch
 	timerNext int64             // ... and it is this one
 	bld       wire.Builder
@@ -492,6 +495,38 @@ func (e *Engine) Flush(peer Peer) error {
 		e.pump(p)
 	}
 	return e.flushLocked()
+}
+
+// ForgetPeer drops all state about peer, as when its address leaves the
+// address vector (fi_av_remove): requests still pending to it complete with
+// FI_ECANCELED, the next request to it starts a new session, and its
+// target-side state (replay window, response cache) is released by the
+// receive side before it processes another packet. A forgotten peer that
+// keeps sending is a new source again (subject to Admit); one that was
+// mid-session gets no answers until its requests time out and it starts a
+// new session.
+func (e *Engine) ForgetPeer(peer Peer) {
+	var out []Completion
+	e.mu.Lock()
+	if p := e.peers[peer]; p != nil {
+		e.failPeer(p, fi.ECANCELED, &out)
+		delete(e.peers, peer)
+	}
+	e.forget = append(e.forget, peer)
+	e.forgetSet.Store(true)
+	e.mu.Unlock()
+	e.deliver(&out)
+}
+
+// dropForgotten releases target states ForgetPeer named. rxMu is held.
+func (e *Engine) dropForgotten() {
+	e.mu.Lock()
+	for _, p := range e.forget {
+		delete(e.rxPeers, p)
+	}
+	e.forget = e.forget[:0]
+	e.forgetSet.Store(false)
+	e.mu.Unlock()
 }
 
 // flushLocked sends the queued initiator packets. e.mu is held.
@@ -993,6 +1028,9 @@ func (e *Engine) progress(wait bool) (int, error) {
 		e.rxPkts[i].Buf = e.rxPkts[i].Buf[:cap(e.rxPkts[i].Buf)]
 	}
 	n, err := e.tr.Receive(e.rxPkts, wait)
+	if e.forgetSet.Load() {
+		e.dropForgotten()
+	}
 	if err != nil || n == 0 {
 		return 0, err
 	}

@@ -646,3 +646,39 @@ func TestFlush(t *testing.T) {
 		t.Fatalf("%d packets, want 1", n)
 	}
 }
+
+// TestForgetPeer: ForgetPeer cancels pending requests to the peer and
+// releases target state; a new session to it works afterwards.
+func TestForgetPeer(t *testing.T) {
+	checkGoroutines(t)
+	silent := listenTransport(t, netOpts{}, 0)
+	defer silent.Close()
+	tgt := newTestTarget(64)
+	ini, c, target := pair(t, netOpts{}, tgt)
+	gone := Peer{silent.LocalAddr(), 9}
+	if err := ini.Submit(&Request{Peer: gone, Opcode: wire.OpMsg, Context: "pending"}); err != nil {
+		t.Fatal(err)
+	}
+	ini.ForgetPeer(gone)
+	if cp := c.wait(t, time.Second); cp.Err != fi.ECANCELED || cp.Context != "pending" {
+		t.Fatalf("%+v", cp)
+	}
+	peer := Peer{target.LocalAddr(), 2}
+	exchange := func() {
+		t.Helper()
+		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpFetchAtomic, Payload: le64(1), Result: make([]byte, 8)}); err != nil {
+			t.Fatal(err)
+		}
+		if cp := c.wait(t, 5*time.Second); cp.Err != 0 {
+			t.Fatal(cp)
+		}
+	}
+	exchange()
+	// Both sides forget each other; the next exchange opens a new session.
+	target.ForgetPeer(Peer{ini.LocalAddr(), 1})
+	ini.ForgetPeer(peer)
+	exchange()
+	if s := target.Stats(); s.Delivered != 2 || s.SessionResets != 0 {
+		t.Fatalf("target stats %+v", s)
+	}
+}
