@@ -33,9 +33,10 @@ type Cntr struct {
 	value atomic.Uint64
 	errs  atomic.Uint64
 
-	obj    *wait.Object // nil for FI_WAIT_NONE
-	closed atomic.Bool
-	refs   atomic.Int32 // endpoints bound to the counter
+	obj      *wait.Object // nil for FI_WAIT_NONE
+	progress progressSet  // endpoints whose manual progress reads drive
+	closed   atomic.Bool
+	refs     atomic.Int32 // endpoints bound to the counter
 }
 
 // CntrOpen is fi_cntr_open.
@@ -58,10 +59,10 @@ func (d *Domain) CntrOpen(attr CntrAttr, context any) (*Cntr, error) {
 }
 
 // Read is fi_cntr_read.
-func (c *Cntr) Read() uint64 { return c.value.Load() }
+func (c *Cntr) Read() uint64 { c.progress.run(); return c.value.Load() }
 
 // ReadErr is fi_cntr_readerr.
-func (c *Cntr) ReadErr() uint64 { return c.errs.Load() }
+func (c *Cntr) ReadErr() uint64 { c.progress.run(); return c.errs.Load() }
 
 // Add is fi_cntr_add.
 func (c *Cntr) Add(v uint64) error { c.value.Add(v); c.wake(); return nil }
@@ -90,10 +91,17 @@ func (c *Cntr) Wait(threshold uint64, timeoutMs int) error {
 		return fmt.Errorf("cntr wait: opened with FI_WAIT_NONE: %w", fi.ENOSYS)
 	}
 	errs0 := c.errs.Load()
-	timeout := time.Duration(timeoutMs) * time.Millisecond
-	err := c.obj.Wait(timeout, func() bool {
+	ready := func() bool {
 		return c.value.Load() >= threshold || c.errs.Load() != errs0 || c.closed.Load()
-	})
+	}
+	var err error
+	if c.progress.manual() {
+		if !c.progress.spin(timeoutMs, ready) {
+			err = fi.ETIMEDOUT
+		}
+	} else {
+		err = c.obj.Wait(time.Duration(timeoutMs)*time.Millisecond, ready)
+	}
 	switch {
 	case c.value.Load() >= threshold:
 		return nil

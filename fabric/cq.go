@@ -83,6 +83,8 @@ type CQ struct {
 	closed   bool
 	refs     int // endpoints bound
 
+	progress progressSet // endpoints whose manual progress reads drive
+
 	// obj is the CQ's own wait object (nil for FI_WAIT_NONE): the one
 	// exported for FD, MUTEX_COND, YIELD and UNSPEC, and for FI_WAIT_SET
 	// a private one so that SRead waits for this CQ and not for any member
@@ -238,6 +240,7 @@ func (cq *CQ) Read(buf []CQEntry) (int, error) { return cq.ReadFrom(buf, nil) }
 // IDs; FI_ADDR_NOTAVAIL when unknown) into src, which must be nil or at
 // least as long as buf.
 func (cq *CQ) ReadFrom(buf []CQEntry, src []fi.Addr) (int, error) {
+	cq.progress.run()
 	if src != nil && len(src) < len(buf) {
 		return 0, fmt.Errorf("cq readfrom: %d source slots for %d entries: %w", len(src), len(buf), fi.EINVAL)
 	}
@@ -317,6 +320,21 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 	}
 	if src != nil && len(src) < len(buf) {
 		return 0, fmt.Errorf("cq sreadfrom: %d source slots for %d entries: %w", len(src), len(buf), fi.EINVAL)
+	}
+	if cq.progress.manual() {
+		// Manual progress: nobody else moves packets, so block by driving
+		// the bound endpoints until something completes.
+		var n int
+		var err error
+		if !cq.progress.spin(timeoutMs, func() bool {
+			cq.mu.Lock()
+			n, err = cq.readLocked(buf, src)
+			cq.mu.Unlock()
+			return !errors.Is(err, fi.EAGAIN)
+		}) {
+			return 0, fi.EAGAIN
+		}
+		return n, err
 	}
 	timeout := time.Duration(timeoutMs) * time.Millisecond
 	var deadline time.Time

@@ -258,6 +258,9 @@ func (ep *Endpoint) Bind(obj fi.FID, flags fi.Flags) error {
 			}
 			ep.rxCQ, ep.rxSel = o, sel
 		}
+		if ep.manual() {
+			o.progress.add(ep)
+		}
 	case *Cntr:
 		if flags == 0 || flags&^(fi.SEND|fi.RECV|fi.READ|fi.WRITE|fi.REMOTE_READ|fi.REMOTE_WRITE) != 0 {
 			return fmt.Errorf("ep bind cntr: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
@@ -276,6 +279,9 @@ func (ep *Endpoint) Bind(obj fi.FID, flags fi.Flags) error {
 			if flags&f != 0 {
 				ep.cntr[k] = o
 				o.ref()
+				if ep.manual() {
+					o.progress.add(ep)
+				}
 			}
 		}
 	default:
@@ -313,6 +319,8 @@ func (ep *Endpoint) Enable() error {
 		MaxOps:     ep.attr.TxSize,
 		InjectSize: InjectSize,
 		BusyPoll:   ep.dom.attr.BusyPoll,
+
+		ManualProgress: ep.manual(),
 	})
 	if err != nil {
 		_ = ep.av.DisableEndpoint(ep)
@@ -359,13 +367,16 @@ func (ep *Endpoint) Close() error {
 	}
 	if ep.txCQ != nil {
 		ep.txCQ.unref()
+		ep.txCQ.progress.remove(ep)
 	}
 	if ep.rxCQ != nil {
 		ep.rxCQ.unref()
+		ep.rxCQ.progress.remove(ep)
 	}
 	for k, c := range ep.cntr {
 		if c != nil {
 			c.unref()
+			c.progress.remove(ep)
 			ep.cntr[k] = nil
 		}
 	}
@@ -373,6 +384,16 @@ func (ep *Endpoint) Close() error {
 	ep.dom.eps--
 	ep.dom.mu.Unlock()
 	return nil
+}
+
+// manual reports whether the endpoint's domain uses FI_PROGRESS_MANUAL.
+func (ep *Endpoint) manual() bool { return ep.dom.attr.Progress == ProgressManual }
+
+// engine returns the endpoint's engine, nil before Enable.
+func (ep *Endpoint) engine() *reliable.Engine {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.eng
 }
 
 // Closed reports whether the endpoint was closed (mr.Endpoint).

@@ -93,6 +93,10 @@ type DomainAttr struct {
 	// BusyPoll makes endpoint progress spin on the transport instead of
 	// blocking in the kernel: lower latency, one core per endpoint.
 	BusyPoll bool
+	// Progress is the domain's data progress model (fi_domain_attr's
+	// data_progress): auto (a goroutine per endpoint, the default) or
+	// manual (CQ and counter reads drive it; see ProgressManual).
+	Progress Progress
 	// AuthKey is the domain's authorization key (fi_domain_attr.auth_key).
 	AuthKey []byte
 	// AttachXDP lets the domain attach xdpfab's XDP program on its
@@ -153,6 +157,9 @@ type Domain struct {
 func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 	if attr.Addr.IsValid() && attr.Addr.Zone() != "" && !attr.Addr.Is6() {
 		return nil, fmt.Errorf("domain: address %s: %w", attr.Addr, fi.EINVAL)
+	}
+	if attr.Progress < ProgressUnspec || attr.Progress > ProgressManual {
+		return nil, fmt.Errorf("domain: progress %d: %w", attr.Progress, fi.EINVAL)
 	}
 	if attr.Transport < TransportAuto || attr.Transport > TransportXDP {
 		return nil, fmt.Errorf("domain: transport %d: %w", attr.Transport, fi.EINVAL)
