@@ -1083,3 +1083,39 @@ func TestAsyncSvcSym(t *testing.T) {
 	_, err = a.Insert(nil, nil, fi.SYNC_ERR, []int{})
 	require.ErrorIs(t, err, fi.EINVAL, "FI_SYNC_ERR is synchronous only")
 }
+
+// TestBackgroundWrites runs large inserts with batches written in the
+// background (as on machines with 4 CPUs or more), including a kernel
+// refusal in the middle of the batches in flight.
+func TestBackgroundWrites(t *testing.T) {
+	saved := maxInflight
+	maxInflight = 2
+	t.Cleanup(func() { maxInflight = saved })
+
+	a, f := openTest(t, Attr{Type: TypeTable})
+	n := 5*batchLen + 7
+	in := make([]netip.AddrPort, n)
+	for i := range in {
+		in[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{12, byte(i >> 16), byte(i >> 8), byte(i)}), 3)
+	}
+	got, err := a.InsertAddrPort(in, nil, 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, n, got)
+	require.Equal(t, 6, f.updates)
+	f.requireInStep(t, a)
+	require.NoError(t, a.Remove([]fi.Addr{0, 1, 2}, 0))
+
+	b, g := openTest(t, Attr{Type: TypeMap})
+	g.limit = 2*batchLen + 100
+	st := make([]int, n)
+	out := fiAddrs(n)
+	got, err = b.InsertAddrPort(in, out, fi.SYNC_ERR, st)
+	require.NoError(t, err)
+	require.Equal(t, 2*batchLen+100, got)
+	require.Equal(t, int(fi.ENOSPC), st[2*batchLen+100])
+	require.Equal(t, int(fi.ECANCELED), st[2*batchLen+101])
+	require.Equal(t, fi.AddrNotAvail, out[2*batchLen+100])
+	require.Equal(t, 0, st[2*batchLen+99])
+	require.Equal(t, got, b.Count())
+	g.requireInStep(t, b)
+}

@@ -43,8 +43,8 @@
 // another map to share; WithMirror(nil) opens an AV without kernel copy.
 //
 // Writes are gathered and made with BPF_MAP_UPDATE_BATCH, batchLen at a
-// time, a full batch written by a goroutine while the next one fills (at
-// most two in flight). An insert with FI_MORE may leave its writes
+// time; on machines with 4 CPUs or more a full batch is written by a
+// goroutine while the next one fills. An insert with FI_MORE may leave its writes
 // pending; an insert without it, a remove or Close writes them and waits
 // for them. Removes use BPF_MAP_DELETE_BATCH. If the kernel refuses a
 // write (a full map), that address fails with the kernel's error
