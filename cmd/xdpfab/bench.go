@@ -55,8 +55,8 @@ const (
 )
 
 const benchUsage = `usage:
-  xdpfab [-n NETNS] bench serve --addr IP[:PORT] [--key K] [--transport auto|udp|xdp] [--busy-poll] [--duration D]
-  xdpfab [-n NETNS] bench run --peer IP[:PORT] [--addr LOCAL_IP] [--key K] [--transport auto|udp|xdp] [--busy-poll]
+  xdpfab [-n NETNS] bench serve --addr IP[:PORT] [--key K] [--transport auto|udp|xdp] [--busy-poll] [--manual-progress] [--duration D]
+  xdpfab [-n NETNS] bench run --peer IP[:PORT] [--addr LOCAL_IP] [--key K] [--transport auto|udp|xdp] [--busy-poll] [--manual-progress]
                               [--duration D] [--depth N] [--count N] [-o text|json]
   xdpfab bench local [--addr IP] [--transport auto|udp|xdp] [--busy-poll] [--duration D] [--depth N] [--count N] [-o text|json]
 
@@ -76,6 +76,7 @@ type benchOptions struct {
 	key       uint64
 	transport fabric.TransportKind
 	busyPoll  bool
+	manual    bool // FI_PROGRESS_MANUAL: CQ reads drive the datapath
 	duration  time.Duration
 	// run and local only
 	peer  string
@@ -115,6 +116,7 @@ func parseBenchFlags(sub string, args []string) (*benchOptions, error) {
 	fs.Uint64Var(&o.key, "key", benchKey, "the target region's key")
 	fs.Var(&tr, "transport", "auto, udp or xdp")
 	fs.BoolVar(&o.busyPoll, "busy-poll", false, "spin on the transport and the CQ instead of blocking")
+	fs.BoolVar(&o.manual, "manual-progress", false, "FI_PROGRESS_MANUAL: no receive goroutine, CQ reads drive the datapath")
 	defDuration := 5 * time.Second
 	if sub == "serve" {
 		defDuration = 0
@@ -214,7 +216,7 @@ func openBenchNode(local netip.AddrPort, o *benchOptions, acceptUnknown bool) (_
 		}
 	}()
 	n.dom, err = f.Domain(fabric.DomainAttr{Addr: local.Addr(), Port: local.Port(),
-		Transport: o.transport, BusyPoll: o.busyPoll, Logf: o.logf}, nil)
+		Transport: o.transport, BusyPoll: o.busyPoll, Progress: progressOf(o.manual), Logf: o.logf}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -641,6 +643,13 @@ func (c *benchClient) runPhases(rep *benchReport) error {
 }
 
 var errInterrupted = errors.New("interrupted")
+
+func progressOf(manual bool) fabric.Progress {
+	if manual {
+		return fabric.ProgressManual
+	}
+	return fabric.ProgressAuto
+}
 
 // readCounter reads the target's counter with an RMA read.
 func (c *benchClient) readCounter() (uint64, error) {
