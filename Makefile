@@ -3,7 +3,7 @@
 GO      ?= go
 TIMEOUT ?= 30m
 
-.PHONY: all build generate test lint bench demo clean
+.PHONY: all build generate test lint bench bench-veth demo clean
 
 all: build
 
@@ -33,6 +33,11 @@ bench:
 # examples/remote-atomics between them, then xdpfab bench (root needed).
 demo:
 	GO=$(GO) sh scripts/demo.sh
+
+# xdpfab bench over veth, side by side: AF_XDP vs kernel UDP socket, each
+# blocking, busy-polling and with FI_PROGRESS_MANUAL (root needed).
+bench-veth:
+	GO=$(GO) sh scripts/bench-veth.sh
 
 clean:
 	$(GO) clean -testcache
