@@ -61,11 +61,12 @@ func peerDisappears(t *testing.T, tc transportCase, how string) {
 	_, err := w.run()
 	require.NoError(t, err)
 
-	// Pending: requests blackholed before the target's socket.
+	// Pending: requests blackholed on their way into the target's
+	// namespace (at the receiver: see nftImpair for why not at the sender).
 	for _, args := range [][]string{
-		{"add", "table", "inet", "xft"},
-		{"add", "chain", "inet", "xft", "in", "{ type filter hook input priority 0; }"},
-		{"add", "rule", "inet", "xft", "in", "udp", "dport", fmt.Sprint(net.ports[sideB][0]), "drop"},
+		{"add", "table", "inet", "xftbh"},
+		{"add", "chain", "inet", "xftbh", "in", "{ type filter hook input priority 0; }"},
+		{"add", "rule", "inet", "xftbh", "in", "udp", "dport", fmt.Sprint(net.ports[sideB][0]), "drop"},
 	} {
 		out, err := targetNS.Exec("nft", args...)
 		require.NoError(t, err, "nft %v: %s", args, out)
@@ -90,7 +91,7 @@ func peerDisappears(t *testing.T, tc transportCase, how string) {
 		require.NoError(t, nl.LinkSetDown(l))
 	}
 	vanished := time.Now()
-	out, err := targetNS.Exec("nft", "delete", "table", "inet", "xft")
+	out, err := targetNS.Exec("nft", "delete", "table", "inet", "xftbh")
 	require.NoError(t, err, "%s", out)
 	for slot := pending; slot < pending+after; slot++ {
 		post(slot)

@@ -37,10 +37,10 @@ func TestExactlyOnceUnderLoss(t *testing.T) {
 // exactlyOnce runs 4 initiators × perInitiator pipelined fetch-adds on one
 // counter at the target with pct % impairment, how = "lossy" (loss,
 // duplication and reordering of every endpoint's sends by datapath/lossy)
-// or "nft" (nftables rules on both veth ends dropping and duplicating
-// requests and responses at random: the real path, which has no
-// reordering to offer without netem), then multi-packet RMA writes and
-// reads.
+// or "nft" (nftables rules in both namespaces dropping incoming requests
+// and responses at random and duplicating outgoing ones on the veth: the
+// real path, which has no reordering to offer without netem), then
+// multi-packet RMA writes and reads.
 func exactlyOnce(t *testing.T, tc transportCase, how string, pct, perInitiator int) {
 	const initiators, depth = 4, 32
 	rate := float64(pct) / 100
@@ -54,17 +54,17 @@ func exactlyOnce(t *testing.T, tc transportCase, how string, pct, perInitiator i
 	target := net.target()
 	key := target.region.Key()
 	if how == "nft" {
-		// Requests leave A for the target port, responses and acks leave
-		// B from it.
+		// Requests leave A and enter B on the target port, responses and
+		// acks leave B and enter A from it.
 		port := fmt.Sprint(net.ports[sideB][0])
 		impaired := map[side]func() (int, int){
-			sideA: nftImpair(t, net.ns[sideA], net.iface(sideA), "udp dport "+port, pct),
-			sideB: nftImpair(t, net.ns[sideB], net.iface(sideB), "udp sport "+port, pct),
+			sideA: nftImpair(t, net.ns[sideA], net.iface(sideA), "udp sport "+port, "udp dport "+port, pct),
+			sideB: nftImpair(t, net.ns[sideB], net.iface(sideB), "udp dport "+port, "udp sport "+port, pct),
 		}
 		defer func() {
 			for _, s := range sides {
 				dropped, duplicated := impaired[s]()
-				t.Logf("nftables on %v's veth end: dropped %d packets, duplicated %d", s, dropped, duplicated)
+				t.Logf("nftables in %v: dropped %d packets coming in, duplicated %d going out", s, dropped, duplicated)
 				require.Positive(t, dropped, "the drop rule in %v never matched", s)
 				require.Positive(t, duplicated, "the duplicate rule in %v never matched", s)
 			}
@@ -132,41 +132,45 @@ func exactlyOnce(t *testing.T, tc transportCase, how string, pct, perInitiator i
 	}
 }
 
-// nftImpair installs two nftables rules on the egress hook of iface in ns:
-// one drops pct % of the packets matching match (e.g. "udp dport 7200"),
-// the other sends pct % of them twice. Egress of the sender rather than
-// input at the receiver, so that packets an XDP program steers past the
-// receiver's stack are impaired too (AF_XDP sends, which bypass netfilter,
-// are not). It returns a function reporting how many packets the rules
-// have dropped and duplicated so far.
-func nftImpair(t testing.TB, ns *testenv.Netns, iface, match string, pct int) func() (dropped, duplicated int) {
+// nftImpair installs two nftables rules in ns: one dropping pct % of the
+// incoming packets matching in (e.g. "udp dport 7200"), on the input hook,
+// and one sending pct % of the packets matching out twice, on the egress
+// hook of iface. It returns a function reporting how many packets each has
+// dropped and duplicated so far.
+//
+// Drops are made at the receiver: a drop on the sender's egress is
+// reported to a socket with IP_RECVERR as ENOBUFS, which hangs
+// datapath/udp's Send (TestUDPSendSurvivesLocalDrop). Packets an XDP
+// program redirects to an AF_XDP socket never reach the input hook, and
+// AF_XDP sends bypass netfilter altogether.
+func nftImpair(t testing.TB, ns *testenv.Netns, iface, in, out string, pct int) func() (dropped, duplicated int) {
 	t.Helper()
-	rule := func(verdict ...string) []string {
-		r := append([]string{"add", "rule", "netdev", "xft", "out"}, strings.Fields(match)...)
-		r = append(r, "numgen", "random", "mod", "100", "<", strconv.Itoa(pct), "counter")
-		return append(r, verdict...)
+	random := []string{"numgen", "random", "mod", "100", "<", strconv.Itoa(pct), "counter"}
+	rule := func(family, table, chain, match string, verdict ...string) []string {
+		r := append([]string{"add", "rule", family, table, chain}, strings.Fields(match)...)
+		return append(append(r, random...), verdict...)
 	}
 	for _, args := range [][]string{
-		{"add", "table", "netdev", "xft"},
-		{"add", "chain", "netdev", "xft", "out", "{ type filter hook egress device " + iface + " priority 0; }"},
-		rule("drop"),
-		rule("dup", "to", iface),
+		{"add", "table", "inet", "xft"},
+		{"add", "chain", "inet", "xft", "in", "{ type filter hook input priority 0; }"},
+		rule("inet", "xft", "in", in, "drop"),
+		{"add", "table", "netdev", "xftdup"},
+		{"add", "chain", "netdev", "xftdup", "out", "{ type filter hook egress device " + iface + " priority 0; }"},
+		rule("netdev", "xftdup", "out", out, "dup", "to", iface),
 	} {
 		out, err := ns.Exec("nft", args...)
 		require.NoError(t, err, "nft %v: %s", args, out)
 	}
-	return func() (int, int) {
-		out, err := ns.Exec("nft", "list", "table", "netdev", "xft")
+	counter := func(family, table string) int {
+		out, err := ns.Exec("nft", "list", "table", family, table)
 		require.NoError(t, err)
-		m := nftCounter.FindAllStringSubmatch(out, -1)
-		require.Len(t, m, 2, "two counters in:\n%s", out)
-		var n [2]int
-		for i := range n {
-			n[i], err = strconv.Atoi(m[i][1])
-			require.NoError(t, err)
-		}
-		return n[0], n[1]
+		m := nftCounter.FindStringSubmatch(out)
+		require.NotNil(t, m, "no counter in:\n%s", out)
+		n, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		return n
 	}
+	return func() (int, int) { return counter("inet", "xft"), counter("netdev", "xftdup") }
 }
 
 var nftCounter = regexp.MustCompile(`counter packets (\d+)`)
