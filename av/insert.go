@@ -464,7 +464,7 @@ func (av *AV) runRange(j *insertJob, from, to int) {
 		av.mu.Lock()
 		var touched uint64
 		for k := range m {
-			sc.hashes[k] = av.t.hashOf(sc.eps[k])
+			sc.hashes[k] = av.t.hashOf(&sc.eps[k])
 			touched += av.t.touch(sc.hashes[k])
 		}
 		av.touched = touched // keeps the loads
@@ -495,7 +495,7 @@ func (av *AV) place(j *insertJob, i int, ep endpoint, h uint64) fi.Errno {
 		}
 		keyID = id
 	}
-	if _, dup := av.t.findH(ep, h); dup {
+	if _, dup := av.t.findH(&ep, h); dup {
 		return fi.EADDRINUSE
 	}
 	idx, ok := av.t.alloc()
@@ -542,7 +542,7 @@ func (av *AV) symmetricRange(j *insertJob, s *symSource) bool {
 	// wmu held: no one else changes the table, reading it needs no mu.
 	for i := range n {
 		ep, _ := s.at(i)
-		if _, dup := av.t.find(ep); dup {
+		if _, dup := av.t.find(&ep); dup {
 			return false
 		}
 	}

@@ -139,12 +139,32 @@ func (av *AV) RxIndex(fiAddr fi.Addr) int {
 // bits ignored). It takes no allocation and no lock but the AV's read lock.
 func (av *AV) AddrPort(fiAddr fi.Addr) (netip.AddrPort, bool) {
 	av.mu.RLock()
+	defer av.mu.RUnlock()
+	// The common case, a dense entry, is read in place: copying endpoints
+	// through resolve's results costs more than the lookup.
+	a := fiAddr & av.idxMask
+	if a <= maxIndex || av.attr.Type == TypeMap && a < authKeyTag {
+		if e := av.t.dense(uint32(a)); e != nil && e.gen != 0 {
+			if e.state&entryUsed == 0 || av.attr.Type == TypeMap && fi.Addr(e.gen) != a>>32 {
+				return netip.AddrPort{}, false
+			}
+			return addrPortOf(&e.ip, e.port), true
+		}
+	}
 	_, ep, _, ok := av.resolve(fiAddr)
-	av.mu.RUnlock()
 	if !ok {
 		return netip.AddrPort{}, false
 	}
-	return ep.addrPort(), true
+	return addrPortOf(&ep.ip, ep.port), true
+}
+
+// addrPortOf returns ip (IPv4 unmapped) and port as a netip.AddrPort.
+func addrPortOf(ip *[16]byte, port uint16) netip.AddrPort {
+	a := netip.AddrFrom16(*ip)
+	if [12]byte(ip[:12]) == v4Prefix {
+		a = a.Unmap()
+	}
+	return netip.AddrPortFrom(a, port)
 }
 
 // FIAddr returns the handle of peer ap (IPv4 or IPv4-mapped alike), or
@@ -152,11 +172,11 @@ func (av *AV) AddrPort(fiAddr fi.Addr) (netip.AddrPort, bool) {
 func (av *AV) FIAddr(ap netip.AddrPort) fi.Addr {
 	ep := endpoint{ip: ap.Addr().As16(), port: ap.Port()}
 	av.mu.RLock()
-	idx, gen, ok := av.t.lookup(ep)
+	idx, gen, ok := av.t.lookup(&ep)
 	h := av.handle(idx, gen)
 	av.mu.RUnlock()
 	if !ok {
-		return av.sharedMissFIAddr(ep)
+		return av.sharedMissFIAddr(&ep)
 	}
 	return h
 }
@@ -170,20 +190,20 @@ func (av *AV) FIAddr(ap netip.AddrPort) fi.Addr {
 func (av *AV) SourceAddr(ap netip.AddrPort) fi.Addr {
 	ep := endpoint{ip: ap.Addr().As16(), port: ap.Port()}
 	av.mu.RLock()
-	a, ok := av.sourceLocked(ep)
+	a, ok := av.sourceLocked(&ep)
 	av.mu.RUnlock()
 	if !ok && av.shared != nil {
-		if av.sharedMissFIAddr(ep) == fi.AddrNotAvail {
+		if av.sharedMissFIAddr(&ep) == fi.AddrNotAvail {
 			return fi.AddrNotAvail
 		}
 		av.mu.RLock()
-		a, _ = av.sourceLocked(ep)
+		a, _ = av.sourceLocked(&ep)
 		av.mu.RUnlock()
 	}
 	return a
 }
 
-func (av *AV) sourceLocked(ep endpoint) (fi.Addr, bool) {
+func (av *AV) sourceLocked(ep *endpoint) (fi.Addr, bool) {
 	idx, gen, ok := av.t.lookup(ep)
 	if !ok {
 		return fi.AddrNotAvail, false

@@ -293,7 +293,7 @@ func (s *shared) sync() error {
 			continue
 		}
 		av.dropEntry(idx)
-		if old, ok := t.find(f.ep); ok {
+		if old, ok := t.find(&f.ep); ok {
 			av.dropEntry(old)
 		}
 		e := t.put(idx, f.ep, 0) // auth keys are per process
@@ -369,7 +369,7 @@ func (av *AV) sharedMiss(retry func() (endpoint, bool)) (endpoint, bool) {
 }
 
 // sharedMissFIAddr is sharedMiss for a lookup by address.
-func (av *AV) sharedMissFIAddr(ep endpoint) fi.Addr {
+func (av *AV) sharedMissFIAddr(ep *endpoint) fi.Addr {
 	if av.shared == nil {
 		return fi.AddrNotAvail // and no closure to allocate
 	}
@@ -377,11 +377,10 @@ func (av *AV) sharedMissFIAddr(ep endpoint) fi.Addr {
 	av.sharedMiss(func() (endpoint, bool) {
 		av.mu.RLock()
 		defer av.mu.RUnlock()
-		if idx, ok := av.t.find(ep); ok {
-			_, gen, _, _ := av.t.get(idx)
+		if idx, gen, ok := av.t.lookup(ep); ok {
 			h = av.handle(idx, gen)
 		}
-		return ep, h != fi.AddrNotAvail
+		return *ep, h != fi.AddrNotAvail
 	})
 	return h
 }

@@ -73,7 +73,7 @@ func (r *symRange) member(k uint32) endpoint {
 }
 
 // memberOf returns the live member number of e.
-func (r *symRange) memberOf(e endpoint) (uint32, bool) {
+func (r *symRange) memberOf(e *endpoint) (uint32, bool) {
 	if r.live == 0 || e.port < r.port {
 		return 0, false
 	}
@@ -175,10 +175,10 @@ func (t *table) rangeAt(idx uint32) (*symRange, uint32, bool) {
 }
 
 // find returns the index holding ep.
-func (t *table) find(ep endpoint) (uint32, bool) { return t.findH(ep, t.hashOf(ep)) }
+func (t *table) find(ep *endpoint) (uint32, bool) { return t.findH(ep, t.hashOf(ep)) }
 
 // findH is find with ep's hash already computed.
-func (t *table) findH(ep endpoint, h uint64) (uint32, bool) {
+func (t *table) findH(ep *endpoint, h uint64) (uint32, bool) {
 	if _, idx, ok := t.hashFind(ep, h); ok {
 		return idx, true
 	}
@@ -191,7 +191,7 @@ func (t *table) findH(ep endpoint, h uint64) (uint32, bool) {
 }
 
 // lookup is find that also returns the generation of the index.
-func (t *table) lookup(ep endpoint) (uint32, uint16, bool) {
+func (t *table) lookup(ep *endpoint) (uint32, uint16, bool) {
 	if _, idx, ok := t.hashFind(ep, t.hashOf(ep)); ok {
 		return idx, t.dense(idx).gen, true
 	}
@@ -217,7 +217,7 @@ func (t *table) alloc() (uint32, bool) {
 
 // put stores ep at idx (from alloc) as a dense entry.
 func (t *table) put(idx uint32, ep endpoint, authKey uint16) *entry {
-	return t.putH(idx, ep, authKey, t.hashOf(ep))
+	return t.putH(idx, ep, authKey, t.hashOf(&ep))
 }
 
 // putH is put with ep's hash already computed.
@@ -354,7 +354,7 @@ func (t *table) each(fn func(idx uint32, ep endpoint, gen, authKey uint16) bool)
 // is the tag's top bits, so probes compare tags without touching entries,
 // and growing or deleting needs no entry either.
 
-func (t *table) hashOf(ep endpoint) uint64 {
+func (t *table) hashOf(ep *endpoint) uint64 {
 	a := binary.LittleEndian.Uint64(ep.ip[:8])
 	b := binary.LittleEndian.Uint64(ep.ip[8:])
 	h := mix(a^t.seed^0xa0761d6478bd642f, b^0xe7037ed1a0b428db)
@@ -382,7 +382,7 @@ func (t *table) touch(h uint64) uint64 {
 	return t.hash[t.home(uint32(h>>32))]
 }
 
-func (t *table) hashFind(ep endpoint, h uint64) (slot int, idx uint32, ok bool) {
+func (t *table) hashFind(ep *endpoint, h uint64) (slot int, idx uint32, ok bool) {
 	if t.hashed == 0 {
 		return 0, 0, false
 	}
@@ -437,7 +437,7 @@ func (t *table) growHash(n int) {
 // hashDelete removes ep by backward-shift deletion, which keeps probe
 // chains intact without tombstones.
 func (t *table) hashDelete(ep endpoint) {
-	i, _, ok := t.hashFind(ep, t.hashOf(ep))
+	i, _, ok := t.hashFind(&ep, t.hashOf(&ep))
 	if !ok {
 		return
 	}
