@@ -3,7 +3,9 @@ package veth
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,32 +171,50 @@ func (bn *benchNet) msg8B(b *testing.B) {
 	}
 	rbufs := bn.rbufs
 	recvd := make(chan error, 1)
+	var got atomic.Int64 // messages received so far
 	defer bn.reportRetransmits(b)()
 	b.ResetTimer()
 	go func() {
 		// The target reposts each receive as it completes.
 		comps := make([]fabric.CQEntry, posted)
 		deadline := time.Now().Add(5 * time.Minute)
-		for got := 0; got < b.N; {
+		for got.Load() < int64(b.N) {
 			n, err := t.rxCQ.SRead(comps, 100)
-			if errors.Is(err, fi.EAGAIN) && time.Now().Before(deadline) {
+			if err == fi.EAGAIN && time.Now().Before(deadline) {
 				continue
 			}
 			if err != nil {
-				recvd <- fmt.Errorf("receive %d of %d: %w", got, b.N, err)
+				recvd <- fmt.Errorf("receive %d of %d: %w", got.Load(), b.N, err)
 				return
 			}
 			for _, c := range comps[:n] {
-				got++
 				if err := t.ep.Recv(rbufs[c.Context.(int)], mr.Desc{}, fi.AddrUnspec, c.Context); err != nil {
 					recvd <- err
 					return
 				}
+				got.Add(1)
 			}
 		}
 		recvd <- nil
 	}()
-	bn.pipeline(b, a.txCQ, b.N, depth, func(slot int) error { return a.ep.Send(msg, mr.Desc{}, a.peers[0], slot) })
+	// Flow control: a sender may not run more than the posted receives
+	// ahead of the receiver, or its messages pile up as unexpected ones
+	// and, past fabric.MaxUnexpectedMsgs, fail with FI_ENORX, as RDM
+	// allows. (With busy polling the receiving goroutine is the slowest.)
+	sent := 0
+	bn.pipeline(b, a.txCQ, b.N, depth, func(slot int) error {
+		for deadline := time.Now().Add(compTimeout); int64(sent)-got.Load() >= posted; {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("receiver stuck at %d of %d sent: %w", got.Load(), sent, fi.ETIMEDOUT)
+			}
+			runtime.Gosched()
+		}
+		if err := a.ep.Send(msg, mr.Desc{}, a.peers[0], slot); err != nil {
+			return err
+		}
+		sent++
+		return nil
+	})
 	if err := <-recvd; err != nil {
 		b.Fatal(err)
 	}
