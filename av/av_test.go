@@ -1004,12 +1004,21 @@ func TestHotPathNoAlloc(t *testing.T) {
 		got, _ := a.AddrPort(out[42])
 		sink += a.FIAddr(got) + a.SourceAddr(peer) + a.FIAddr(sym)
 		sink += a.FIAddr(stranger) + a.SourceAddr(stranger)
+		ip := peer.Addr().As16()
+		sink += a.FIAddr16(&ip, peer.Port()) + a.SourceAddr16(&ip, peer.Port())
 		if _, ok := a.AddrPort(fi.Addr(1) << 40); ok {
 			sink++
 		}
 	})
 	require.Zero(t, allocs)
 	require.NotZero(t, sink)
+	ip := peer.Addr().As16()
+	require.Equal(t, out[42], a.FIAddr16(&ip, peer.Port()))
+	require.Equal(t, out[42], a.SourceAddr16(&ip, peer.Port()))
+	ip = sym.Addr().As16()
+	require.Equal(t, a.FIAddr(sym), a.FIAddr16(&ip, sym.Port()))
+	ip = stranger.Addr().As16()
+	require.Equal(t, fi.AddrNotAvail, a.FIAddr16(&ip, stranger.Port()))
 }
 
 // TestMirrorInStepRandom: a random mix of inserts and removes keeps the

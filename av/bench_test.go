@@ -240,6 +240,22 @@ func BenchmarkLookup(b *testing.B) {
 					}
 				}
 			})
+			keys := make([][16]byte, len(set.order))
+			for i, o := range set.order {
+				keys[i] = peers[o].Addr().As16()
+			}
+			b.Run(typ.String()+"/FIAddr16/"+set.name, func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if a.FIAddr16(&keys[i], 7471) == fi.AddrNotAvail {
+						b.Fatal("miss")
+					}
+					if i++; i == len(keys) {
+						i = 0
+					}
+				}
+			})
 			b.Run(typ.String()+"/SourceAddr/"+set.name, func(b *testing.B) {
 				b.ReportAllocs()
 				i := 0

@@ -29,8 +29,9 @@
 //
 // The hot-path lookups of the data path take the AV's read lock only and
 // allocate nothing: AddrPort (fi_addr -> peer, for sending), FIAddr and
-// SourceAddr (peer -> fi_addr / user ID, for FI_SOURCE on receive),
-// AuthKeySource (FI_SOURCE_ERR). The endpoint package binds endpoints with
+// SourceAddr (peer -> fi_addr / user ID, for FI_SOURCE on receive; FIAddr16
+// and SourceAddr16 take the peer as raw key bytes), AuthKeySource
+// (FI_SOURCE_ERR). The endpoint package binds endpoints with
 // AttachEndpoint / DetachEndpoint and EnableEndpoint / DisableEndpoint,
 // which make Close and removing an auth key answer FI_EBUSY.
 //

@@ -171,12 +171,24 @@ func addrPortOf(ip *[16]byte, port uint16) netip.AddrPort {
 // FI_ADDR_NOTAVAIL when ap is not in the AV. Allocation-free.
 func (av *AV) FIAddr(ap netip.AddrPort) fi.Addr {
 	ep := endpoint{ip: ap.Addr().As16(), port: ap.Port()}
+	return av.fiAddrOf(&ep)
+}
+
+// FIAddr16 is FIAddr for a peer given as the kernel map keys it: the IPv6
+// or IPv4-mapped address and the port in host order, as a datapath parsing
+// packets has them, without a round trip through netip.
+func (av *AV) FIAddr16(ip *[16]byte, port uint16) fi.Addr {
+	ep := endpoint{ip: *ip, port: port}
+	return av.fiAddrOf(&ep)
+}
+
+func (av *AV) fiAddrOf(ep *endpoint) fi.Addr {
 	av.mu.RLock()
-	idx, gen, ok := av.t.lookup(&ep)
+	idx, gen, ok := av.t.lookup(ep)
 	h := av.handle(idx, gen)
 	av.mu.RUnlock()
 	if !ok {
-		return av.sharedMissFIAddr(&ep)
+		return av.sharedMissFIAddr(ep)
 	}
 	return h
 }
@@ -189,15 +201,25 @@ func (av *AV) FIAddr(ap netip.AddrPort) fi.Addr {
 // Allocation-free.
 func (av *AV) SourceAddr(ap netip.AddrPort) fi.Addr {
 	ep := endpoint{ip: ap.Addr().As16(), port: ap.Port()}
+	return av.sourceOf(&ep)
+}
+
+// SourceAddr16 is SourceAddr for a peer given as in FIAddr16.
+func (av *AV) SourceAddr16(ip *[16]byte, port uint16) fi.Addr {
+	ep := endpoint{ip: *ip, port: port}
+	return av.sourceOf(&ep)
+}
+
+func (av *AV) sourceOf(ep *endpoint) fi.Addr {
 	av.mu.RLock()
-	a, ok := av.sourceLocked(&ep)
+	a, ok := av.sourceLocked(ep)
 	av.mu.RUnlock()
 	if !ok && av.shared != nil {
-		if av.sharedMissFIAddr(&ep) == fi.AddrNotAvail {
+		if av.sharedMissFIAddr(ep) == fi.AddrNotAvail {
 			return fi.AddrNotAvail
 		}
 		av.mu.RLock()
-		a, _ = av.sourceLocked(&ep)
+		a, _ = av.sourceLocked(ep)
 		av.mu.RUnlock()
 	}
 	return a
