@@ -122,6 +122,13 @@ func parseAddrStr(s string) (endpoint, fi.Errno) {
 	return endpointOf(ap)
 }
 
+// AppendSockaddr appends ap as the binary address an AV opened for
+// FI_SOCKADDR takes: struct sockaddr_in for IPv4 (and IPv4-mapped)
+// addresses, sockaddr_in6 otherwise. Endpoints use it for fi_getname.
+func AppendSockaddr(dst []byte, ap netip.AddrPort) []byte {
+	return appendAddr(dst, fi.FormatSockaddr, endpoint{ip: ap.Addr().As16(), port: ap.Port()})
+}
+
 // appendAddr appends e in format f: the format an AV stores and fi_av_lookup
 // returns. FI_SOCKADDR gives sockaddr_in for IPv4 (mapped) peers.
 func appendAddr(dst []byte, f fi.AddrFormat, e endpoint) []byte {

@@ -12,7 +12,6 @@ import (
 	"github.com/xdpfab/xdpfab/datapath/udp"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/mr"
-	"golang.org/x/sys/unix"
 )
 
 // EPType is enum fi_ep_type; xdpfab offers FI_EP_RDM.
@@ -187,27 +186,7 @@ func udpListen(local netip.AddrPort) (datapath.Transport, error) {
 // GetName is fi_getname: the endpoint's address in the AV's binary format
 // (a sockaddr_in or sockaddr_in6), ready for a peer's av.Insert.
 func (ep *Endpoint) GetName() []byte {
-	return sockaddr(ep.tr.LocalAddr())
-}
-
-// sockaddr encodes ap as struct sockaddr_in (16 bytes) or sockaddr_in6 (28
-// bytes), the binary address formats FI_SOCKADDR_IN/IN6.
-func sockaddr(ap netip.AddrPort) []byte {
-	a := ap.Addr().Unmap()
-	if a.Is4() {
-		b := make([]byte, 16)
-		b[0] = unix.AF_INET // sa_family is host order: little-endian here
-		b[2], b[3] = byte(ap.Port()>>8), byte(ap.Port())
-		ip := a.As4()
-		copy(b[4:8], ip[:])
-		return b
-	}
-	b := make([]byte, 28)
-	b[0] = unix.AF_INET6
-	b[2], b[3] = byte(ap.Port()>>8), byte(ap.Port())
-	ip := a.As16()
-	copy(b[8:24], ip[:])
-	return b
+	return av.AppendSockaddr(nil, ep.tr.LocalAddr())
 }
 
 // LocalAddr returns the endpoint's socket address.
