@@ -43,6 +43,9 @@
 //     messages report the sender's user ID (FI_ADDR_NOTAVAIL before
 //     SetUserID).
 //
+// bugs_test.go holds minimal reproductions of defects found by the suite
+// in the packages it builds on; each fails until its defect is fixed.
+//
 // bench_test.go measures fetch-add latency (p50/p99) and rate, 8-byte
 // message rate and 4 KiB RMA write bandwidth over the pair, with and
 // without busy polling.
