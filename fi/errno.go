@@ -124,8 +124,9 @@ func (e Errno) Name() string { return errnoNames[e] }
 // Is makes errors.Is(fi.EAGAIN, syscall.EAGAIN) hold, so callers used to the
 // syscall package can match either form.
 func (e Errno) Is(target error) bool {
-	var se syscall.Errno
-	if errors.As(target, &se) {
+	// A type assertion, not errors.As: errors.Is already walks target's
+	// chain, and errors.As would move se to the heap on every call.
+	if se, ok := target.(syscall.Errno); ok {
 		return int(se) == int(e)
 	}
 	return false

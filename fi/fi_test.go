@@ -95,3 +95,14 @@ func TestAddrAndFID(t *testing.T) {
 	require.Equal(t, 4, int(fi.WaitMutexCond))
 	require.Equal(t, "FI_WAIT_FD", fi.WaitFD.String())
 }
+
+// TestIsDoesNotAllocate: callers spin on errors.Is(err, fi.EAVAIL).
+func TestIsDoesNotAllocate(t *testing.T) {
+	var err error = fi.EAGAIN
+	allocs := testing.AllocsPerRun(100, func() {
+		if errors.Is(err, fi.EAVAIL) || !errors.Is(err, fi.EAGAIN) {
+			t.Fatal("wrong match")
+		}
+	})
+	require.Zero(t, allocs)
+}

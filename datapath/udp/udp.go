@@ -561,8 +561,16 @@ func (t *Transport) sendBatch(fd uintptr) bool {
 		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[off])), uintptr(len(b.pkts)-off),
 			unix.MSG_DONTWAIT, 0, 0)
 		switch {
-		case e == unix.EAGAIN || e == unix.ENOBUFS:
+		case e == unix.EAGAIN:
 			return false // wait for room in the socket buffer
+		case e == unix.ENOBUFS:
+			// With IP_RECVERR the local stack reports a datagram it
+			// dropped on the way out (netfilter, a full qdisc) as
+			// ENOBUFS. It is a loss, not a full buffer: waiting for the
+			// socket to become writable would block forever on an idle
+			// socket. Drop that datagram like any refused one.
+			b.err = e
+			return true
 		case e == unix.EINTR:
 			continue
 		case isICMPErrno(e) && try < 4:
