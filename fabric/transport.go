@@ -7,11 +7,10 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netlink"
 
-	"github.com/xdpfab/xdpfab/afxdp"
 	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/afxdp"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/mr"
 	"github.com/xdpfab/xdpfab/xdp"
@@ -61,30 +60,18 @@ func openAttachment(addr netip.Addr, attach bool) (string, *xdp.Attachment, erro
 	if addr.IsLoopback() {
 		return "", nil, fmt.Errorf("%w: %v is a loopback address", errNoXDP, addr)
 	}
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	name, err := afxdp.InterfaceOf(addr)
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: list addresses: %v", errNoXDP, err)
+		return "", nil, fmt.Errorf("%w: %v", errNoXDP, err)
 	}
-	for _, a := range addrs {
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok || ip.Unmap() != addr.Unmap() {
-			continue
-		}
-		l, err := netlink.LinkByIndex(a.LinkIndex)
-		if err != nil {
-			return "", nil, fmt.Errorf("%w: link %d: %v", errNoXDP, a.LinkIndex, err)
-		}
-		name := l.Attrs().Name
-		att, err := xdp.Open(name)
-		if err != nil && attach {
-			att, err = xdp.Attach(name, xdp.Options{Mode: xdp.ModeAuto})
-		}
-		if err != nil {
-			return "", nil, fmt.Errorf("%w: xdpfab is not attached on %s (xdpfab attach %s): %v", errNoXDP, name, name, err)
-		}
-		return name, att, nil
+	att, err := xdp.Open(name)
+	if err != nil && attach {
+		att, err = xdp.Attach(name, xdp.Options{Mode: xdp.ModeAuto})
 	}
-	return "", nil, fmt.Errorf("%w: no interface has address %v", errNoXDP, addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: xdpfab is not attached on %s (xdpfab attach %s): %v", errNoXDP, name, name, err)
+	}
+	return name, att, nil
 }
 
 // Transport returns how the domain's endpoints move packets: TransportXDP
@@ -123,7 +110,15 @@ func (d *Domain) openTransport(port uint16) (datapath.Transport, error) {
 // port once its AV is known: which AV admits peers (strict unless
 // AcceptUnknown) and which domain's keys requests name.
 func (ep *Endpoint) configureTransport() error {
-	tr, ok := ep.tr.(*afxdp.Transport)
+	inner := ep.tr
+	for { // see through wrappers such as datapath/lossy
+		u, ok := inner.(interface{ Unwrap() datapath.Transport })
+		if !ok {
+			break
+		}
+		inner = u.Unwrap()
+	}
+	tr, ok := inner.(*afxdp.Transport)
 	if !ok {
 		return nil
 	}

@@ -5,23 +5,27 @@
 // itself (Ethernet/IP/UDP headers, next-hop MAC from the neighbour table).
 //
 // Model. Open needs xdpfab attached on the interface (xdp.Attach or
-// `xdpfab attach`). It binds one AF_XDP socket per RX queue of the
-// interface (every queue the kernel accepts a socket on, up to the XSKMAP's
-// 64) and puts each into the XSKMAP slot of its queue, and it also
-// binds an ordinary kernel UDP socket to the same address and port: that
-// reserves the port, and receives whatever the program passes to the stack
-// (no socket bound on a queue, a non-strict unknown peer, IP fragments), so
-// no packet is lost to the choice of path. Configure writes the port's
-// entry in the program's ports map (which AV and domain it serves, strict
-// or not); until then the program passes the port's traffic to the kernel
-// socket. Close removes the port entry and the XSKMAP slots.
+// `xdpfab attach`). The kernel lets one AF_XDP socket bind a queue, so the
+// sockets belong to a device shared by all of the process's transports on
+// the interface: one socket per RX queue (every queue the kernel accepts a
+// socket on, up to the XSKMAP's 64), each in the XSKMAP slot of its queue,
+// and one receive goroutine that hands every packet to the transport of
+// its UDP destination port through a bounded, preallocated per-transport
+// queue. Each transport also binds an ordinary kernel UDP socket to its
+// address and port: that reserves the port, and receives whatever the
+// program passes to the stack (a non-strict unknown peer, IP fragments, no
+// socket on a queue), so no packet is lost to the choice of path.
+// Configure writes the port's entry in the program's ports map (which AV
+// and domain it serves, strict or not); until then the program passes the
+// port's traffic to the kernel socket. Close removes the port entry; the
+// last transport on the interface removes the XSKMAP slots and the sockets.
 //
-// Receive polls the RX rings of every socket and the kernel socket; a
-// blocking Receive sleeps in poll(2) on the AF_XDP sockets and an eventfd
-// (Close), waking at least every FallbackPoll to look at the kernel socket.
-// Send resolves the next hop from a cache; a destination whose MAC is not
-// known yet is resolved in the background and its packets are dropped
-// meanwhile (the reliable layer retransmits), so Send never blocks.
+// Receive takes from the transport's queue and the kernel socket; a
+// blocking Receive waits for the queue, looking at the kernel socket at
+// least every FallbackPoll. Send resolves the next hop from a cache; a
+// destination whose MAC is not known yet is resolved in the background and
+// its packets are dropped meanwhile (the reliable layer retransmits), so
+// Send never blocks.
 package afxdp
 
 import (
@@ -31,30 +35,40 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/nexthop"
 	"github.com/xdpfab/xdpfab/datapath/udp"
+	"github.com/xdpfab/xdpfab/datapath/udpframe"
+	"github.com/xdpfab/xdpfab/datapath/xsk"
 	"github.com/xdpfab/xdpfab/fi"
-	"github.com/xdpfab/xdpfab/nexthop"
-	"github.com/xdpfab/xdpfab/udpframe"
 	"github.com/xdpfab/xdpfab/xdp"
-	"github.com/xdpfab/xdpfab/xsk"
 )
 
 // FallbackPoll bounds how long a blocking Receive goes without looking at
 // the kernel socket.
 const FallbackPoll = 2 * time.Millisecond
 
-// batch is the most packets one Receive or Send moves per socket.
+// batch is the most packets one ring pass or Send moves.
 const batch = 64
+
+// queueLen is how many received packets a transport holds before its
+// endpoint reads them; past it they are dropped (and retransmitted).
+const queueLen = 512
+
+// slotSize holds any datagram an AF_XDP frame can carry (frames are 4096
+// bytes including the kernel's headroom).
+const slotSize = 4096
 
 // Options configures Open.
 type Options struct {
-	// Iface is the interface xdpfab is attached on.
+	// Iface is the interface xdpfab is attached on; empty means the one
+	// holding Local's address (InterfaceOf).
 	Iface string
 	// Local is the interface address and UDP port to serve (port 0 picks
 	// a free one through the kernel socket).
@@ -70,68 +84,52 @@ type Options struct {
 type Stats struct {
 	RxXSK, RxKernel uint64 // packets received through AF_XDP / the kernel socket
 	TxXSK           uint64 // frames transmitted
-	TxNoHop         uint64 // packets dropped: next hop not resolved yet
+	TxNoHop         uint64 // packets sent through the kernel socket: next hop not resolved yet
 	TxNoFrame       uint64 // packets dropped: every TX frame in flight
-	RxNotOurs       uint64 // frames on the XSK that were not UDP to our port
-	RxTruncated     uint64 // payloads larger than the receive buffer
+	RxQueueFull     uint64 // packets dropped: the transport's queue was full
 }
 
-// Transport is an AF_XDP datapath.Transport.
+// Transport is an AF_XDP datapath.Transport for one local port.
 type Transport struct {
-	att      *xdp.Attachment
-	socks    []*xsk.Socket
+	dev      *device
 	kernel   *udp.Transport
 	local    netip.AddrPort
 	resolver *nexthop.Resolver
-	wakeFD   int
-	pollFDs  []unix.PollFd
 	closed   atomic.Bool
+	closing  chan struct{}
 	udpCsum  bool
-
-	rxMu sync.Mutex // serialises Receive against Close
-	rx   [batch]xsk.Desc
-
-	txMu sync.Mutex // Send from several goroutines; guards tx
-	tx   [batch]xsk.Desc
+	q        rxQueue
+	timer    *time.Timer // Receive's FallbackPoll wait (one Receive at a time)
 
 	hopMu     sync.Mutex
 	resolving map[netip.Addr]bool // guarded by hopMu
 
-	rxXSK, rxKernel, txXSK, txNoHop, txNoFrame, rxNotOurs, rxTrunc atomic.Uint64
+	rxXSK, rxKernel, txXSK, txNoHop, txNoFrame atomic.Uint64
 }
 
 var _ datapath.Transport = (*Transport)(nil)
 
-// Open binds the AF_XDP sockets and the kernel socket. Call it with the
-// thread in the interface's network namespace; the transport keeps
-// working from any goroutine afterwards.
+// Open binds the transport's port on the interface's shared AF_XDP device
+// (opening the device for the first transport) and the kernel socket.
+// Call it with the thread in the interface's network namespace; the
+// transport keeps working from any goroutine afterwards.
 func Open(opts Options) (*Transport, error) {
-	att, err := xdp.Open(opts.Iface)
-	if err != nil {
-		return nil, fmt.Errorf("afxdp: xdpfab is not attached on %s: %w", opts.Iface, err)
+	if opts.Iface == "" {
+		iface, err := InterfaceOf(opts.Local.Addr())
+		if err != nil {
+			return nil, fmt.Errorf("afxdp: %w", err)
+		}
+		opts.Iface = iface
 	}
-	t := &Transport{att: att, wakeFD: -1, udpCsum: opts.UDPChecksum, resolving: map[netip.Addr]bool{}}
-	if err := t.open(opts); err != nil {
-		t.release()
-		return nil, err
-	}
-	return t, nil
-}
-
-func (t *Transport) open(opts Options) error {
+	t := &Transport{udpCsum: opts.UDPChecksum, resolving: map[netip.Addr]bool{}, closing: make(chan struct{})}
 	nl, err := netlink.NewHandle()
 	if err != nil {
-		return fmt.Errorf("afxdp: netlink: %w", err)
-	}
-	link, err := nl.LinkByIndex(t.att.Ifindex)
-	if err != nil {
-		nl.Close()
-		return fmt.Errorf("afxdp: link %s: %w", opts.Iface, err)
+		return nil, fmt.Errorf("afxdp: netlink: %w", err)
 	}
 	t.kernel, err = udp.Listen(opts.Local, udp.Options{})
 	if err != nil {
 		nl.Close()
-		return fmt.Errorf("afxdp: kernel socket: %w", err)
+		return nil, fmt.Errorf("afxdp: kernel socket: %w", err)
 	}
 	t.local = t.kernel.LocalAddr()
 	t.resolver = nexthop.New(nl, time.Second)
@@ -140,33 +138,19 @@ func (t *Transport) open(opts Options) error {
 	t.resolver.Probe = func(next netip.Addr) {
 		_ = t.kernel.Send([]datapath.Packet{{Buf: []byte{0}, Addr: netip.AddrPortFrom(next, 9)}})
 	}
-	t.wakeFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		return fmt.Errorf("afxdp: eventfd: %w", err)
+	t.q.init(queueLen, slotSize)
+	t.timer = time.NewTimer(time.Hour)
+	t.timer.Stop()
+	if t.dev, err = openDevice(opts.Iface, opts.Bind); err != nil {
+		t.kernel.Close()
+		return nil, fmt.Errorf("afxdp: %w", err)
 	}
-	queues := link.Attrs().NumRxQueues
-	if queues < 1 {
-		queues = 1
+	if err := t.dev.register(t); err != nil {
+		t.dev.close(t)
+		t.kernel.Close()
+		return nil, fmt.Errorf("afxdp: %w", err)
 	}
-	queues = min(queues, bpf.XSKMaxQueues)
-	for q := 0; q < queues; q++ {
-		s, err := openQueue(t.att.Ifindex, q, opts.Bind)
-		if err != nil && q > 0 && errors.Is(err, unix.EINVAL) {
-			// IFLA_NUM_RX_QUEUES is the allocated count; the kernel refuses
-			// queues past the real one (a default veth has one).
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("afxdp: %s queue %d: %w", opts.Iface, q, err)
-		}
-		t.socks = append(t.socks, s)
-		if err := t.att.SetXSK(uint32(q), s.FD()); err != nil {
-			return fmt.Errorf("afxdp: %s queue %d: %w", opts.Iface, q, err)
-		}
-		t.pollFDs = append(t.pollFDs, unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN})
-	}
-	t.pollFDs = append(t.pollFDs, unix.PollFd{Fd: int32(t.wakeFD), Events: unix.POLLIN})
-	return nil
+	return t, nil
 }
 
 // RebindWait bounds how long Open retries a queue the kernel still holds
@@ -186,16 +170,37 @@ func openQueue(ifindex, q int, mode xsk.BindMode) (*xsk.Socket, error) {
 	}
 }
 
+// InterfaceOf returns the name of the interface holding addr, in the
+// calling thread's network namespace.
+func InterfaceOf(addr netip.Addr) (string, error) {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return "", fmt.Errorf("list addresses: %w", err)
+	}
+	for _, a := range addrs {
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok || ip.Unmap() != addr.Unmap() {
+			continue
+		}
+		l, err := netlink.LinkByIndex(a.LinkIndex)
+		if err != nil {
+			return "", fmt.Errorf("link %d: %w", a.LinkIndex, err)
+		}
+		return l.Attrs().Name, nil
+	}
+	return "", fmt.Errorf("no interface has address %v: %w", addr, fi.EADDRNOTAVAIL)
+}
+
 // Configure sets the program's entry for the transport's port: the AV
 // whose peers may send (strict: others are dropped in XDP) and the domain
 // whose MR keys requests name.
 func (t *Transport) Configure(cfg xdp.PortConfig) error {
-	return t.att.SetPort(t.local.Port(), cfg)
+	return t.dev.att.SetPort(t.local.Port(), cfg)
 }
 
 // Attachment returns the XDP attachment the transport uses (its AV and MR
 // maps are the ones the kernel consults).
-func (t *Transport) Attachment() *xdp.Attachment { return t.att }
+func (t *Transport) Attachment() *xdp.Attachment { return t.dev.att }
 
 // LocalAddr implements datapath.Transport.
 func (t *Transport) LocalAddr() netip.AddrPort { return t.local }
@@ -205,16 +210,11 @@ func (t *Transport) BatchSize() int { return batch }
 
 // Receive implements datapath.Transport.
 func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
-	t.rxMu.Lock()
-	defer t.rxMu.Unlock()
 	for {
 		if t.closed.Load() {
 			return 0, datapath.ErrClosed
 		}
-		n := 0
-		for _, s := range t.socks {
-			n = t.receiveXSK(s, pkts, n)
-		}
+		n := t.q.pop(pkts)
 		if n < len(pkts) {
 			m, err := t.kernel.Receive(pkts[n:], false)
 			if err != nil && !errors.Is(err, datapath.ErrClosed) {
@@ -226,45 +226,16 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 		if n > 0 || !wait {
 			return n, nil
 		}
-		if _, err := unix.Poll(t.pollFDs, int(FallbackPoll/time.Millisecond)); err != nil && !errors.Is(err, unix.EINTR) {
-			return 0, fmt.Errorf("afxdp: poll: %w", err)
+		t.timer.Reset(FallbackPoll)
+		select {
+		case <-t.q.ready:
+		case <-t.timer.C:
+		case <-t.closing:
 		}
+		t.timer.Stop()
 	}
 }
 
-// receiveXSK moves what socket s has into pkts[n:] and returns the new n.
-func (t *Transport) receiveXSK(s *xsk.Socket, pkts []datapath.Packet, n int) int {
-	want := min(len(pkts)-n, len(t.rx))
-	if want <= 0 {
-		return n
-	}
-	k := s.Receive(t.rx[:want])
-	var p udpframe.Parsed
-	for _, d := range t.rx[:k] {
-		f := s.Frame(d)
-		if udpframe.Parse(f, &p) != nil || p.Dst.Port() != t.local.Port() {
-			t.rxNotOurs.Add(1)
-			continue
-		}
-		pk := &pkts[n]
-		buf := pk.Buf[:cap(pk.Buf)]
-		if p.PayloadLen > len(buf) {
-			t.rxTrunc.Add(1)
-			continue
-		}
-		pk.Buf = buf[:copy(buf, f[p.PayloadOffset:p.PayloadOffset+p.PayloadLen])]
-		pk.Addr = netip.AddrPortFrom(p.Src.Addr().Unmap(), p.Src.Port())
-		pk.Meta = metaOf(bpf.ParseMeta(s.Meta(d, bpf.MetaLen)))
-		n++
-	}
-	if k > 0 {
-		s.Release(t.rx[:k])
-		t.rxXSK.Add(uint64(k))
-	}
-	return n
-}
-
-// metaOf turns the XDP program's metadata into the datapath's.
 func metaOf(m bpf.Meta, ok bool) datapath.Meta {
 	if !ok {
 		return datapath.NoMeta
@@ -284,17 +255,25 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 	if t.closed.Load() {
 		return datapath.ErrClosed
 	}
-	t.txMu.Lock()
-	defer t.txMu.Unlock()
-	s := t.socks[0]
+	d := t.dev
+	d.txMu.Lock()
+	defer d.txMu.Unlock()
+	if len(d.socks) == 0 {
+		return datapath.ErrClosed
+	}
+	s := d.socks[0]
 	for len(pkts) > 0 {
 		k := 0
-		for len(pkts) > 0 && k < len(t.tx) {
+		for len(pkts) > 0 && k < len(d.tx) {
 			p := &pkts[0]
 			pkts = pkts[1:]
 			hop, ok := t.hop(p.Addr.Addr().Unmap())
 			if !ok {
+				// Until the next hop's MAC is known, the kernel socket
+				// carries the packet: the stack queues it behind ARP or
+				// neighbour discovery instead of losing it.
 				t.txNoHop.Add(1)
+				_ = t.kernel.Send(p1(p))
 				continue
 			}
 			addr, buf, ok := s.NextTxFrame()
@@ -315,14 +294,14 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 				s.ReturnTxFrame(addr)
 				continue
 			}
-			t.tx[k] = xsk.Desc{Addr: addr, Len: uint32(n)}
+			d.tx[k] = xsk.Desc{Addr: addr, Len: uint32(n)}
 			k++
 		}
 		if k == 0 {
 			continue
 		}
-		sent, err := s.Transmit(t.tx[:k])
-		for _, d := range t.tx[sent:k] { // TX ring full: datagram semantics, drop
+		sent, err := s.Transmit(d.tx[:k])
+		for _, d := range d.tx[sent:k] { // TX ring full: datagram semantics, drop
 			s.ReturnTxFrame(d.Addr)
 			t.txNoFrame.Add(1)
 		}
@@ -333,6 +312,9 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 	}
 	return nil
 }
+
+// p1 returns p as a one-packet batch without allocating.
+func p1(p *datapath.Packet) []datapath.Packet { return unsafe.Slice(p, 1) }
 
 // hop returns the cached next hop of dst, or starts resolving it.
 func (t *Transport) hop(dst netip.Addr) (nexthop.Hop, bool) {
@@ -355,42 +337,22 @@ func (t *Transport) hop(dst netip.Addr) (nexthop.Hop, bool) {
 
 // Stats returns the transport's counters.
 func (t *Transport) Stats() Stats {
+	t.q.mu.Lock()
+	drops := t.q.drops
+	t.q.mu.Unlock()
 	return Stats{RxXSK: t.rxXSK.Load(), RxKernel: t.rxKernel.Load(), TxXSK: t.txXSK.Load(),
-		TxNoHop: t.txNoHop.Load(), TxNoFrame: t.txNoFrame.Load(), RxNotOurs: t.rxNotOurs.Load(),
-		RxTruncated: t.rxTrunc.Load()}
+		TxNoHop: t.txNoHop.Load(), TxNoFrame: t.txNoFrame.Load(), RxQueueFull: drops}
 }
 
 // Close implements datapath.Transport: it wakes a blocked Receive, removes
-// the port entry and the XSKMAP slots, and releases the sockets.
+// the port entry, leaves the device (the last transport closes it) and
+// closes the kernel socket.
 func (t *Transport) Close() error {
 	if t.closed.Swap(true) {
 		return nil
 	}
-	if t.wakeFD >= 0 {
-		var one = [8]byte{1}
-		_, _ = unix.Write(t.wakeFD, one[:])
-	}
-	t.rxMu.Lock()
-	t.txMu.Lock()
-	defer t.rxMu.Unlock()
-	defer t.txMu.Unlock()
-	_ = t.att.DeletePort(t.local.Port())
-	t.release()
-	return nil
-}
-
-func (t *Transport) release() {
-	for q, s := range t.socks {
-		_ = t.att.DeleteXSK(uint32(q))
-		s.Close()
-	}
-	t.socks = nil
-	if t.kernel != nil {
-		t.kernel.Close()
-	}
-	if t.wakeFD >= 0 {
-		unix.Close(t.wakeFD)
-		t.wakeFD = -1
-	}
-	t.att.Close()
+	close(t.closing)
+	_ = t.dev.att.DeletePort(t.local.Port())
+	t.dev.close(t)
+	return t.kernel.Close()
 }

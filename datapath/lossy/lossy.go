@@ -78,6 +78,10 @@ func Wrap(inner datapath.Transport, cfg Config) (*Transport, error) {
 	return t, nil
 }
 
+// Unwrap returns the wrapped transport (the fabric layer configures an
+// AF_XDP transport through the wrapper).
+func (t *Transport) Unwrap() datapath.Transport { return t.inner }
+
 // Stats returns a snapshot of the counters.
 func (t *Transport) Stats() Stats {
 	t.mu.Lock()

@@ -2,7 +2,6 @@ package veth
 
 import (
 	"errors"
-	"fmt"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -61,16 +60,8 @@ func peerDisappears(t *testing.T, tc transportCase, how string) {
 	_, err := w.run()
 	require.NoError(t, err)
 
-	// Pending: requests blackholed on their way into the target's
-	// namespace (at the receiver: see nftImpair for why not at the sender).
-	for _, args := range [][]string{
-		{"add", "table", "inet", "xftbh"},
-		{"add", "chain", "inet", "xftbh", "in", "{ type filter hook input priority 0; }"},
-		{"add", "rule", "inet", "xftbh", "in", "udp", "dport", fmt.Sprint(net.ports[sideB][0]), "drop"},
-	} {
-		out, err := targetNS.Exec("nft", args...)
-		require.NoError(t, err, "nft %v: %s", args, out)
-	}
+	// Pending: requests blackholed on their way into the target.
+	lift := tc.blackhole(t, net, net.ports[sideB][0])
 	retx0 := a.ep.Stats().Retransmits
 	for slot := range pending {
 		post(slot)
@@ -91,8 +82,7 @@ func peerDisappears(t *testing.T, tc transportCase, how string) {
 		require.NoError(t, nl.LinkSetDown(l))
 	}
 	vanished := time.Now()
-	out, err := targetNS.Exec("nft", "delete", "table", "inet", "xftbh")
-	require.NoError(t, err, "%s", out)
+	lift()
 	for slot := pending; slot < pending+after; slot++ {
 		post(slot)
 	}

@@ -12,6 +12,8 @@ import (
 
 	fatomic "github.com/xdpfab/xdpfab/atomic"
 	"github.com/xdpfab/xdpfab/av"
+	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/afxdp"
 	"github.com/xdpfab/xdpfab/datapath/lossy"
 	"github.com/xdpfab/xdpfab/datapath/udp"
 	"github.com/xdpfab/xdpfab/fabric"
@@ -168,7 +170,17 @@ func openNode(t testing.TB, name string, ns *testenv.Netns, da fabric.DomainAttr
 	require.NoError(t, err)
 	do(t, ns, func() error {
 		if o.lossy != nil {
-			u, err := udp.Listen(netip.AddrPortFrom(da.Addr, da.Port), udp.Options{})
+			// The wrapped transport is the one the case uses: AF_XDP for
+			// the xdp cases (the fabric configures it through the
+			// wrapper), the kernel socket otherwise.
+			var u datapath.Transport
+			var err error
+			local := netip.AddrPortFrom(da.Addr, da.Port)
+			if da.Transport == fabric.TransportXDP {
+				u, err = afxdp.Open(afxdp.Options{Local: local})
+			} else {
+				u, err = udp.Listen(local, udp.Options{})
+			}
 			if err != nil {
 				return err
 			}
@@ -185,7 +197,7 @@ func openNode(t testing.TB, name string, ns *testenv.Netns, da fabric.DomainAttr
 		return err
 	})
 	t.Cleanup(func() { require.NoError(t, n.close()) })
-	n.av, err = av.Open(o.avAttr, name)
+	n.av, err = n.dom.AVOpen(o.avAttr, name)
 	require.NoError(t, err)
 	n.txCQ, err = n.dom.CQOpen(fabric.CQAttr{WaitObj: fi.WaitUnspec}, "txcq")
 	require.NoError(t, err)

@@ -1,0 +1,262 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/udpframe"
+	"github.com/xdpfab/xdpfab/datapath/xsk"
+	"github.com/xdpfab/xdpfab/xdp"
+)
+
+// device is the AF_XDP side of one interface, shared by every transport
+// (endpoint port) of the process on it: the kernel lets one socket bind a
+// queue, so the sockets are per interface and a receive goroutine hands
+// each packet to the transport of its destination port.
+type device struct {
+	key     string
+	att     *xdp.Attachment
+	socks   []*xsk.Socket
+	wakeFD  int
+	pollFDs []unix.PollFd
+	done    chan struct{}
+	wg      sync.WaitGroup
+
+	mu    sync.RWMutex
+	ports map[uint16]*Transport // guarded by mu: transports by local port
+	refs  int                   // guarded by devicesMu
+
+	txMu sync.Mutex // guards tx and transmits on socks[0]
+	tx   [batch]xsk.Desc
+
+	rx [batch]xsk.Desc // receive goroutine only
+}
+
+var (
+	devicesMu sync.Mutex
+	devices   = map[string]*device{} // by pin directory: one per interface
+)
+
+// openDevice returns the shared device of iface, opening it (sockets on
+// every queue, receive goroutine) for the first transport. The calling
+// thread must be in the interface's network namespace.
+func openDevice(iface string, bind xsk.BindMode) (*device, error) {
+	key := xdp.PinDir(iface)
+	devicesMu.Lock()
+	defer devicesMu.Unlock()
+	if d := devices[key]; d != nil {
+		d.refs++
+		return d, nil
+	}
+	att, err := xdp.Open(iface)
+	if err != nil {
+		return nil, fmt.Errorf("xdpfab is not attached on %s: %w", iface, err)
+	}
+	d := &device{key: key, att: att, wakeFD: -1, done: make(chan struct{}), ports: map[uint16]*Transport{}}
+	if err := d.open(iface, bind); err != nil {
+		d.release()
+		return nil, err
+	}
+	d.refs = 1
+	devices[key] = d
+	d.wg.Add(1)
+	go d.receiveLoop()
+	return d, nil
+}
+
+func (d *device) open(iface string, bind xsk.BindMode) error {
+	link, err := netlink.LinkByIndex(d.att.Ifindex)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", iface, err)
+	}
+	if d.wakeFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	queues := min(max(link.Attrs().NumRxQueues, 1), bpf.XSKMaxQueues)
+	for q := 0; q < queues; q++ {
+		s, err := openQueue(d.att.Ifindex, q, bind)
+		if err != nil && q > 0 && errors.Is(err, unix.EINVAL) {
+			// IFLA_NUM_RX_QUEUES is the allocated count; the kernel refuses
+			// queues past the real one (a default veth has one).
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s queue %d: %w", iface, q, err)
+		}
+		d.socks = append(d.socks, s)
+		if err := d.att.SetXSK(uint32(q), s.FD()); err != nil {
+			return fmt.Errorf("%s queue %d: %w", iface, q, err)
+		}
+		d.pollFDs = append(d.pollFDs, unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN})
+	}
+	d.pollFDs = append(d.pollFDs, unix.PollFd{Fd: int32(d.wakeFD), Events: unix.POLLIN})
+	return nil
+}
+
+// register makes t receive the packets for its port.
+func (d *device) register(t *Transport) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ports[t.local.Port()] != nil {
+		return fmt.Errorf("port %d already has an AF_XDP transport", t.local.Port())
+	}
+	d.ports[t.local.Port()] = t
+	return nil
+}
+
+// close drops t from the device, and closes the device with its last
+// transport.
+func (d *device) close(t *Transport) {
+	d.mu.Lock()
+	if d.ports[t.local.Port()] == t {
+		delete(d.ports, t.local.Port())
+	}
+	d.mu.Unlock()
+	devicesMu.Lock()
+	d.refs--
+	last := d.refs == 0
+	if last {
+		delete(devices, d.key)
+	}
+	devicesMu.Unlock()
+	if !last {
+		return
+	}
+	close(d.done)
+	var one = [8]byte{1}
+	_, _ = unix.Write(d.wakeFD, one[:])
+	d.wg.Wait()
+	d.txMu.Lock()
+	d.release()
+	d.txMu.Unlock()
+}
+
+func (d *device) release() {
+	for q, s := range d.socks {
+		_ = d.att.DeleteXSK(uint32(q))
+		s.Close()
+	}
+	d.socks = nil
+	if d.wakeFD >= 0 {
+		unix.Close(d.wakeFD)
+		d.wakeFD = -1
+	}
+	d.att.Close()
+}
+
+// receiveLoop drains the RX rings and hands packets to their transports.
+func (d *device) receiveLoop() {
+	defer d.wg.Done()
+	var p udpframe.Parsed
+	for {
+		select {
+		case <-d.done:
+			return
+		default:
+		}
+		got := 0
+		for _, s := range d.socks {
+			k := s.Receive(d.rx[:])
+			got += k
+			d.mu.RLock()
+			for _, desc := range d.rx[:k] {
+				f := s.Frame(desc)
+				if udpframe.Parse(f, &p) != nil {
+					continue
+				}
+				t := d.ports[p.Dst.Port()]
+				if t == nil {
+					continue
+				}
+				t.rxXSK.Add(1)
+				t.q.push(f[p.PayloadOffset:p.PayloadOffset+p.PayloadLen],
+					netip.AddrPortFrom(p.Src.Addr().Unmap(), p.Src.Port()),
+					metaOf(bpf.ParseMeta(s.Meta(desc, bpf.MetaLen))))
+			}
+			d.mu.RUnlock()
+			if k > 0 {
+				s.Release(d.rx[:k])
+			}
+		}
+		if got == 0 {
+			if _, err := unix.Poll(d.pollFDs, -1); err != nil && !errors.Is(err, unix.EINTR) {
+				return
+			}
+		}
+	}
+}
+
+// rxQueue is a transport's bounded queue of received packets, filled by
+// the device's receive goroutine and drained by Receive. Full means drop
+// (datagram semantics; the reliable layer retransmits). Buffers are
+// preallocated: nothing allocates per packet.
+type rxQueue struct {
+	mu    sync.Mutex
+	slots []rxSlot // guarded by mu
+	head  int      // guarded by mu
+	n     int      // guarded by mu
+	drops uint64   // guarded by mu
+	ready chan struct{}
+}
+
+type rxSlot struct {
+	buf  []byte
+	addr netip.AddrPort
+	meta datapath.Meta
+}
+
+func (q *rxQueue) init(n, size int) {
+	q.slots = make([]rxSlot, n)
+	mem := make([]byte, n*size)
+	for i := range q.slots {
+		q.slots[i].buf = mem[i*size : i*size : (i+1)*size]
+	}
+	q.ready = make(chan struct{}, 1)
+}
+
+func (q *rxQueue) push(payload []byte, src netip.AddrPort, meta datapath.Meta) {
+	q.mu.Lock()
+	if q.n == len(q.slots) || len(payload) > cap(q.slots[0].buf) {
+		q.drops++
+		q.mu.Unlock()
+		return
+	}
+	s := &q.slots[(q.head+q.n)%len(q.slots)]
+	s.buf = append(s.buf[:0], payload...)
+	s.addr, s.meta = src, meta
+	q.n++
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop moves queued packets into pkts and returns how many.
+func (q *rxQueue) pop(pkts []datapath.Packet) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	i := 0
+	for ; i < len(pkts) && q.n > 0; i++ {
+		s := &q.slots[q.head]
+		pk := &pkts[i]
+		buf := pk.Buf[:cap(pk.Buf)]
+		if len(s.buf) > len(buf) {
+			q.drops++
+			i--
+		} else {
+			pk.Buf = buf[:copy(buf, s.buf)]
+			pk.Addr, pk.Meta = s.addr, s.meta
+		}
+		q.head = (q.head + 1) % len(q.slots)
+		q.n--
+	}
+	return i
+}
