@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/xdpfab/xdpfab/bpf"
-	"github.com/xdpfab/xdpfab/udpframe"
+	"github.com/xdpfab/xdpfab/datapath/udpframe"
+	"github.com/xdpfab/xdpfab/datapath/xsk"
 	"github.com/xdpfab/xdpfab/xdp"
-	"github.com/xdpfab/xdpfab/xsk"
 )
 
 // TestXSKRedirect binds an AF_XDP socket to queue 0 of the attached

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xdpfab/xdpfab/datapath/nexthop"
 	"github.com/xdpfab/xdpfab/internal/testenv"
-	"github.com/xdpfab/xdpfab/nexthop"
 )
 
 // TestResolveOverVeth resolves the peer of a fresh veth pair, whose

@@ -14,9 +14,9 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/stretchr/testify/require"
 
+	"github.com/xdpfab/xdpfab/datapath/udpframe"
+	"github.com/xdpfab/xdpfab/datapath/xsk"
 	"github.com/xdpfab/xdpfab/internal/testenv"
-	"github.com/xdpfab/xdpfab/udpframe"
-	"github.com/xdpfab/xdpfab/xsk"
 )
 
 const xskPort = 7471
