@@ -208,8 +208,11 @@ func (t *Transport) LocalAddr() netip.AddrPort { return t.local }
 // BatchSize implements datapath.Transport.
 func (t *Transport) BatchSize() int { return batch }
 
-// Receive implements datapath.Transport.
+// Receive implements datapath.Transport. The caller that gets the device's
+// RX lock drains the rings for every transport and, when nothing is there
+// and wait is set, polls them; the others wait for their queue.
 func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
+	d := t.dev
 	for {
 		if t.closed.Load() {
 			return 0, datapath.ErrClosed
@@ -223,8 +226,22 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 			t.rxKernel.Add(uint64(m))
 			n += m
 		}
-		if n > 0 || !wait {
+		if n > 0 {
 			return n, nil
+		}
+		if d.rxMu.TryLock() {
+			got := d.drain()
+			if got == 0 && wait {
+				d.poll(FallbackPoll)
+			}
+			d.rxMu.Unlock()
+			if got > 0 || wait {
+				continue
+			}
+			return 0, nil
+		}
+		if !wait {
+			return 0, nil
 		}
 		t.timer.Reset(FallbackPoll)
 		select {
@@ -236,6 +253,7 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 	}
 }
 
+// metaOf turns the XDP program's metadata into the datapath's.
 func metaOf(m bpf.Meta, ok bool) datapath.Meta {
 	if !ok {
 		return datapath.NoMeta

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -18,16 +19,17 @@ import (
 
 // device is the AF_XDP side of one interface, shared by every transport
 // (endpoint port) of the process on it: the kernel lets one socket bind a
-// queue, so the sockets are per interface and a receive goroutine hands
-// each packet to the transport of its destination port.
+// queue, so the sockets are per interface. There is no goroutine of its
+// own: a transport that receives drains the rings (holding rxMu) and hands
+// packets for other ports to their transports' queues, so a lone endpoint
+// reads its rings directly, with no hand-off.
 type device struct {
 	key     string
 	att     *xdp.Attachment
 	socks   []*xsk.Socket
-	wakeFD  int
 	pollFDs []unix.PollFd
-	done    chan struct{}
-	wg      sync.WaitGroup
+
+	rxMu sync.Mutex // held while draining or polling the RX rings; guards rx
 
 	mu    sync.RWMutex
 	ports map[uint16]*Transport // guarded by mu: transports by local port
@@ -36,7 +38,7 @@ type device struct {
 	txMu sync.Mutex // guards tx and transmits on socks[0]
 	tx   [batch]xsk.Desc
 
-	rx [batch]xsk.Desc // receive goroutine only
+	rx [batch]xsk.Desc
 }
 
 var (
@@ -59,15 +61,13 @@ func openDevice(iface string, bind xsk.BindMode) (*device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("xdpfab is not attached on %s: %w", iface, err)
 	}
-	d := &device{key: key, att: att, wakeFD: -1, done: make(chan struct{}), ports: map[uint16]*Transport{}}
+	d := &device{key: key, att: att, ports: map[uint16]*Transport{}}
 	if err := d.open(iface, bind); err != nil {
 		d.release()
 		return nil, err
 	}
 	d.refs = 1
 	devices[key] = d
-	d.wg.Add(1)
-	go d.receiveLoop()
 	return d, nil
 }
 
@@ -75,9 +75,6 @@ func (d *device) open(iface string, bind xsk.BindMode) error {
 	link, err := netlink.LinkByIndex(d.att.Ifindex)
 	if err != nil {
 		return fmt.Errorf("link %s: %w", iface, err)
-	}
-	if d.wakeFD, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
 	}
 	queues := min(max(link.Attrs().NumRxQueues, 1), bpf.XSKMaxQueues)
 	for q := 0; q < queues; q++ {
@@ -96,7 +93,6 @@ func (d *device) open(iface string, bind xsk.BindMode) error {
 		}
 		d.pollFDs = append(d.pollFDs, unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN})
 	}
-	d.pollFDs = append(d.pollFDs, unix.PollFd{Fd: int32(d.wakeFD), Events: unix.POLLIN})
 	return nil
 }
 
@@ -129,13 +125,12 @@ func (d *device) close(t *Transport) {
 	if !last {
 		return
 	}
-	close(d.done)
-	var one = [8]byte{1}
-	_, _ = unix.Write(d.wakeFD, one[:])
-	d.wg.Wait()
+	// A poller leaves within FallbackPoll.
+	d.rxMu.Lock()
 	d.txMu.Lock()
 	d.release()
 	d.txMu.Unlock()
+	d.rxMu.Unlock()
 }
 
 func (d *device) release() {
@@ -144,53 +139,47 @@ func (d *device) release() {
 		s.Close()
 	}
 	d.socks = nil
-	if d.wakeFD >= 0 {
-		unix.Close(d.wakeFD)
-		d.wakeFD = -1
-	}
 	d.att.Close()
 }
 
-// receiveLoop drains the RX rings and hands packets to their transports.
-func (d *device) receiveLoop() {
-	defer d.wg.Done()
+// drain moves what the RX rings hold to the queues of the transports the
+// packets are for and returns how many frames it took. d.rxMu is held.
+func (d *device) drain() int {
 	var p udpframe.Parsed
-	for {
-		select {
-		case <-d.done:
-			return
-		default:
+	got := 0
+	for _, s := range d.socks {
+		k := s.Receive(d.rx[:])
+		got += k
+		d.mu.RLock()
+		for _, desc := range d.rx[:k] {
+			f := s.Frame(desc)
+			if udpframe.Parse(f, &p) != nil {
+				continue
+			}
+			t := d.ports[p.Dst.Port()]
+			if t == nil {
+				continue
+			}
+			t.rxXSK.Add(1)
+			t.q.push(f[p.PayloadOffset:p.PayloadOffset+p.PayloadLen],
+				netip.AddrPortFrom(p.Src.Addr().Unmap(), p.Src.Port()),
+				metaOf(bpf.ParseMeta(s.Meta(desc, bpf.MetaLen))))
 		}
-		got := 0
-		for _, s := range d.socks {
-			k := s.Receive(d.rx[:])
-			got += k
-			d.mu.RLock()
-			for _, desc := range d.rx[:k] {
-				f := s.Frame(desc)
-				if udpframe.Parse(f, &p) != nil {
-					continue
-				}
-				t := d.ports[p.Dst.Port()]
-				if t == nil {
-					continue
-				}
-				t.rxXSK.Add(1)
-				t.q.push(f[p.PayloadOffset:p.PayloadOffset+p.PayloadLen],
-					netip.AddrPortFrom(p.Src.Addr().Unmap(), p.Src.Port()),
-					metaOf(bpf.ParseMeta(s.Meta(desc, bpf.MetaLen))))
-			}
-			d.mu.RUnlock()
-			if k > 0 {
-				s.Release(d.rx[:k])
-			}
-		}
-		if got == 0 {
-			if _, err := unix.Poll(d.pollFDs, -1); err != nil && !errors.Is(err, unix.EINTR) {
-				return
-			}
+		d.mu.RUnlock()
+		if k > 0 {
+			s.Release(d.rx[:k])
 		}
 	}
+	return got
+}
+
+// poll waits up to timeout for the RX rings. d.rxMu is held.
+func (d *device) poll(timeout time.Duration) {
+	if len(d.socks) == 0 {
+		time.Sleep(timeout)
+		return
+	}
+	_, _ = unix.Poll(d.pollFDs, int(timeout/time.Millisecond))
 }
 
 // rxQueue is a transport's bounded queue of received packets, filled by
