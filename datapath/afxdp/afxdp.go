@@ -254,7 +254,6 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 }
 
 // metaOf turns the XDP program's metadata into the datapath's.
-// metaOf turns the XDP program's metadata into the datapath's.
 func metaOf(m bpf.Meta, ok bool) datapath.Meta {
 	if !ok {
 		return datapath.NoMeta
