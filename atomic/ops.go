@@ -279,39 +279,28 @@ func complexOp[V any](op Op, m complexMath[V]) valueOp[[2]V] {
 // F(x * y) keep the compiler from fusing a product into the following
 // addition; NaN results become the canonical quiet NaN.
 
-func float32Math() complexMath[float32] {
-	canon := func(x float32) float32 {
+// floatMath is the arithmetic of float32 or float64 components; qnan is
+// the canonical quiet NaN of the width.
+func floatMath[F float32 | float64](qnan F) complexMath[F] {
+	canon := func(x F) F {
 		if x != x {
-			return math.Float32frombits(0x7fc00000)
+			return qnan
 		}
 		return x
 	}
-	return complexMath[float32]{
-		add:    func(a, b float32) float32 { return canon(a + b) },
-		sub:    func(a, b float32) float32 { return canon(a - b) },
-		mul:    func(a, b float32) float32 { return canon(float32(a * b)) },
-		isZero: func(a float32) bool { return a == 0 },
-		eq:     func(a, b float32) bool { return a == b },
+	return complexMath[F]{
+		add:    func(a, b F) F { return canon(a + b) },
+		sub:    func(a, b F) F { return canon(a - b) },
+		mul:    func(a, b F) F { return canon(F(a * b)) },
+		isZero: func(a F) bool { return a == 0 },
+		eq:     func(a, b F) bool { return a == b },
 		one:    1,
 	}
 }
 
-func float64Math() complexMath[float64] {
-	canon := func(x float64) float64 {
-		if x != x {
-			return math.Float64frombits(0x7ff8000000000000)
-		}
-		return x
-	}
-	return complexMath[float64]{
-		add:    func(a, b float64) float64 { return canon(a + b) },
-		sub:    func(a, b float64) float64 { return canon(a - b) },
-		mul:    func(a, b float64) float64 { return canon(float64(a * b)) },
-		isZero: func(a float64) bool { return a == 0 },
-		eq:     func(a, b float64) bool { return a == b },
-		one:    1,
-	}
-}
+func float32Math() complexMath[float32] { return floatMath(math.Float32frombits(0x7fc00000)) }
+
+func float64Math() complexMath[float64] { return floatMath(math.Float64frombits(0x7ff8000000000000)) }
 
 func ld80Math() complexMath[ld80] {
 	return complexMath[ld80]{

@@ -55,10 +55,11 @@ func (n *node) remote(t testing.TB, off uint64, size int, key uint64) []byte {
 }
 
 type nodeOpts struct {
-	addr   netip.Addr
-	epAttr fabric.EPAttr
-	avAttr av.Attr
-	memLen int
+	addr     netip.Addr
+	epAttr   fabric.EPAttr
+	avAttr   av.Attr
+	memLen   int
+	progress fabric.Progress
 }
 
 func newNode(t testing.TB, o nodeOpts) *node {
@@ -68,7 +69,7 @@ func newNode(t testing.TB, o nodeOpts) *node {
 	if !o.addr.IsValid() {
 		o.addr = netip.MustParseAddr("127.0.0.1")
 	}
-	d, err := f.Domain(fabric.DomainAttr{Addr: o.addr}, nil)
+	d, err := f.Domain(fabric.DomainAttr{Addr: o.addr, Progress: o.progress}, nil)
 	require.NoError(t, err)
 	n := &node{dom: d}
 	n.ep, err = d.Endpoint(o.epAttr, "ep")
