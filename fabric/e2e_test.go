@@ -60,6 +60,7 @@ type nodeOpts struct {
 	avAttr   av.Attr
 	memLen   int
 	progress fabric.Progress
+	authKey  []byte
 }
 
 func newNode(t testing.TB, o nodeOpts) *node {
@@ -69,7 +70,7 @@ func newNode(t testing.TB, o nodeOpts) *node {
 	if !o.addr.IsValid() {
 		o.addr = netip.MustParseAddr("127.0.0.1")
 	}
-	d, err := f.Domain(fabric.DomainAttr{Addr: o.addr, Progress: o.progress}, nil)
+	d, err := f.Domain(fabric.DomainAttr{Addr: o.addr, Progress: o.progress, AuthKey: o.authKey}, nil)
 	require.NoError(t, err)
 	n := &node{dom: d}
 	n.ep, err = d.Endpoint(o.epAttr, "ep")
@@ -246,4 +247,27 @@ func TestPostingErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, n, 100)
 	_ = fmt.Sprint(n)
+}
+
+// TestAuthKeys: a region registered under an authorization key (here the
+// target domain's) serves only initiators whose domain has the same key;
+// others get FI_EACCES and the memory is untouched.
+func TestAuthKeys(t *testing.T) {
+	key := []byte("sekrit-1")
+	target := newNode(t, nodeOpts{authKey: key})
+	good := newNode(t, nodeOpts{authKey: key})
+	wrong := newNode(t, nodeOpts{authKey: []byte("sekrit-2")})
+	none := newNode(t, nodeOpts{})
+	for _, n := range []*node{good, wrong, none} {
+		connect(t, n, target)
+	}
+	require.NoError(t, good.ep.Write([]byte("allowed!"), mr.Desc{}, good.peer, 0, target.region.Key(), "good"))
+	require.Equal(t, "good", waitComp(t, good.txCQ).Context)
+	for _, n := range []*node{wrong, none} {
+		require.NoError(t, n.ep.Write([]byte("intruder"), mr.Desc{}, n.peer, 0, target.region.Key(), "w"))
+		require.Equal(t, fi.EACCES, waitErr(t, n.txCQ).Err)
+		require.NoError(t, n.ep.Read(make([]byte, 8), mr.Desc{}, n.peer, 0, target.region.Key(), "r"))
+		require.Equal(t, fi.EACCES, waitErr(t, n.txCQ).Err)
+	}
+	require.Equal(t, "allowed!", string(good.remote(t, 0, 8, target.region.Key())))
 }

@@ -141,6 +141,8 @@ type Domain struct {
 
 	// Resolved at open: how endpoints move packets, and for AF_XDP the
 	// interface and the program's maps.
+	authDigest uint32 // of attr.AuthKey, sent in every request's header
+
 	kind     TransportKind
 	xdpIface string
 	xdpAtt   *xdp.Attachment
@@ -164,7 +166,8 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 	if attr.Transport < TransportAuto || attr.Transport > TransportXDP {
 		return nil, fmt.Errorf("domain: transport %d: %w", attr.Transport, fi.EINVAL)
 	}
-	d := &Domain{FIDBase: fi.NewFIDBase(fi.ClassDomain, context), fabric: f, attr: attr, id: nextDomainID.Add(1)}
+	d := &Domain{FIDBase: fi.NewFIDBase(fi.ClassDomain, context), fabric: f, attr: attr, id: nextDomainID.Add(1),
+		authDigest: authDigest(attr.AuthKey)}
 	mirror, err := d.resolveTransport()
 	if err != nil {
 		return nil, err

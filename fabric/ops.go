@@ -99,6 +99,7 @@ func (ep *Endpoint) begin(r *reliable.Request, dest fi.Addr, flags fi.Flags, kin
 		o.reserved = true
 	}
 	r.Peer = reliable.Peer{Addr: ap, EP: endpointID}
+	r.AuthKey = ep.dom.authDigest
 	r.Flags = flags & (fi.MORE | fi.FENCE | fi.INJECT | fi.REMOTE_CQ_DATA)
 	// A pointer in an interface is stored as is: no allocation per op.
 	r.Context = o

@@ -31,11 +31,11 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 		// before any byte lands, so a transfer that runs past the region
 		// leaves memory untouched rather than written up to the edge.
 		if d.Flags&wire.OpFirst != 0 && d.Count != 0 {
-			if _, err := ep.lookup(d.RKey, d.Addr, uint64(d.Count), fi.REMOTE_WRITE); err != nil {
+			if _, err := ep.lookup(in.AuthKey, d.RKey, d.Addr, uint64(d.Count), fi.REMOTE_WRITE); err != nil {
 				return 0, ep.failSegment(in, fi.ErrnoOf(err))
 			}
 		}
-		span, err := ep.lookup(d.RKey, d.Addr, uint64(d.Len), fi.REMOTE_WRITE)
+		span, err := ep.lookup(in.AuthKey, d.RKey, d.Addr, uint64(d.Len), fi.REMOTE_WRITE)
 		if err != nil {
 			return 0, ep.failSegment(in, fi.ErrnoOf(err))
 		}
@@ -58,7 +58,7 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 		if int(d.RespLen) > len(resp) {
 			return 0, ep.failSegment(in, fi.EMSGSIZE)
 		}
-		span, err := ep.lookup(d.RKey, d.Addr, uint64(d.RespLen), fi.REMOTE_READ)
+		span, err := ep.lookup(in.AuthKey, d.RKey, d.Addr, uint64(d.RespLen), fi.REMOTE_READ)
 		if err != nil {
 			return 0, ep.failSegment(in, fi.ErrnoOf(err))
 		}
@@ -171,7 +171,7 @@ func (ep *Endpoint) executeAtomic(in *reliable.Incoming, resp []byte) (int, fi.E
 		}
 		result = resp[:n]
 	}
-	span, err := ep.lookup(d.RKey, d.Addr, uint64(n), access)
+	span, err := ep.lookup(in.AuthKey, d.RKey, d.Addr, uint64(n), access)
 	if err != nil {
 		return 0, fi.ErrnoOf(err)
 	}
@@ -245,13 +245,58 @@ func (ep *Endpoint) pieces(s *mr.Span) [][]byte {
 	return s.AppendBufs(ep.pieceBuf[:0])
 }
 
-// lookup is mr.Table.Lookup for requests arriving on this endpoint: with
-// FI_MR_ENDPOINT a region serves only the endpoints it is bound to, and a
-// request naming another endpoint's region is refused as an unknown key.
-func (ep *Endpoint) lookup(key, addr, length uint64, access fi.Flags) (mr.Span, error) {
-	span, err := ep.dom.mrs.Lookup(key, addr, length, access)
-	if err == nil && ep.dom.mrs.Mode()&mr.ModeEndpoint != 0 && !span.MR.BoundTo(ep) {
+// lookup is mr.Table.LookupAuth for requests arriving on this endpoint. A
+// region registered under an authorization key (the domain's) serves only
+// requests made under the same key, and a keyless one only requests made
+// under none: authKey is the digest the initiator sent (see authDigest).
+// With FI_MR_ENDPOINT a region serves only the endpoints it is bound to,
+// and a request naming another endpoint's region is refused as an unknown
+// key.
+func (ep *Endpoint) lookup(authKey uint32, key, addr, length uint64, access fi.Flags) (mr.Span, error) {
+	span, err := ep.dom.mrs.LookupAuth(key, addr, length, access, ep.presentedKey(authKey))
+	if err != nil {
+		return span, err
+	}
+	if ep.dom.mrs.Mode()&mr.ModeEndpoint != 0 && !span.MR.BoundTo(ep) {
 		return mr.Span{}, mr.UnknownKey
 	}
-	return span, err
+	return span, nil
+}
+
+// presentedKey maps a request's key digest back to a key this domain
+// knows: none for 0, the domain's own key for its digest. A digest of any
+// other key maps to a value no region's key equals, : peers reach a region through
+// the domain's key only (a region registered under another key, through
+// fi_mr_attr.auth_key, is reachable by no peer).
+func (ep *Endpoint) presentedKey(digest uint32) []byte {
+	switch digest {
+	case 0:
+		return nil
+	case ep.dom.authDigest:
+		return ep.dom.attr.AuthKey
+	}
+	return foreignAuthKey
+}
+
+// foreignAuthKey stands for a key this domain does not know; it is longer
+// than any authorization key xdpfab accepts, so it equals none.
+var foreignAuthKey = make([]byte, 4096)
+
+// authDigest is what a request carries in the wire header's auth_key field
+// for an authorization key: its 32-bit FNV-1a hash, never 0 (0 means "no
+// key"). The key itself never crosses the wire; a peer without it cannot
+// name a key-protected region.
+func authDigest(key []byte) uint32 {
+	if len(key) == 0 {
+		return 0
+	}
+	h := uint32(2166136261)
+	for _, b := range key {
+		h ^= uint32(b)
+		h *= 16777619
+	}
+	if h == 0 {
+		h = 1
+	}
+	return h
 }

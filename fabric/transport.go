@@ -33,7 +33,9 @@ func (d *Domain) resolveTransport() (mr.Mirror, error) {
 		if d.attr.Transport == TransportXDP {
 			return nil, fmt.Errorf("domain: %w", err)
 		}
-		d.logf("xdpfab: domain %v: using the kernel UDP socket: %v", d.localAddr(), err)
+		if !d.localAddr().IsLoopback() { // nothing to say about loopback
+			d.logf("xdpfab: domain %v: using the kernel UDP socket: %v", d.localAddr(), err)
+		}
 		d.kind = TransportUDP
 		return nil, nil
 	}
