@@ -211,10 +211,12 @@ func TestSReadInterrupt(t *testing.T) {
 
 func pollIn(t *testing.T, fd int) int {
 	t.Helper()
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
+	ok, err := wait.PollFD(fd, 0)
 	require.NoError(t, err)
-	return n
+	if ok {
+		return 1
+	}
+	return 0
 }
 
 // TestWaitFD: the FI_GETWAIT fd is usable with poll(2) and epoll(7): not
@@ -270,10 +272,9 @@ func TestWaitFDBlockingPoll(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		_ = q.Post(eq.Entry{Event: eq.AVComplete, Data: 5})
 	}()
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 5000)
+	ok, err := wait.PollFD(fd, 5*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.True(t, ok)
 	e, err := q.Read(0)
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), e.Data)
@@ -546,6 +547,7 @@ func TestWaitSetFDProtocolConcurrent(t *testing.T) {
 	var fd int
 	require.NoError(t, set.Control(wait.GetWait, &fd))
 	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // posters finish even when a require stops the test
 	for _, q := range qs {
 		wg.Go(func() {
 			for i := range perEQ {
@@ -564,9 +566,9 @@ func TestWaitSetFDProtocolConcurrent(t *testing.T) {
 	for got < 3*perEQ && timeouts == 0 {
 		if set.TryWait() == nil {
 			blocked++
-			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 2000)
+			ok, err := wait.PollFD(fd, 2*time.Second)
 			require.NoError(t, err)
-			if n == 0 {
+			if !ok {
 				timeouts++
 			}
 		}
@@ -599,7 +601,11 @@ func TestEQFDProtocolConcurrent(t *testing.T) {
 	q := open(t, eq.Attr{Size: n, WaitObj: fi.WaitFD})
 	var fd int
 	require.NoError(t, q.Control(wait.GetWait, &fd))
-	go func() {
+	var wg sync.WaitGroup
+	// Cleanups run last-in first-out: the poster is done before open's
+	// cleanup closes the EQ, also when a require below stops the test.
+	t.Cleanup(wg.Wait)
+	wg.Go(func() {
 		for i := range n {
 			if err := q.Post(eq.Entry{Data: uint64(i)}); err != nil {
 				t.Error(err)
@@ -609,13 +615,13 @@ func TestEQFDProtocolConcurrent(t *testing.T) {
 				time.Sleep(20 * time.Microsecond)
 			}
 		}
-	}()
+	})
 	got := 0
 	for got < n {
 		if q.TryWait() == nil {
-			k, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 2000)
+			ok, err := wait.PollFD(fd, 2*time.Second)
 			require.NoError(t, err)
-			require.Equal(t, 1, k, "lost wake-up after %d events", got)
+			require.True(t, ok, "lost wake-up after %d events", got)
 		}
 		for {
 			e, err := q.Read(0)

@@ -1,13 +1,11 @@
 package fabric_test
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/fabric"
@@ -339,15 +337,12 @@ func TestCQWaitNone(t *testing.T) {
 
 func pollFD(t *testing.T, fd int, timeoutMs int) int {
 	t.Helper()
-	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(pfd, timeoutMs)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		require.NoError(t, err)
-		return n
+	ok, err := wait.PollFD(fd, time.Duration(timeoutMs)*time.Millisecond)
+	require.NoError(t, err)
+	if ok {
+		return 1
 	}
+	return 0
 }
 
 func TestCQWaitFD(t *testing.T) {
