@@ -20,7 +20,9 @@
 // port's traffic to the kernel socket. Close removes the port entry; the
 // last transport on the interface removes the XSKMAP slots and the sockets.
 //
-// Receive takes from the transport's queue and the kernel socket; a
+// Receive takes from the transport's queue and, at most every
+// KernelPollInterval, from the kernel socket (a recvmmsg that finds nothing
+// cost half the CPU of a busy target when it ran on every Receive); a
 // blocking Receive waits for the queue, looking at the kernel socket at
 // least every FallbackPoll. Send resolves the next hop from a cache; a
 // destination whose MAC is not known yet is resolved in the background and
@@ -53,6 +55,12 @@ import (
 // FallbackPoll bounds how long a blocking Receive goes without looking at
 // the kernel socket.
 const FallbackPoll = 2 * time.Millisecond
+
+// KernelPollInterval is how often Receive looks at the kernel socket while
+// the AF_XDP path is busy. The kernel socket carries only what the program
+// passes to the stack (fragments, traffic before Configure, ICMP errors),
+// so its packets may wait this long; the AF_XDP path does not.
+const KernelPollInterval = 100 * time.Microsecond
 
 // batch is the most packets one ring pass or Send moves.
 const batch = 64
@@ -100,6 +108,10 @@ type Transport struct {
 	udpCsum  bool
 	q        rxQueue
 	timer    *time.Timer // Receive's FallbackPoll wait (one Receive at a time)
+	// kernelNext is when Receive next looks at the kernel socket, in
+	// nanoseconds since epoch; owned by Receive (one at a time).
+	kernelNext int64
+	epoch      time.Time
 
 	hopMu     sync.Mutex
 	resolving map[netip.Addr]bool // guarded by hopMu
@@ -141,6 +153,7 @@ func Open(opts Options) (*Transport, error) {
 	t.q.init(queueLen, slotSize)
 	t.timer = time.NewTimer(time.Hour)
 	t.timer.Stop()
+	t.epoch = time.Now()
 	if t.dev, err = openDevice(opts.Iface, opts.Bind); err != nil {
 		t.kernel.Close()
 		return nil, fmt.Errorf("afxdp: %w", err)
@@ -219,11 +232,10 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 		}
 		n := t.q.pop(pkts)
 		if n < len(pkts) {
-			m, err := t.kernel.Receive(pkts[n:], false)
-			if err != nil && !errors.Is(err, datapath.ErrClosed) {
+			m, err := t.receiveKernel(pkts[n:])
+			if err != nil {
 				return n, err
 			}
-			t.rxKernel.Add(uint64(m))
 			n += m
 		}
 		if n > 0 {
@@ -251,6 +263,24 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 		}
 		t.timer.Stop()
 	}
+}
+
+// receiveKernel takes what the kernel socket holds if KernelPollInterval
+// has passed since it last looked and found nothing.
+func (t *Transport) receiveKernel(pkts []datapath.Packet) (int, error) {
+	now := int64(time.Since(t.epoch))
+	if now < t.kernelNext {
+		return 0, nil
+	}
+	m, err := t.kernel.Receive(pkts, false)
+	if err != nil && !errors.Is(err, datapath.ErrClosed) {
+		return 0, err
+	}
+	if m == 0 {
+		t.kernelNext = now + int64(KernelPollInterval)
+	}
+	t.rxKernel.Add(uint64(m))
+	return m, nil
 }
 
 // metaOf turns the XDP program's metadata into the datapath's.

@@ -20,7 +20,8 @@
 //     request to the same peer has completed.
 //   - FI_MORE: requests posted with MORE are held and packed into as few
 //     packets as possible; the next request without MORE (or Flush) sends
-//     them. Requests also share packets when they queue behind a full window
+//     them, and so does the timer after Config.MoreHold should that request
+//     never come, so a forgotten FI_MORE delays but never strands requests. Requests also share packets when they queue behind a full window
 //     and, with Config.CoalesceAt packets already in flight, when Submit
 //     leaves them for the receive side to pack at the next response.
 //   - FI_INJECT: the payload is copied before Submit returns (at most
@@ -174,6 +175,9 @@ type Config struct {
 	// little latency under load for far fewer packets; one request in
 	// flight is never delayed.
 	CoalesceAt int
+	// MoreHold bounds how long requests posted with FI_MORE wait for the
+	// request without it that should follow at once (200 µs).
+	MoreHold time.Duration
 	// ManualProgress starts no receive goroutine: the caller drives the
 	// receive side with Progress (FI_PROGRESS_MANUAL), saving a goroutine
 	// hand-off per completion. Retransmission timers still run on their own.
@@ -196,6 +200,9 @@ func (c *Config) setDefaults() error {
 	if c.RetryInitial == 0 {
 		c.RetryInitial = time.Millisecond
 	}
+	if c.MoreHold == 0 {
+		c.MoreHold = 200 * time.Microsecond
+	}
 	if c.RetryMax == 0 {
 		c.RetryMax = 200 * time.Millisecond
 	}
@@ -208,6 +215,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("reliable: max packet %d out of range 256..%d: %w", c.MaxPacket, wire.MaxPacketLen, fi.EINVAL)
 	case c.MaxOps < 1 || c.MaxOps > 1<<20 || c.InjectSize < 0 || c.MaxPeers < 1 || c.MaxRetries < 1:
 		return fmt.Errorf("reliable: config out of range: %w", fi.EINVAL)
+	case c.MoreHold < 0:
+		return fmt.Errorf("reliable: negative MoreHold %v: %w", c.MoreHold, fi.EINVAL)
 	case c.RetryInitial <= 0 || c.RetryMax < c.RetryInitial:
 		return fmt.Errorf("reliable: retry timeouts %v..%v: %w", c.RetryInitial, c.RetryMax, fi.EINVAL)
 	case c.InjectSize > c.MaxPacket-wire.HeaderLen-wire.OpDescLen:
@@ -271,6 +280,7 @@ type txPeer struct {
 	qhead    int32 // ops with segments not yet packed, FIFO
 	qtail    int32
 	moreOpen bool  // the last op queued had FI_MORE
+	moreFrom int64 // engine clock when moreOpen was set
 	inflight int   // ops fully packed, not completed
 	srtt     int64 // smoothed RTT, ns (0 = no sample yet)
 	rttvar   int64
@@ -471,7 +481,12 @@ func (e *Engine) Submit(r *Request) error {
 		p.qhead = idx
 	}
 	p.qtail = idx
-	p.moreOpen = r.Flags&fi.MORE != 0
+	more := r.Flags&fi.MORE != 0
+	if more && !p.moreOpen {
+		p.moreFrom = e.now()
+		e.armTimer(p.moreFrom + int64(e.cfg.MoreHold))
+	}
+	p.moreOpen = more
 	// Coalescing: with many packets already in flight the next response
 	// (the ack clock) is near; leave the op queued so the receive side
 	// packs everything queued by then into as few packets as possible.
@@ -959,6 +974,15 @@ func (e *Engine) expire(out *[]Completion) int64 {
 			}
 			if next == 0 || s.deadline < next {
 				next = s.deadline
+			}
+		}
+		if p.moreOpen {
+			if held := p.moreFrom + int64(e.cfg.MoreHold); held > now {
+				if next == 0 || held < next {
+					next = held
+				}
+			} else {
+				p.moreOpen = false // the request without FI_MORE never came
 			}
 		}
 		e.pump(p) // requests left queued by coalescing go out at the latest now

@@ -621,9 +621,10 @@ func TestPeerTable(t *testing.T) {
 	}
 }
 
-// TestFlush: requests held by FI_MORE wait until Flush sends them.
+// TestFlush: requests held by FI_MORE wait until Flush sends them (the
+// hold limit is out of reach here).
 func TestFlush(t *testing.T) {
-	ini, c, target := pair(t, netOpts{}, newTestTarget(64))
+	ini, c, target := pair(t, netOpts{cfg: Config{MoreHold: time.Hour}}, newTestTarget(64))
 	peer := Peer{target.LocalAddr(), 2}
 	for i := 0; i < 3; i++ {
 		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpMsg, Payload: []byte("m"), Flags: fi.MORE}); err != nil {
@@ -641,6 +642,30 @@ func TestFlush(t *testing.T) {
 		if cp := c.wait(t, 5*time.Second); cp.Err != 0 {
 			t.Fatal(cp)
 		}
+	}
+	if n := ini.Stats().TxRequests; n != 1 {
+		t.Fatalf("%d packets, want 1", n)
+	}
+}
+
+// TestMoreHold: requests held by FI_MORE with no request without it to
+// follow still go, together, once MoreHold has passed.
+func TestMoreHold(t *testing.T) {
+	ini, c, target := pair(t, netOpts{cfg: Config{MoreHold: 30 * time.Millisecond}}, newTestTarget(64))
+	peer := Peer{target.LocalAddr(), 2}
+	start := time.Now()
+	for i := 0; i < 3; i++ {
+		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpMsg, Payload: []byte("m"), Flags: fi.MORE}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if cp := c.wait(t, 5*time.Second); cp.Err != 0 {
+			t.Fatal(cp)
+		}
+	}
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Fatalf("held requests went after %v, before MoreHold", d)
 	}
 	if n := ini.Stats().TxRequests; n != 1 {
 		t.Fatalf("%d packets, want 1", n)
