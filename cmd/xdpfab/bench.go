@@ -11,8 +11,11 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -26,13 +29,18 @@ import (
 // xdpfab bench measures two endpoints through the public fabric API:
 //
 //	bench serve --addr IP[:PORT]    a target: registers a region, receives messages
-//	bench run --peer IP[:PORT]      the client: four timed phases against a target
+//	bench run --peer IP[:PORT]      the client: six timed phases against a target
 //	bench local                     both ends in this process over loopback
 //
 // The target's region has a fixed key (benchKey) so a client needs only
 // the target's address. Layout: a uint64 counter at benchCounterOff that
 // the fetch-add phases increment, and benchWriteSlots 4 KiB slots from
 // benchWriteOff that the RMA write phase fills.
+//
+// Beside the target, serve runs a plain kernel UDP echo server at PORT+1
+// (no xdpfab: the XDP program passes other ports to the kernel stack), so
+// run can measure a UDP ping-pong on the same wire and quote the fetch-add
+// round trip as a ratio of it.
 const (
 	benchKey        = 0xBE7C4
 	benchPort       = 7471
@@ -52,6 +60,9 @@ const (
 	// xskRebindWait bounds the wait for an AF_XDP queue that a closed
 	// socket still holds (up to ~0.4 s seen on veth).
 	xskRebindWait = 2 * time.Second
+	// udpResend is how long the UDP ping-pong waits for an echo before it
+	// counts the datagram lost and sends it again.
+	udpResend = 100 * time.Millisecond
 )
 
 const benchUsage = `usage:
@@ -61,13 +72,16 @@ const benchUsage = `usage:
   xdpfab bench local [--addr IP] [--transport auto|udp|xdp] [--busy-poll] [--duration D] [--depth N] [--count N] [-o text|json]
 
 serve registers a region with key K (default 0xbe7c4) at IP:PORT (default port 7471)
-and serves until interrupted or for --duration. run measures, each phase for a quarter
-of --duration (default 5s) and at most --count operations: uint64 fetch-add round
-trips one in flight (p50/p99 latency), fetch-add at --depth in flight (default 64),
-8 B send/recv messages and 4 KiB RMA writes at --depth in flight. run's local
-address defaults to the one the route to the peer uses. --transport auto takes AF_XDP
-where xdpfab is attached on the address's interface (xdpfab attach), else the kernel
-UDP socket; --busy-poll spins a core per endpoint and per completion reader.
+and serves until interrupted or for --duration; beside it, a plain kernel UDP echo
+server at IP:PORT+1. run measures six phases, each for a sixth of --duration
+(default 5s) and at most --count operations: 8 B UDP ping-pong with the echo server,
+one in flight (kernel sockets, no xdpfab: the baseline), uint64 fetch-add round trips
+one in flight (p50/p99 latency), fetch-add at --depth in flight (default 64), the
+same with each burst posted with FI_MORE, 8 B send/recv messages and 4 KiB RMA
+writes at --depth in flight. run's local address defaults to the one the route to
+the peer uses. --transport auto takes AF_XDP where xdpfab is attached on the
+address's interface (xdpfab attach), else the kernel UDP socket; --busy-poll spins a
+core per endpoint and per completion reader (and the UDP ping-pong spins too).
 `
 
 // benchOptions are the flags serve, run and local share.
@@ -121,7 +135,7 @@ func parseBenchFlags(sub string, args []string) (*benchOptions, error) {
 	if sub == "serve" {
 		defDuration = 0
 	}
-	fs.DurationVar(&o.duration, "duration", defDuration, "serve: how long to serve (0: until interrupted); run: total time of the four phases")
+	fs.DurationVar(&o.duration, "duration", defDuration, "serve: how long to serve (0: until interrupted); run: total time of the six phases")
 	if sub != "serve" {
 		fs.StringVar(&o.peer, "peer", "", "the target's IP[:PORT]")
 		fs.IntVar(&o.depth, "depth", 64, "operations in flight in the pipelined phases")
@@ -406,8 +420,14 @@ func benchServe(o *benchOptions, stdout io.Writer, done <-chan struct{}) error {
 		return err
 	}
 	name := t.ep.LocalAddr()
+	echo, err := openTargetEcho(t, o)
+	if err != nil {
+		t.Close()
+		return err
+	}
 	fmt.Fprintf(stdout, "xdpfab bench serve: target %s, region key %#x (%d bytes), transport %s, busy-poll %s\n",
 		name, o.key, benchRegionLen, transportName(t.dom.Transport()), onOff(o.busyPoll))
+	fmt.Fprintf(stdout, "  kernel UDP echo (the ping-pong baseline) at %s\n", echo.addr)
 	fmt.Fprintf(stdout, "  run: xdpfab bench run --peer %s --key %#x\n", name, o.key)
 	var until time.Time
 	if o.duration > 0 {
@@ -415,9 +435,21 @@ func benchServe(o *benchOptions, stdout io.Writer, done <-chan struct{}) error {
 	}
 	serr := t.serve(done, until, o.busyPoll)
 	msgs := t.msgs
+	eerr := echo.Close()
 	counter, cerr := t.Close()
-	fmt.Fprintf(stdout, "xdpfab bench serve: stopped; %d messages received, counter %d\n", msgs, counter)
-	return errors.Join(serr, cerr)
+	fmt.Fprintf(stdout, "xdpfab bench serve: stopped; %d messages received, counter %d, %d UDP datagrams echoed\n",
+		msgs, counter, echo.echoed.Load())
+	return errors.Join(serr, eerr, cerr)
+}
+
+// openTargetEcho opens the UDP echo beside target t: its address, port+1.
+// Manual progress spins like busy polling: both read without blocking.
+func openTargetEcho(t *benchTarget, o *benchOptions) (*udpEcho, error) {
+	at, err := echoAddr(t.ep.LocalAddr())
+	if err != nil {
+		return nil, err
+	}
+	return openUDPEcho(at, o.busyPoll || o.manual)
 }
 
 func benchLocal(o *benchOptions, stdout, stderr io.Writer, done <-chan struct{}) error {
@@ -432,6 +464,11 @@ func benchLocal(o *benchOptions, stdout, stderr io.Writer, done <-chan struct{})
 	if err != nil {
 		return err
 	}
+	echo, err := openTargetEcho(t, o)
+	if err != nil {
+		t.Close()
+		return err
+	}
 	stopServe := make(chan struct{})
 	served := make(chan error, 1)
 	go func() { served <- t.serve(stopServe, time.Time{}, o.busyPoll) }()
@@ -439,8 +476,9 @@ func benchLocal(o *benchOptions, stdout, stderr io.Writer, done <-chan struct{})
 	rerr := benchRun(o, stdout, stderr, done)
 	close(stopServe)
 	serr := <-served
+	eerr := echo.Close()
 	_, cerr := t.Close()
-	return errors.Join(rerr, serr, cerr)
+	return errors.Join(rerr, serr, eerr, cerr)
 }
 
 // localAddrFor returns the address this host would send to peer from,
@@ -464,11 +502,17 @@ type benchReport struct {
 	Depth     int    `json:"depth"`
 	// Complete is false when the run was interrupted: phases not run are
 	// absent.
-	Complete        bool         `json:"complete"`
+	Complete bool `json:"complete"`
+	// UDPPingPong is the baseline: 8 B datagrams to the target's kernel
+	// UDP echo at PORT+1, one in flight, through kernel sockets only.
+	UDPPingPong     *phaseResult `json:"udp_ping_pong,omitempty"`
 	FetchAddLatency *phaseResult `json:"fetch_add_latency,omitempty"`
 	FetchAddRate    *phaseResult `json:"fetch_add_rate,omitempty"`
-	SendRate        *phaseResult `json:"send_rate,omitempty"`
-	WriteBandwidth  *phaseResult `json:"write_bandwidth,omitempty"`
+	// FetchAddBatchedRate is FetchAddRate with each refill burst posted
+	// by FetchAtomicMsg, all but the burst's last with FI_MORE.
+	FetchAddBatchedRate *phaseResult `json:"fetch_add_batched_rate,omitempty"`
+	SendRate            *phaseResult `json:"send_rate,omitempty"`
+	WriteBandwidth      *phaseResult `json:"write_bandwidth,omitempty"`
 	// Counter is the target's counter after the run and CounterAdded how
 	// far this run moved it; it equals FetchAdds unless another client
 	// was adding too.
@@ -489,6 +533,9 @@ type phaseResult struct {
 	// RNRRetries counts messages the target refused for want of a posted
 	// receive (FI_ENORX) and that were sent again.
 	RNRRetries uint64 `json:"rnr_retries,omitempty"`
+	// Lost counts UDP ping-pong datagrams (or their echoes) not back
+	// within udpResend and sent again.
+	Lost uint64 `json:"lost,omitempty"`
 }
 
 // latency is a round-trip distribution in microseconds.
@@ -530,6 +577,8 @@ type benchClient struct {
 	ctxs     []any    // ctxs[i] = i, boxed once
 	results  [][]byte // fetch results, one per slot
 	one      []byte   // the fetch-add operand, uint64 1
+	udp      int      // the UDP ping-pong's socket, connected to udpPeer
+	udpPeer  netip.AddrPort
 }
 
 // benchRun runs the client against o.peer and prints the report.
@@ -553,13 +602,24 @@ func benchRun(o *benchOptions, stdout, stderr io.Writer, done <-chan struct{}) e
 		return err
 	}
 	defer n.Close()
+	// The ping-pong's socket is opened here, on this thread, so in the
+	// namespace of `xdpfab -n`.
+	udpPeer, err := echoAddr(peer)
+	if err != nil {
+		return err
+	}
+	udp, err := udpSocket(netip.AddrPortFrom(local, 0), udpPeer, o.busyPoll || o.manual)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(udp)
 	fa := make([]fi.Addr, 1)
 	if _, err := n.av.InsertAddrPort([]netip.AddrPort{peer}, fa, 0, nil); err != nil {
 		return err
 	}
 	c := &benchClient{benchNode: n, o: o, peer: fa[0], done: done,
 		progress: newProgress(stderr), comps: make([]fabric.CQEntry, 64),
-		one: binary.LittleEndian.AppendUint64(nil, 1)}
+		one: binary.LittleEndian.AppendUint64(nil, 1), udp: udp, udpPeer: udpPeer}
 	c.ctxs = make([]any, o.depth)
 	c.results = make([][]byte, o.depth)
 	for i := range c.ctxs {
@@ -588,37 +648,70 @@ func (c *benchClient) runPhases(rep *benchReport) error {
 		return fmt.Errorf("reach the target %s with key %#x (is `xdpfab bench serve` running there?): %w",
 			rep.Peer, c.o.key, err)
 	}
-	phase := c.o.duration / 4
-	fetchAdd := func(slot int) error {
+	phase := c.o.duration / 6
+	fetchAdd := func(slot int, _ bool) error {
 		return c.ep.FetchAtomic(c.one, 1, mr.Desc{}, c.results[slot], mr.Desc{}, c.peer, benchCounterOff,
 			c.o.key, fatomic.UINT64, fatomic.SUM, c.ctxs[slot])
 	}
+	// The batched fetch-add's messages, one per slot, made once: posting
+	// allocates nothing per operation.
+	type atomicMsg struct {
+		msg     fabric.MsgAtomic
+		res     []fabric.IOC
+		resDesc []mr.Desc
+	}
+	operand, desc := []fabric.IOC{{Buf: c.one, Count: 1}}, []mr.Desc{{}}
+	target := []fabric.RMAIOC{{Addr: benchCounterOff, Count: 1, Key: c.o.key}}
+	msgs := make([]atomicMsg, c.o.depth)
+	for i := range msgs {
+		msgs[i] = atomicMsg{
+			msg: fabric.MsgAtomic{MsgIOV: operand, Desc: desc, Addr: c.peer, RMAIOV: target,
+				Datatype: fatomic.UINT64, Op: fatomic.SUM, Context: c.ctxs[i]},
+			res: []fabric.IOC{{Buf: c.results[i], Count: 1}}, resDesc: []mr.Desc{{}},
+		}
+	}
+	fetchAddMore := func(slot int, more bool) error {
+		var flags fi.Flags
+		if more {
+			flags = fi.MORE
+		}
+		m := &msgs[slot]
+		return c.ep.FetchAtomicMsg(&m.msg, m.res, m.resDesc, flags)
+	}
 	msg := make([]byte, benchMsgSize)
-	send := func(slot int) error { return c.ep.Send(msg, mr.Desc{}, c.peer, c.ctxs[slot]) }
+	send := func(slot int, _ bool) error { return c.ep.Send(msg, mr.Desc{}, c.peer, c.ctxs[slot]) }
 	block := make([]byte, benchWriteSize)
 	for i := range block {
 		block[i] = byte(i)
 	}
-	write := func(slot int) error {
+	write := func(slot int, _ bool) error {
 		off := benchWriteOff + uint64(slot%benchWriteSlots)*benchWriteSize
 		return c.ep.Write(block, mr.Desc{}, c.peer, off, c.o.key, c.ctxs[slot])
 	}
+	pipe := func(name string, depth, opBytes int, batch bool, post func(int, bool) error) func() (*phaseResult, error) {
+		return func() (*phaseResult, error) { return c.pipelined(name, phase, depth, opBytes, batch, post) }
+	}
+	pingPong := fmt.Sprintf("udp ping-pong %d B, 1 in flight", benchMsgSize)
 	phases := []struct {
-		name  string
-		dst   **phaseResult
-		depth int
-		bytes int
-		post  func(int) error
-		adds  bool
+		name string
+		dst  **phaseResult
+		run  func() (*phaseResult, error)
+		adds bool
 	}{
-		{"fetch-add, 1 in flight", &rep.FetchAddLatency, 1, 8, fetchAdd, true},
-		{fmt.Sprintf("fetch-add, %d in flight", c.o.depth), &rep.FetchAddRate, c.o.depth, 8, fetchAdd, true},
-		{fmt.Sprintf("send %d B, %d in flight", benchMsgSize, c.o.depth), &rep.SendRate, c.o.depth, benchMsgSize, send, false},
-		{fmt.Sprintf("RMA write %d KiB, %d in flight", benchWriteSize/1024, c.o.depth), &rep.WriteBandwidth, c.o.depth, benchWriteSize, write, false},
+		{pingPong, &rep.UDPPingPong, func() (*phaseResult, error) { return c.udpPingPong(pingPong, phase) }, false},
+		{"fetch-add, 1 in flight", &rep.FetchAddLatency, pipe("fetch-add, 1 in flight", 1, 8, false, fetchAdd), true},
+		{fmt.Sprintf("fetch-add, %d in flight", c.o.depth), &rep.FetchAddRate,
+			pipe(fmt.Sprintf("fetch-add, %d in flight", c.o.depth), c.o.depth, 8, false, fetchAdd), true},
+		{fmt.Sprintf("fetch-add, %d in flight, FI_MORE", c.o.depth), &rep.FetchAddBatchedRate,
+			pipe(fmt.Sprintf("fetch-add, %d in flight, FI_MORE", c.o.depth), c.o.depth, 8, true, fetchAddMore), true},
+		{fmt.Sprintf("send %d B, %d in flight", benchMsgSize, c.o.depth), &rep.SendRate,
+			pipe(fmt.Sprintf("send %d B, %d in flight", benchMsgSize, c.o.depth), c.o.depth, benchMsgSize, false, send), false},
+		{fmt.Sprintf("RMA write %d KiB, %d in flight", benchWriteSize/1024, c.o.depth), &rep.WriteBandwidth,
+			pipe(fmt.Sprintf("RMA write %d KiB, %d in flight", benchWriteSize/1024, c.o.depth), c.o.depth, benchWriteSize, false, write), false},
 	}
 	interrupted := false
 	for _, p := range phases {
-		r, err := c.pipelined(p.name, phase, p.depth, p.bytes, p.post)
+		r, err := p.run()
 		if r != nil && r.Ops > 0 {
 			*p.dst = r
 			if p.adds {
@@ -669,9 +762,13 @@ func (c *benchClient) readCounter() (uint64, error) {
 
 // pipelined keeps depth operations in flight (post starts one in a free
 // slot) for at most dur and c.o.count operations, then waits for the last
-// ones. With depth 1 it records every round trip's latency. On interrupt
-// it returns what was measured with errInterrupted.
-func (c *benchClient) pipelined(name string, dur time.Duration, depth, opBytes int, post func(slot int) error) (*phaseResult, error) {
+// ones. With depth 1 it records every round trip's latency. With batch it
+// refills the free slots in bursts sized up front, and post's more is set
+// for all but a burst's last operation (FI_MORE); the deadline, count and
+// interrupt are checked between bursts. On interrupt it returns what was
+// measured with errInterrupted.
+func (c *benchClient) pipelined(name string, dur time.Duration, depth, opBytes int, batch bool,
+	post func(slot int, more bool) error) (*phaseResult, error) {
 	free := make([]int, 0, depth)
 	for i := depth - 1; i >= 0; i-- {
 		free = append(free, i)
@@ -683,31 +780,42 @@ func (c *benchClient) pipelined(name string, dur time.Duration, depth, opBytes i
 	deadline := start.Add(dur)
 	stopping := false
 	var stopErr error
+	burst := 0 // operations left to post in this burst
 	c.progress.begin(name, start)
 	for {
 		for !stopping && len(free) > 0 {
 			now := time.Now()
-			if posted >= c.o.count || now.After(deadline) {
-				stopping = true
-				break
-			}
-			select {
-			case <-c.done:
-				stopping, stopErr = true, errInterrupted
-				continue
-			default:
+			if burst == 0 {
+				if posted >= c.o.count || now.After(deadline) {
+					stopping = true
+					break
+				}
+				select {
+				case <-c.done:
+					stopping, stopErr = true, errInterrupted
+					continue
+				default:
+				}
+				burst = 1
+				if batch {
+					burst = int(min(uint64(len(free)), c.o.count-posted))
+				}
 			}
 			slot := free[len(free)-1]
 			postedAt[slot] = now
-			err := post(slot)
+			err := post(slot, burst > 1)
 			if errors.Is(err, fi.EAGAIN) {
-				break // the endpoint or CQ is full: reap first
+				// The endpoint or CQ is full: reap first. Operations held
+				// by FI_MORE go out by themselves shortly.
+				burst = 0
+				break
 			}
 			if err != nil {
 				return nil, err
 			}
 			free = free[:len(free)-1]
 			posted++
+			burst--
 		}
 		if completed == posted {
 			if stopping {
@@ -769,12 +877,20 @@ func printReport(w io.Writer, r *benchReport) {
 		}
 		fmt.Fprintf(tw, "  %s\t%d\t%.2fs\t%s %s\t%s\n", name, p.Ops, p.Seconds, si(p.OpsPerSec), unit, extra)
 	}
-	lat := ""
-	if p := r.FetchAddLatency; p != nil && p.Latency != nil {
-		lat = fmt.Sprintf("round trip p50 %s  p99 %s  mean %s", us(p.Latency.P50), us(p.Latency.P99), us(p.Latency.Mean))
+	rtt := func(p *phaseResult) string {
+		if p == nil || p.Latency == nil {
+			return ""
+		}
+		return fmt.Sprintf("round trip p50 %s  p99 %s  mean %s", us(p.Latency.P50), us(p.Latency.P99), us(p.Latency.Mean))
 	}
-	row("fetch-add uint64, 1 in flight", r.FetchAddLatency, "ops/s", lat)
+	pp := rtt(r.UDPPingPong)
+	if p := r.UDPPingPong; p != nil && p.Lost > 0 {
+		pp += fmt.Sprintf("  lost %d", p.Lost)
+	}
+	row(fmt.Sprintf("udp ping-pong %d B, 1 in flight (kernel sockets, no xdpfab)", benchMsgSize), r.UDPPingPong, "ops/s", pp)
+	row("fetch-add uint64, 1 in flight", r.FetchAddLatency, "ops/s", rtt(r.FetchAddLatency))
 	row(fmt.Sprintf("fetch-add uint64, %d in flight", r.Depth), r.FetchAddRate, "ops/s", "")
+	row(fmt.Sprintf("fetch-add uint64, %d in flight, FI_MORE", r.Depth), r.FetchAddBatchedRate, "ops/s", "")
 	rnr := ""
 	if p := r.SendRate; p != nil && p.RNRRetries > 0 {
 		rnr = fmt.Sprintf("%d resent after FI_ENORX (receiver not ready)", p.RNRRetries)
@@ -786,6 +902,9 @@ func printReport(w io.Writer, r *benchReport) {
 	}
 	row(fmt.Sprintf("RMA write %d KiB, %d in flight", benchWriteSize/1024, r.Depth), r.WriteBandwidth, "ops/s", bw)
 	tw.Flush()
+	if fa, pp := r.FetchAddLatency, r.UDPPingPong; fa != nil && fa.Latency != nil && pp != nil && pp.Latency != nil {
+		fmt.Fprintf(w, "  fetch-add round trip p50 = %.2f× UDP ping-pong p50\n", fa.Latency.P50/pp.Latency.P50)
+	}
 	check := "as expected"
 	if r.CounterAdded != r.FetchAdds {
 		check = fmt.Sprintf("%d fetch-adds completed: another client?", r.FetchAdds)
@@ -891,4 +1010,211 @@ func (p *progress) clear() {
 		fmt.Fprint(p.w, "\r\033[K")
 		p.shown = false
 	}
+}
+
+// udpEcho is the kernel UDP echo server serve runs at PORT+1, the
+// baseline the fetch-add round trip is compared with: it sends every
+// datagram back to its sender, whatever it holds.
+type udpEcho struct {
+	fd     int
+	addr   netip.AddrPort
+	stop   atomic.Bool
+	wg     sync.WaitGroup
+	echoed atomic.Uint64
+}
+
+// echoAddr is where the target at t serves the UDP echo: port t+1.
+func echoAddr(t netip.AddrPort) (netip.AddrPort, error) {
+	if t.Port() == 0 || t.Port() == 65535 {
+		return netip.AddrPort{}, fmt.Errorf("%w: no UDP echo port after port %d", errUsage, t.Port())
+	}
+	return netip.AddrPortFrom(t.Addr(), t.Port()+1), nil
+}
+
+// udpSocket opens a kernel UDP socket bound to local (on the calling
+// thread, so in its network namespace) and, if peer is valid, connected
+// to it. Blocking sockets get a receive timeout of udpResend, so a
+// receive never waits longer.
+func udpSocket(local, peer netip.AddrPort, busy bool) (fd int, err error) {
+	family := unix.AF_INET
+	if !local.Addr().Unmap().Is4() {
+		family = unix.AF_INET6
+	}
+	fd, err = unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, fmt.Errorf("UDP socket: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			unix.Close(fd)
+		}
+	}()
+	if !busy {
+		tv := unix.NsecToTimeval(udpResend.Nanoseconds())
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return -1, fmt.Errorf("UDP socket: SO_RCVTIMEO: %w", err)
+		}
+	}
+	if err := unix.Bind(fd, sockaddrOf(local, family)); err != nil {
+		return -1, fmt.Errorf("UDP socket: bind %s: %w", local, err)
+	}
+	if peer.IsValid() {
+		if err := unix.Connect(fd, sockaddrOf(peer, family)); err != nil {
+			return -1, fmt.Errorf("UDP socket: connect %s: %w", peer, err)
+		}
+	}
+	return fd, nil
+}
+
+func sockaddrOf(ap netip.AddrPort, family int) unix.Sockaddr {
+	if family == unix.AF_INET {
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().Unmap().As4()}
+	}
+	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+}
+
+// openUDPEcho opens the echo socket at addr on the calling thread and
+// starts serving it; busy spins with MSG_DONTWAIT receives, else receives
+// block (with a timeout, to notice Close).
+func openUDPEcho(addr netip.AddrPort, busy bool) (*udpEcho, error) {
+	fd, err := udpSocket(addr, netip.AddrPort{}, busy)
+	if err != nil {
+		return nil, fmt.Errorf("UDP echo: %w", err)
+	}
+	// The port bound, should addr's be 0.
+	if sa, err := unix.Getsockname(fd); err == nil {
+		switch sa := sa.(type) {
+		case *unix.SockaddrInet4:
+			addr = netip.AddrPortFrom(addr.Addr(), uint16(sa.Port))
+		case *unix.SockaddrInet6:
+			addr = netip.AddrPortFrom(addr.Addr(), uint16(sa.Port))
+		}
+	}
+	e := &udpEcho{fd: fd, addr: addr}
+	flags := 0
+	if busy {
+		flags = unix.MSG_DONTWAIT
+	}
+	e.wg.Go(func() { e.serve(flags) })
+	return e, nil
+}
+
+func (e *udpEcho) serve(flags int) {
+	buf := make([]byte, 64<<10) // any datagram fits: none is cut short
+	for !e.stop.Load() {
+		n, from, err := unix.Recvfrom(e.fd, buf, flags)
+		if err != nil || from == nil {
+			// EAGAIN (timeout or nothing yet), EINTR, or an error an
+			// ICMP message left on the socket: none stops the echo.
+			continue
+		}
+		// A full socket buffer drops the echo, as the network may.
+		if unix.Sendto(e.fd, buf[:n], unix.MSG_DONTWAIT, from) == nil {
+			e.echoed.Add(1)
+		}
+	}
+}
+
+// Close stops the echo and closes its socket.
+func (e *udpEcho) Close() error {
+	e.stop.Store(true)
+	e.wg.Wait()
+	return unix.Close(e.fd)
+}
+
+// recvConnected is recv(2) on a connected socket: unlike unix.Recvfrom it
+// does not allocate the source address, so a round trip allocates nothing.
+func recvConnected(fd int, buf []byte, flags int) (int, error) {
+	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(buf))),
+		uintptr(len(buf)), uintptr(flags), 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+// udpPingPong sends 8-byte datagrams (a sequence number) to the echo
+// server on c.udp, one in flight, for at most dur and c.o.count round
+// trips, and records every round trip from the first send to the echo.
+// An echo not back within udpResend counts the datagram lost and sends it
+// again; echoes of earlier datagrams are skipped. On interrupt it returns
+// what was measured with errInterrupted.
+func (c *benchClient) udpPingPong(name string, dur time.Duration) (*phaseResult, error) {
+	flags := 0
+	if c.o.busyPoll || c.o.manual {
+		flags = unix.MSG_DONTWAIT
+	}
+	out, in := make([]byte, benchMsgSize), make([]byte, 64)
+	var samples []time.Duration
+	var seq, lost uint64
+	start := time.Now()
+	deadline := start.Add(dur)
+	var stopErr error
+	c.progress.begin(name, start)
+ops:
+	for seq < c.o.count {
+		select {
+		case <-c.done:
+			stopErr = errInterrupted
+			break ops
+		default:
+		}
+		sentAt := time.Now()
+		if sentAt.After(deadline) {
+			break
+		}
+		seq++
+		binary.LittleEndian.PutUint64(out, seq)
+		resendAt, giveUp := sentAt.Add(udpResend), sentAt.Add(benchOpTimeout)
+		if _, err := unix.Write(c.udp, out); err != nil {
+			return nil, c.udpErr(err)
+		}
+		for {
+			n, err := recvConnected(c.udp, in, flags)
+			if err == nil {
+				if n == benchMsgSize && binary.LittleEndian.Uint64(in) == seq {
+					break
+				}
+				continue // the echo of a datagram sent before, or not ours
+			}
+			if err != unix.EAGAIN && err != unix.EINTR {
+				return nil, c.udpErr(err)
+			}
+			now := time.Now()
+			if now.Before(resendAt) {
+				continue
+			}
+			if now.After(giveUp) {
+				return nil, fmt.Errorf("no echo from %s within %v: %w", c.udpPeer, benchOpTimeout, fi.ETIMEDOUT)
+			}
+			select {
+			case <-c.done:
+				stopErr = errInterrupted
+				break ops
+			default:
+			}
+			lost++
+			resendAt = now.Add(udpResend)
+			if _, err := unix.Write(c.udp, out); err != nil {
+				return nil, c.udpErr(err)
+			}
+		}
+		now := time.Now()
+		samples = append(samples, now.Sub(sentAt))
+		c.progress.update(uint64(len(samples)), now)
+	}
+	secs := time.Since(start).Seconds()
+	ops := uint64(len(samples))
+	r := &phaseResult{Ops: ops, OpBytes: benchMsgSize, Depth: 1, Seconds: secs,
+		OpsPerSec: float64(ops) / secs, BytesPerSec: float64(ops) * benchMsgSize / secs,
+		Latency: latencyOf(samples), Lost: lost}
+	return r, stopErr
+}
+
+func (c *benchClient) udpErr(err error) error {
+	if errors.Is(err, unix.ECONNREFUSED) {
+		return fmt.Errorf("no UDP echo at %s (is `xdpfab bench serve` running there, a version with the echo?): %w",
+			c.udpPeer, err)
+	}
+	return fmt.Errorf("UDP to %s: %w", c.udpPeer, err)
 }
