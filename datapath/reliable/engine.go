@@ -21,7 +21,8 @@
 //   - FI_MORE: requests posted with MORE are held and packed into as few
 //     packets as possible; the next request without MORE (or Flush) sends
 //     them, and so does the timer after Config.MoreHold should that request
-//     never come, so a forgotten FI_MORE delays but never strands requests. Requests also share packets when they queue behind a full window
+//     never come, so a forgotten FI_MORE delays but never strands requests.
+//     Requests also share packets when they queue behind a full window
 //     and, with Config.CoalesceAt packets already in flight, when Submit
 //     leaves them for the receive side to pack at the next response.
 //   - FI_INJECT: the payload is copied before Submit returns (at most
@@ -171,9 +172,12 @@ type Config struct {
 	BusyPoll bool
 	// CoalesceAt: when this many packets to a peer are in flight, Submit
 	// leaves new requests queued for the receive side to pack together
-	// when the next response arrives (16; negative disables). It trades a
+	// when the next response arrives (2; negative disables). It trades a
 	// little latency under load for far fewer packets; one request in
-	// flight is never delayed.
+	// flight is never delayed. Packets, not bytes, are what a software
+	// datapath pays for: on veth with AF_XDP, 64 fetch-adds in flight ran
+	// at 0.31 packets per op and 468 k ops/s with 16, at 0.084 packets
+	// per op and 1.09 M ops/s with 2 (BenchmarkVeth, busy-poll).
 	CoalesceAt int
 	// MoreHold bounds how long requests posted with FI_MORE wait for the
 	// request without it that should follow at once (200 µs).
@@ -196,7 +200,7 @@ func (c *Config) setDefaults() error {
 	def(&c.InjectSize, 256)
 	def(&c.MaxPeers, 1024)
 	def(&c.MaxRetries, 20)
-	def(&c.CoalesceAt, 16)
+	def(&c.CoalesceAt, 2)
 	if c.RetryInitial == 0 {
 		c.RetryInitial = time.Millisecond
 	}

@@ -105,13 +105,16 @@ func (bn *benchNet) fetchAddLatency(b *testing.B) {
 }
 
 // reportRetransmits returns a function reporting the initiator's
-// retransmissions per operation since the call: on a lossless veth every
-// one is spurious (a timeout shorter than the queueing delay).
+// retransmissions per operation since the call (on a lossless veth every
+// one is spurious: a timeout shorter than the queueing delay) and its
+// request packets per operation (below 1 when requests share packets).
 func (bn *benchNet) reportRetransmits(b *testing.B) func() {
-	before := bn.a.ep.Stats().Retransmits
+	before := bn.a.ep.Stats()
 	return func() {
 		b.StopTimer()
-		b.ReportMetric(float64(bn.a.ep.Stats().Retransmits-before)/float64(b.N), "retx/op")
+		after := bn.a.ep.Stats()
+		b.ReportMetric(float64(after.Retransmits-before.Retransmits)/float64(b.N), "retx/op")
+		b.ReportMetric(float64(after.TxRequests-before.TxRequests)/float64(b.N), "pkts/op")
 	}
 }
 
