@@ -2,7 +2,9 @@
 # make bench-veth: `xdpfab bench` over a veth pair between two network
 # namespaces, side by side in one run: AF_XDP vs the kernel UDP socket, each
 # with blocking progress, busy polling and FI_PROGRESS_MANUAL. Prints each
-# run's summary. Everything made here is removed at the end, also on
+# run's summary, which includes a kernel UDP ping-pong to bench serve's echo
+# at port+1 (the XDP program passes that port to the kernel stack) and the
+# fetch-add round trip as a ratio of it. Everything made here is removed at the end, also on
 # failure or Ctrl-C. Needs root, Go, iproute2 and util-linux (nsenter).
 set -eu
 GO=${GO:-go}
