@@ -63,6 +63,10 @@ const (
 	// udpResend is how long the UDP ping-pong waits for an echo before it
 	// counts the datagram lost and sends it again.
 	udpResend = 100 * time.Millisecond
+	// echoSpinIdle is how long a spinning UDP echo keeps spinning after
+	// its last datagram before it waits in poll(2): it spins through a
+	// ping-pong phase without taking a core from the target in the others.
+	echoSpinIdle = 20 * time.Millisecond
 )
 
 const benchUsage = `usage:
@@ -1074,8 +1078,9 @@ func sockaddrOf(ap netip.AddrPort, family int) unix.Sockaddr {
 }
 
 // openUDPEcho opens the echo socket at addr on the calling thread and
-// starts serving it; busy spins with MSG_DONTWAIT receives, else receives
-// block (with a timeout, to notice Close).
+// starts serving it; busy spins with MSG_DONTWAIT receives while
+// datagrams come (until echoSpinIdle after the last), else receives block
+// (with a timeout, to notice Close).
 func openUDPEcho(addr netip.AddrPort, busy bool) (*udpEcho, error) {
 	fd, err := udpSocket(addr, netip.AddrPort{}, busy)
 	if err != nil {
@@ -1101,13 +1106,21 @@ func openUDPEcho(addr netip.AddrPort, busy bool) (*udpEcho, error) {
 
 func (e *udpEcho) serve(flags int) {
 	buf := make([]byte, 64<<10) // any datagram fits: none is cut short
+	var last time.Time          // when the last datagram came
 	for !e.stop.Load() {
 		n, from, err := unix.Recvfrom(e.fd, buf, flags)
 		if err != nil || from == nil {
 			// EAGAIN (timeout or nothing yet), EINTR, or an error an
 			// ICMP message left on the socket: none stops the echo.
+			if flags&unix.MSG_DONTWAIT != 0 && err == unix.EAGAIN && time.Since(last) > echoSpinIdle {
+				// Idle: wait for a datagram without spinning (and look
+				// at stop every udpResend).
+				pfd := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
+				_, _ = unix.Poll(pfd, int(udpResend/time.Millisecond))
+			}
 			continue
 		}
+		last = time.Now()
 		// A full socket buffer drops the echo, as the network may.
 		if unix.Sendto(e.fd, buf[:n], unix.MSG_DONTWAIT, from) == nil {
 			e.echoed.Add(1)
