@@ -35,6 +35,20 @@ func newTestTarget(memSize int) *testTarget {
 	return &testTarget{mem: make([]byte, memSize), msgs: map[Peer][]byte{}, done: make(chan []byte, 64)}
 }
 
+// closeGate makes RMA_WRITEs to address 1000 wait until the returned
+// function opens the gate. The gate also opens when the test ends, before
+// the engines registered earlier close: Close waits for the batch stuck in
+// the gate, so a test stopped by a failure would hang there otherwise.
+func (t *testTarget) closeGate(tb testing.TB) (open func()) {
+	t.mu.Lock()
+	t.gate = make(chan struct{})
+	g := t.gate
+	t.mu.Unlock()
+	open = sync.OnceFunc(func() { close(g) })
+	tb.Cleanup(open)
+	return open
+}
+
 func (t *testTarget) HandleRequest(in *Incoming, resp []byte) (int, fi.Errno) {
 	t.mu.Lock()
 	if in.Op.Opcode == wire.OpRMAWrite && in.Op.Addr == 1000 && t.gate != nil {
