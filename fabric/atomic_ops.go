@@ -26,20 +26,10 @@ func (ep *Endpoint) CompareAtomicValid(dt fatomic.Datatype, op fatomic.Op) (int,
 	return ep.atomicEngine().CompareValid(dt, op)
 }
 
-// atomicEngine returns the engine sized to this endpoint's packets (the
-// package default before Enable).
-func (ep *Endpoint) atomicEngine() fatomic.Engine {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
-	if ep.eng == nil {
-		return fatomic.Engine{MaxPayload: defaultAtomicPayload}
-	}
-	return ep.amo
-}
-
-// defaultAtomicPayload is the operand bytes one request holds with the
-// default 1500-byte MTU (1472 B of UDP payload less the headers).
-const defaultAtomicPayload = 1472 - wire.HeaderLen - wire.OpDescLen
+// atomicEngine returns the engine sized to this endpoint's packets, set
+// when the endpoint opens, so the valid counts before Enable are those
+// after it.
+func (ep *Endpoint) atomicEngine() fatomic.Engine { return ep.amo }
 
 // atomicArgs is an fi_msg_atomic without the context, which travels
 // apart: escape analysis would otherwise see the context stored in the op
@@ -233,7 +223,7 @@ func (ep *Endpoint) atomic(c fatomic.Class, m *atomicArgs, ctx any, cmp []IOC, c
 	if len(m.iov) > 1 || len(cmp) > 1 || len(res) > 1 {
 		need := 3 * n
 		if cap(o.scratch) < need {
-			o.scratch = make([]byte, max(need, 3*defaultAtomicPayload))
+			o.scratch = make([]byte, max(need, 3*ep.amo.MaxPayload))
 		}
 		s := o.scratch[:need]
 		if !readOnly {

@@ -59,6 +59,7 @@ type Endpoint struct {
 	tr   datapath.Transport
 	eng  *reliable.Engine // nil until Enable
 	amo  fatomic.Engine   // valid counts and execution for this endpoint's packet size
+	size sizes            // packet size and what follows from it, fixed at open
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -159,6 +160,18 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 		}
 		ep.tr = tr
 	}
+	size, err := deriveSizes(ep.tr.LocalAddr().Addr(), isXDP(ep.tr))
+	if err != nil {
+		if attr.Transport == nil {
+			ep.tr.Close()
+		}
+		d.mu.Lock()
+		d.eps--
+		d.mu.Unlock()
+		return nil, fmt.Errorf("endpoint on %v: %w", ep.tr.LocalAddr(), err)
+	}
+	ep.size = size
+	ep.amo = fatomic.Engine{MaxPayload: size.maxSegment}
 	ep.ops = make([]txOp, attr.TxSize)
 	for i := range ep.ops {
 		ep.ops[i].idx = int32(i)
@@ -296,7 +309,8 @@ func (ep *Endpoint) Enable() error {
 		OnComplete: ep.onComplete,
 		Admit:      ep.admit,
 		MaxOps:     ep.attr.TxSize,
-		InjectSize: InjectSize,
+		MaxPacket:  ep.size.maxPacket,
+		InjectSize: ep.size.injectSize,
 		BusyPoll:   ep.dom.attr.BusyPoll,
 
 		ManualProgress: ep.manual(),
@@ -305,7 +319,11 @@ func (ep *Endpoint) Enable() error {
 		_ = ep.av.DisableEndpoint(ep)
 		return fmt.Errorf("ep enable: %w", err)
 	}
-	ep.amo = fatomic.Engine{MaxPayload: eng.MaxSegment()}
+	if eng.MaxSegment() != ep.amo.MaxPayload { // the engine and the valid calls agree
+		eng.Close()
+		_ = ep.av.DisableEndpoint(ep)
+		return fmt.Errorf("ep enable: engine segment %d, expected %d: %w", eng.MaxSegment(), ep.amo.MaxPayload, fi.EOTHER)
+	}
 	ep.eng = eng
 	ep.enabled = true
 	return nil
@@ -381,6 +399,15 @@ func (ep *Endpoint) Closed() bool {
 	defer ep.mu.Unlock()
 	return ep.closed
 }
+
+// MaxPacket returns the UDP payload bytes of the endpoint's datapath
+// packets, derived from the interface MTU when it opened (see Packet size
+// in the package doc).
+func (ep *Endpoint) MaxPacket() int { return ep.size.maxPacket }
+
+// InjectSize returns the endpoint's inject_size: InjectSize, or less if
+// one packet holds less.
+func (ep *Endpoint) InjectSize() int { return ep.size.injectSize }
 
 // Stats returns the datapath's counters (packets, retransmissions, drops
 // by reason).

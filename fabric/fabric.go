@@ -23,6 +23,19 @@
 // target has executed the operation (FI_DELIVERY_COMPLETE semantics for
 // every operation, so fetched data is in the caller's buffer before its
 // completion is read).
+//
+// Packet size. An endpoint's datapath packets are as large as the MTU of
+// the interface holding the domain's address allows (for an unspecified
+// address, or one no interface holds: the smallest MTU of the up
+// interfaces; 1500 if none can be read): MTU less the IP (20 or 40) and
+// UDP (8) headers, capped at what the transport carries (AF_XDP: one
+// 4096-byte frame less the receive headroom and headers, 3798 bytes over
+// IPv4; the kernel socket: a 9000-byte jumbo frame's payload, 8972, which
+// is what loopback gets) and failing endpoint creation with FI_EINVAL
+// below the datapath's 256 bytes. max_atomic_size and the fi_atomicvalid
+// counts (one request packet), inject_size (InjectSize at most) and the
+// segmenting of messages and RMA follow it; Info and Endpoint.MaxPacket
+// report it. There is no attribute to override it. See mtu.go.
 package fabric
 
 import (
@@ -117,16 +130,21 @@ type Info struct {
 	MRIovLimit    int
 	MRKeySize     int
 	MaxMsgSize    int
-	InjectSize    int
-	MaxAtomicSize int // bytes of operand data per atomic request
-	Caps          fi.Flags
+	InjectSize    int // inject_size: InjectSize, less if one packet holds less
+	MaxAtomicSize int // bytes of operand data per atomic request (one packet)
+	// MaxPacket is the UDP payload bytes per datapath packet, derived
+	// from MTU (see the package doc's Packet size).
+	MaxPacket int
+	MTU       int
+	Caps      fi.Flags
 }
 
 // MaxMsgSize is the largest message or RMA transfer (max_msg_size).
 const MaxMsgSize = 1 << 30
 
-// InjectSize is inject_size: sends and RMA writes up to this size may use
-// FI_INJECT (the buffer is copied before the call returns).
+// InjectSize is the largest inject_size: sends and RMA writes up to this
+// size may use FI_INJECT (the buffer is copied before the call returns),
+// unless one packet holds less at the interface's MTU (Info.InjectSize).
 const InjectSize = 1024
 
 var nextDomainID atomic.Uint32
@@ -146,6 +164,11 @@ type Domain struct {
 	kind     TransportKind
 	xdpIface string
 	xdpAtt   *xdp.Attachment
+
+	// The packet sizes for the domain's address and transport, as read
+	// at open (Info); each endpoint derives its own when it opens.
+	sizes    sizes
+	sizesErr error
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -180,13 +203,16 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 		return nil, fmt.Errorf("domain: %w", err)
 	}
 	d.mrs = t
+	d.sizes, d.sizesErr = deriveSizes(d.localAddr(), d.kind == TransportXDP)
 	return d, nil
 }
 
 // ID returns the xdpfab-wide domain id (the domain_id of the MR map).
 func (d *Domain) ID() uint32 { return d.id }
 
-// Info reports the domain's attributes as fi_getinfo would.
+// Info reports the domain's attributes as fi_getinfo would. The sizes
+// that depend on the packet size are those of the MTU read when the domain
+// opened (zero if it is too small for the datapath: endpoints then fail).
 func (d *Domain) Info() Info {
 	format := fi.FormatSockaddr4
 	if d.attr.Addr.Is6() && !d.attr.Addr.Is4In6() {
@@ -199,8 +225,10 @@ func (d *Domain) Info() Info {
 		MRIovLimit:    d.mrs.IOVLimit(),
 		MRKeySize:     d.mrs.KeySize(),
 		MaxMsgSize:    MaxMsgSize,
-		InjectSize:    InjectSize,
-		MaxAtomicSize: defaultAtomicPayload, // what endpoints' valid calls allow, one request packet
+		InjectSize:    d.sizes.injectSize,
+		MaxAtomicSize: d.sizes.maxSegment, // what endpoints' valid calls allow, one request packet
+		MaxPacket:     d.sizes.maxPacket,
+		MTU:           d.sizes.mtu,
 		Caps: fi.MSG | fi.RMA | fi.ATOMIC | fi.READ | fi.WRITE | fi.SEND | fi.RECV |
 			fi.REMOTE_READ | fi.REMOTE_WRITE | fi.SOURCE | fi.AV_USER_ID | fi.DIRECTED_RECV,
 	}

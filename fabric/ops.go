@@ -213,11 +213,11 @@ func (ep *Endpoint) SendData(buf []byte, desc mr.Desc, data uint64, dest fi.Addr
 	return wrap("senddata", ep.post(&r, dest, ep.attr.OpFlags|fi.REMOTE_CQ_DATA, cntrSend, fi.SEND|fi.MSG, context))
 }
 
-// Inject is fi_inject: buf (at most InjectSize bytes) is copied before the
-// call returns and no completion is generated.
+// Inject is fi_inject: buf (at most ep.InjectSize() bytes) is copied
+// before the call returns and no completion is generated.
 func (ep *Endpoint) Inject(buf []byte, dest fi.Addr) error {
-	if len(buf) > InjectSize {
-		return fmt.Errorf("inject: %d bytes > inject_size %d: %w", len(buf), InjectSize, fi.EMSGSIZE)
+	if len(buf) > ep.size.injectSize {
+		return fmt.Errorf("inject: %d bytes > inject_size %d: %w", len(buf), ep.size.injectSize, fi.EMSGSIZE)
 	}
 	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf}
 	return wrap("inject", ep.post(&r, dest, fi.INJECT, cntrSend, fi.SEND|fi.MSG, nil))
@@ -236,8 +236,8 @@ func (ep *Endpoint) WriteMsg(buf []byte, desc mr.Desc, dest fi.Addr, addr, key u
 	if err := ep.checkLocal(desc, buf, fi.WRITE); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	if flags&fi.INJECT != 0 && len(buf) > InjectSize {
-		return fmt.Errorf("write: inject of %d bytes > %d: %w", len(buf), InjectSize, fi.EMSGSIZE)
+	if flags&fi.INJECT != 0 && len(buf) > ep.size.injectSize {
+		return fmt.Errorf("write: inject of %d bytes > %d: %w", len(buf), ep.size.injectSize, fi.EMSGSIZE)
 	}
 	if err := checkMsgSize("write", len(buf)); err != nil {
 		return err
