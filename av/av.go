@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -139,6 +140,10 @@ type AV struct {
 	epMu    sync.Mutex
 	eps     map[fi.FID]*boundEP
 	closing bool
+	// forgetters are the bound endpoints that implement PeerForgetter,
+	// replaced (under epMu) on attach and detach so Remove reads them
+	// without epMu, which it may not take under wmu.
+	forgetters atomic.Pointer[[]PeerForgetter]
 
 	// mu guards the table and auth keys that lookups read. Writers hold
 	// wmu as well; lookups take only mu.RLock.
@@ -412,6 +417,38 @@ func (av *AV) Bind(q *eq.EQ, flags fi.Flags) error {
 	return nil
 }
 
+// PeerForgetter is implemented by endpoints that keep per-peer datapath
+// state (fabric.Endpoint). Remove tells each bound one the addresses it
+// removed, once they have left the AV (and its kernel map), before Remove
+// returns; the endpoint drops its state about them (fi_av_remove: "all
+// resources associated with the indicated addresses are released").
+// ForgetPeers must not call back into the AV's writing methods.
+type PeerForgetter interface {
+	ForgetPeers(addrs []netip.AddrPort)
+}
+
+// setForgetters rebuilds the forgetters snapshot; epMu held.
+func (av *AV) setForgetters() {
+	var fs []PeerForgetter
+	for ep := range av.eps {
+		if f, ok := ep.(PeerForgetter); ok {
+			fs = append(fs, f)
+		}
+	}
+	av.forgetters.Store(&fs)
+}
+
+// forget tells the bound endpoints that addrs left the AV.
+func (av *AV) forget(addrs []netip.AddrPort) {
+	fs := av.forgetters.Load()
+	if fs == nil || len(addrs) == 0 {
+		return
+	}
+	for _, f := range *fs {
+		f.ForgetPeers(addrs)
+	}
+}
+
 // AttachEndpoint records that ep is bound to the AV (fi_ep_bind), so Close
 // fails with FI_EBUSY until DetachEndpoint. For the endpoint package.
 func (av *AV) AttachEndpoint(ep fi.FID) error {
@@ -427,6 +464,7 @@ func (av *AV) AttachEndpoint(ep fi.FID) error {
 		return fmt.Errorf("av attach: endpoint already bound: %w", fi.EINVAL)
 	}
 	av.eps[ep] = &boundEP{}
+	av.setForgetters()
 	return nil
 }
 
@@ -441,6 +479,7 @@ func (av *AV) DetachEndpoint(ep fi.FID) error {
 	}
 	av.disable(b)
 	delete(av.eps, ep)
+	av.setForgetters()
 	return nil
 }
 

@@ -62,11 +62,18 @@ func (av *AV) Remove(fiAddrs []fi.Addr, flags fi.Flags) (err error) {
 		idxs[i] = idx
 	}
 	keys := make([]bpf.XdpfabAvKey, 0, len(idxs))
+	removed := make([]netip.AddrPort, 0, len(idxs))
 	for _, idx := range idxs {
 		ep, _ := av.dropEntry(idx)
 		keys = append(keys, kernelKey(av.id, ep))
+		removed = append(removed, ep.addrPort())
 	}
 	av.mu.Unlock()
+	// Bound endpoints drop their state about the removed peers once the
+	// kernel map no longer admits them (also if deleting from it failed:
+	// the AV no longer holds them), still under wmu, so that a later
+	// insert of the same address starts afresh.
+	defer av.forget(removed)
 	if av.mirror == nil {
 		return nil
 	}

@@ -420,3 +420,22 @@ func (ep *Endpoint) Stats() reliable.Stats {
 	}
 	return eng.Stats()
 }
+
+// ForgetPeers implements av.PeerForgetter: the bound AV calls it from
+// fi_av_remove (av.Remove) with the addresses it removed. Operations
+// pending to them complete with FI_ECANCELED, the datapath's state about
+// them (session, replay window, cached responses) is released, so the next
+// operation to an address inserted again starts a new session; a message
+// arriving from one is cut short (a receive it matched completes with
+// FI_ECANCELED).
+func (ep *Endpoint) ForgetPeers(addrs []netip.AddrPort) {
+	eng := ep.engine()
+	if eng == nil {
+		return // not enabled (or closed): no datapath state
+	}
+	for _, a := range addrs {
+		p := reliable.Peer{Addr: a, EP: endpointID}
+		eng.ForgetPeer(p)
+		ep.rx.forget(ep, p)
+	}
+}

@@ -36,6 +36,20 @@
 // counts (one request packet), inject_size (InjectSize at most) and the
 // segmenting of messages and RMA follow it; Info and Endpoint.MaxPacket
 // report it. There is no attribute to override it. See mtu.go.
+//
+// fi_av_remove. fi_av(3) leaves operations in progress to a removed
+// address undefined and says all resources associated with it are
+// released. xdpfab releases them at once: av.Remove tells every endpoint
+// bound to the AV (Endpoint.ForgetPeers), whose datapath then completes
+// the operations pending to the address with FI_ECANCELED, drops its
+// session, replay window and cached responses for it, and cuts short a
+// message arriving from it (a receive it matched completes with
+// FI_ECANCELED). The removed peer's later packets are dropped (unless
+// AcceptUnknown); once the address is inserted again the next operation
+// starts a new session. A cancelled operation may still have executed at
+// the target, or execute once a delayed packet of it arrives after the
+// target inserted the address again (at most once either way). A named AV's removals made by another process are
+// not seen by this process's endpoints (idle eviction still applies).
 package fabric
 
 import (

@@ -297,3 +297,42 @@ func (r *receiver) cancelAll(ep *Endpoint) {
 		cq.unreserve()
 	}
 }
+
+// forget drops the message peer is sending now, cut short because its
+// address left the AV: a receive it was matched with completes with
+// FI_ECANCELED, a partial unexpected message is discarded.
+func (r *receiver) forget(ep *Endpoint, peer reliable.Peer) {
+	r.mu.Lock()
+	m := r.inflight[peer]
+	if m == nil {
+		r.mu.Unlock()
+		return
+	}
+	delete(r.inflight, peer)
+	if m.recv == nil {
+		for i, u := range r.unexpected {
+			if u == m {
+				r.unexpected = append(r.unexpected[:i], r.unexpected[i+1:]...)
+				r.unexpBytes -= m.total
+				break
+			}
+		}
+		*m = rxMsg{}
+		r.freeMsgs = append(r.freeMsgs, m)
+		r.mu.Unlock()
+		return
+	}
+	d := r.finish(m)
+	r.mu.Unlock()
+	ep.mu.Lock()
+	cq, cntr := ep.rxCQ, ep.cntr[cntrRecv]
+	ep.mu.Unlock()
+	if cntr != nil {
+		cntr.AddErr(1)
+	}
+	e := CQErrEntry{CQEntry: CQEntry{Context: d.ctx, Flags: fi.RECV | fi.MSG, Buf: d.buf},
+		Err: fi.ECANCELED, ProvErrno: int(fi.ECANCELED), Src: d.src}
+	if cq != nil {
+		cq.completeErr(&e, true)
+	}
+}
