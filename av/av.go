@@ -127,12 +127,17 @@ type AV struct {
 	mirror  Mirror
 	procMap bool // mirrors into the process's AV map (ProcessKernelMap)
 	pend    pending
-	scratch *block
-	touched uint64  // sink of table.touch
-	eq      *eq.EQ  // set under wmu and epMu
-	shared  *shared // named AVs
-	async   *worker
-	closed  bool
+	// heldDone are asynchronous inserts of a named AV that finished inside
+	// a change not yet published to other processes; their events wait
+	// for the publication (insertSync). Guarded by wmu.
+	heldDone []*insertJob
+	holdDone bool
+	scratch  *block
+	touched  uint64  // sink of table.touch
+	eq       *eq.EQ  // set under wmu and epMu
+	shared   *shared // named AVs
+	async    *worker
+	closed   bool
 
 	// epMu guards eps and closing, so Close can refuse (FI_EBUSY) or
 	// commit to closing, and stop queued inserts, without waiting for wmu.

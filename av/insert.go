@@ -413,10 +413,14 @@ func (av *AV) insertSync(op string, j *insertJob) (n int, err error) {
 		if err := av.shared.begin(); err != nil {
 			return 0, fmt.Errorf("%s: %w", op, err)
 		}
+		// An FI_AV_COMPLETE reader may look the addresses up in another
+		// opener at once: the events wait until the change is published.
+		av.holdDone = true
 		defer func() {
 			if serr := av.shared.end(); serr != nil {
 				err = errors.Join(err, fmt.Errorf("%s: %w", op, serr))
 			}
+			av.releaseDone()
 		}()
 	}
 	av.run(j)
@@ -754,6 +758,26 @@ func (av *AV) finish(j *insertJob) {
 		return
 	}
 	j.finished = true
+	if av.holdDone {
+		av.heldDone = append(av.heldDone, j)
+		return
+	}
+	av.postDone(j)
+}
+
+// releaseDone posts the events finish held back while a named AV's change
+// was not yet published; wmu held.
+func (av *AV) releaseDone() {
+	av.holdDone = false
+	for i, j := range av.heldDone {
+		av.postDone(j)
+		av.heldDone[i] = nil
+	}
+	av.heldDone = av.heldDone[:0]
+}
+
+// postDone posts a finished asynchronous insert's events.
+func (av *AV) postDone(j *insertJob) {
 	for _, f := range j.failed {
 		av.eq.PostErr(eq.ErrEntry{FID: av, Context: j.ctx, Data: uint64(f.i), Err: f.err})
 	}
@@ -845,6 +869,7 @@ func (av *AV) runAsync(j *insertJob) {
 			av.finish(j)
 			return
 		}
+		av.holdDone = true // see insertSync
 	}
 	av.run(j)
 	if j.flags&fi.MORE == 0 || av.shared != nil {
@@ -852,6 +877,7 @@ func (av *AV) runAsync(j *insertJob) {
 	}
 	if av.shared != nil {
 		av.shared.end() // a failure leaves the version: others re-read later
+		av.releaseDone()
 	}
 	if j.unflushed == 0 {
 		av.finish(j) // nothing (left) to write to the kernel

@@ -245,9 +245,36 @@ func TestCntrEndpointOnly(t *testing.T) {
 	require.NoError(t, a.ep.Read(buf, mr.Desc{}, a.peer, 0, regionKey, nil))
 	require.NoError(t, a.cntr[fi.READ].Wait(1, waitMs))
 	require.Equal(t, []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, buf)
-	require.NoError(t, a.ep.Write([]byte{1}, mr.Desc{}, a.peer, 0, 0xbad, nil))
-	require.ErrorIs(t, a.cntr[fi.WRITE].Wait(100, waitMs), fi.EAVAIL)
-	require.Equal(t, uint64(1), a.cntr[fi.WRITE].ReadErr())
+	// Wait returns FI_EAVAIL when the error count changes while it waits
+	// (an error that lands before Wait starts does not count, as in
+	// libfabric's util counter). Bad writes keep failing until Wait
+	// returns, so one of them lands during the wait however the
+	// goroutines are scheduled.
+	stop := make(chan struct{})
+	posted := make(chan int)
+	go func() {
+		n := 0
+		defer func() { posted <- n }()
+		for ; n < 1000; n++ {
+			if err := a.ep.Write([]byte{1}, mr.Desc{}, a.peer, 0, 0xbad, nil); err != nil {
+				t.Error(err)
+				return
+			}
+			select {
+			case <-stop:
+				n++
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	werr := a.cntr[fi.WRITE].Wait(100, waitMs)
+	close(stop)
+	n := <-posted
+	require.ErrorIs(t, werr, fi.EAVAIL)
+	require.Eventually(t, func() bool { return a.cntr[fi.WRITE].ReadErr() == uint64(n) },
+		5*time.Second, time.Millisecond, "every bad write counts one error")
+	require.Equal(t, uint64(10), a.cntr[fi.WRITE].Read(), "failed writes do not count as successes")
 	require.ErrorIs(t, a.ep.Recv(make([]byte, 1), mr.Desc{}, fi.AddrUnspec, nil), fi.ENOCQ)
 }
 
