@@ -1016,13 +1016,14 @@ func (e *Engine) receiveLoop() {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		if n > 0 {
-			if e.cfg.BusyPoll {
-				lastActive = e.now()
-			}
-		} else {
-			runtime.Gosched()
+		if n > 0 && e.cfg.BusyPoll {
+			lastActive = e.now()
 		}
+		// Yield before the next, possibly blocking, receive: a goroutine
+		// the batch's completions woke (a CQ reader) sits in this P's
+		// runnext and would otherwise wait for another thread to steal
+		// it (a cross-CPU wake-up) while this one blocks in poll(2).
+		runtime.Gosched()
 	}
 }
 
