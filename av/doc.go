@@ -28,7 +28,8 @@
 //	fi_av_set_user_id      (*AV).SetUserID
 //
 // The hot-path lookups of the data path take the AV's read lock only and
-// allocate nothing: AddrPort (fi_addr -> peer, for sending), FIAddr and
+// allocate nothing: AddrPort (fi_addr -> peer, for sending; AddrPortAuthKey
+// also answers the auth key handle the address is bound to), FIAddr and
 // SourceAddr (peer -> fi_addr / user ID, for FI_SOURCE on receive; FIAddr16
 // and SourceAddr16 take the peer as raw key bytes), AuthKeySource
 // (FI_SOURCE_ERR). The endpoint package binds endpoints with

@@ -145,6 +145,17 @@ func (av *AV) RxIndex(fiAddr fi.Addr) int {
 // AddrPort returns the peer fiAddr refers to, for sending (receive-context
 // bits ignored). It takes no allocation and no lock but the AV's read lock.
 func (av *AV) AddrPort(fiAddr fi.Addr) (netip.AddrPort, bool) {
+	ap, _, ok := av.AddrPortAuthKey(fiAddr)
+	return ap, ok
+}
+
+// AddrPortAuthKey is AddrPort that also returns the handle of the
+// authorization key the address was inserted with (fi.AUTH_KEY), as
+// InsertAuthKey returned it, or fi.AddrNotAvail for an address without
+// one. The key cannot be removed while the address is bound to it, so the
+// handle stays valid as long as the address does. For the data path: no
+// allocation, only the AV's read lock.
+func (av *AV) AddrPortAuthKey(fiAddr fi.Addr) (netip.AddrPort, fi.Addr, bool) {
 	av.mu.RLock()
 	defer av.mu.RUnlock()
 	// The common case, a dense entry, is read in place: copying endpoints
@@ -153,16 +164,24 @@ func (av *AV) AddrPort(fiAddr fi.Addr) (netip.AddrPort, bool) {
 	if a <= maxIndex || av.attr.Type == TypeMap && a < authKeyTag {
 		if e := av.t.dense(uint32(a)); e != nil && e.gen != 0 {
 			if e.state&entryUsed == 0 || av.attr.Type == TypeMap && fi.Addr(e.gen) != a>>32 {
-				return netip.AddrPort{}, false
+				return netip.AddrPort{}, fi.AddrNotAvail, false
 			}
-			return addrPortOf(&e.ip, e.port), true
+			return addrPortOf(&e.ip, e.port), keyHandle(e.authKey), true
 		}
 	}
-	_, ep, _, ok := av.resolve(fiAddr)
+	_, ep, key, ok := av.resolve(fiAddr)
 	if !ok {
-		return netip.AddrPort{}, false
+		return netip.AddrPort{}, fi.AddrNotAvail, false
 	}
-	return addrPortOf(&ep.ip, ep.port), true
+	return addrPortOf(&ep.ip, ep.port), keyHandle(key), true
+}
+
+// keyHandle returns the handle of auth key id, fi.AddrNotAvail for 0.
+func keyHandle(id uint16) fi.Addr {
+	if id == 0 {
+		return fi.AddrNotAvail
+	}
+	return authKeyTag | fi.Addr(id)
 }
 
 // addrPortOf returns ip (IPv4 unmapped) and port as a netip.AddrPort.

@@ -70,6 +70,11 @@ type Endpoint struct {
 	enabled, closed bool
 	ops             []txOp
 	freeOps         []int32
+	// authKeys maps the handles of the AV's authorization keys the
+	// endpoint was enabled against (av.EnableEndpoint) to their digests
+	// (mr.AuthDigest), computed once by Enable and read-only after; nil
+	// when there are none. See presentedDigest.
+	authKeys map[fi.Addr]uint32
 
 	rx receiver
 
@@ -300,7 +305,13 @@ func (ep *Endpoint) Enable() error {
 	if err := ep.configureTransport(); err != nil {
 		return fmt.Errorf("ep enable: %w", err)
 	}
-	if _, err := ep.av.EnableEndpoint(ep); err != nil {
+	handles, err := ep.av.EnableEndpoint(ep)
+	if err != nil {
+		return fmt.Errorf("ep enable: %w", err)
+	}
+	keys, err := authKeyDigests(ep.av, handles)
+	if err != nil {
+		_ = ep.av.DisableEndpoint(ep)
 		return fmt.Errorf("ep enable: %w", err)
 	}
 	eng, err := reliable.New(ep.tr, reliable.Config{
@@ -325,8 +336,28 @@ func (ep *Endpoint) Enable() error {
 		return fmt.Errorf("ep enable: engine segment %d, expected %d: %w", eng.MaxSegment(), ep.amo.MaxPayload, fi.EOTHER)
 	}
 	ep.eng = eng
+	ep.authKeys = keys
 	ep.enabled = true
 	return nil
+}
+
+// authKeyDigests returns the digests of the AV's authorization keys an
+// endpoint is enabled against, by handle (nil for none). The keys cannot
+// be removed while the endpoint is enabled, so the handles stay valid.
+func authKeyDigests(a *av.AV, handles []fi.Addr) (map[fi.Addr]uint32, error) {
+	if len(handles) == 0 {
+		return nil, nil
+	}
+	keys := make(map[fi.Addr]uint32, len(handles))
+	var buf [av.AuthKeySize]byte
+	for _, h := range handles {
+		n, err := a.LookupAuthKey(h, buf[:])
+		if err != nil {
+			return nil, err
+		}
+		keys[h] = mr.AuthDigest(buf[:min(n, len(buf))])
+	}
+	return keys, nil
 }
 
 // admit serves peers in the bound AV (or anyone with AcceptUnknown).

@@ -24,6 +24,20 @@
 // every operation, so fetched data is in the caller's buffer before its
 // completion is read).
 //
+// Authorization keys. Every request presents one key, as its digest in the
+// wire header (mr.AuthDigest, docs/protocol.md): the key of its
+// destination's AV entry when the address was inserted with FI_AUTH_KEY
+// (an AV opened with av.WithAVAuthKey, FI_AV_AUTH_KEY), else the domain's
+// (DomainAttr.AuthKey; there is no per-endpoint ep_attr.auth_key), else
+// none. The target serves a region only to requests presenting the
+// region's own key (fi_mr_attr.auth_key, or its domain's when the
+// registration gave none), so a region registered under another key than
+// its domain's is reachable by peers presenting that key; a region without
+// key serves only requests presenting none. Others get FI_EACCES and the
+// memory is untouched. An endpoint is configured with the AV's keys when it
+// is enabled (fi_av_insert_auth_key); an operation to an address bound to
+// a key inserted later fails at once with FI_EACCES.
+//
 // Packet size. An endpoint's datapath packets are as large as the MTU of
 // the interface holding the domain's address allows (for an unspecified
 // address, or one no interface holds: the smallest MTU of the up
@@ -171,9 +185,12 @@ type Domain struct {
 	id     uint32
 	mrs    *mr.Table
 
+	// authDigest is mr.AuthDigest(attr.AuthKey): what requests present
+	// when neither their destination's AV entry nor the endpoint has a key.
+	authDigest uint32
+
 	// Resolved at open: how endpoints move packets, and for AF_XDP the
 	// interface and the program's maps.
-	authDigest uint32 // of attr.AuthKey, sent in every request's header
 
 	kind     TransportKind
 	xdpIface string
@@ -204,7 +221,7 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 		return nil, fmt.Errorf("domain: transport %d: %w", attr.Transport, fi.EINVAL)
 	}
 	d := &Domain{FIDBase: fi.NewFIDBase(fi.ClassDomain, context), fabric: f, attr: attr, id: nextDomainID.Add(1),
-		authDigest: authDigest(attr.AuthKey)}
+		authDigest: mr.AuthDigest(attr.AuthKey)}
 	mirror, err := d.resolveTransport()
 	if err != nil {
 		return nil, err

@@ -71,7 +71,7 @@ func (ep *Endpoint) begin(r *reliable.Request, dest fi.Addr, flags fi.Flags, kin
 		ep.mu.Unlock()
 		return nil, fmt.Errorf("endpoint not enabled: %w", fi.EOPBADSTATE)
 	}
-	cq, sel, avb := ep.txCQ, ep.txSel, ep.av
+	cq, sel, avb, keys := ep.txCQ, ep.txSel, ep.av, ep.authKeys
 	if len(ep.freeOps) == 0 {
 		ep.mu.Unlock()
 		return nil, fi.EAGAIN
@@ -81,10 +81,16 @@ func (ep *Endpoint) begin(r *reliable.Request, dest fi.Addr, flags fi.Flags, kin
 	ep.mu.Unlock()
 
 	o := &ep.ops[idx]
-	ap, ok := avb.AddrPort(dest)
+	ap, keyH, ok := avb.AddrPortAuthKey(dest)
 	if !ok {
 		ep.freeOp(o)
 		return nil, fmt.Errorf("destination %v not in the AV: %w", dest, fi.EADDRNOTAVAIL)
+	}
+	digest, ok := ep.presentedDigest(keys, keyH)
+	if !ok {
+		ep.freeOp(o)
+		return nil, fmt.Errorf("destination %v is bound to auth key %#x, inserted after the endpoint was enabled: %w",
+			dest, uint64(keyH), fi.EACCES)
 	}
 	*o = txOp{idx: idx, ctx: ctx, cqFlags: cqFlags, cntr: kind, dest: dest, cq: cq, scratch: o.scratch}
 	// A completion is written unless the CQ is selective and the op did
@@ -99,11 +105,27 @@ func (ep *Endpoint) begin(r *reliable.Request, dest fi.Addr, flags fi.Flags, kin
 		o.reserved = true
 	}
 	r.Peer = reliable.Peer{Addr: ap, EP: endpointID}
-	r.AuthKey = ep.dom.authDigest
+	r.AuthKey = digest
 	r.Flags = flags & (fi.MORE | fi.FENCE | fi.INJECT | fi.REMOTE_CQ_DATA)
 	// A pointer in an interface is stored as is: no allocation per op.
 	r.Context = o
 	return o, nil
+}
+
+// presentedDigest returns the digest of the authorization key a request
+// to an AV entry bound to auth key handle keyH (fi.AddrNotAvail: none)
+// presents, as the wire header's auth_key: the entry's key when it has
+// one, else the domain's (xdpfab models no per-endpoint ep_attr.auth_key).
+// keys are the endpoint's, from Enable (ep.authKeys). An entry bound to a
+// key the endpoint was not enabled against (inserted later, which
+// fi_av_insert_auth_key says does not propagate to enabled endpoints) has
+// no digest here: ok is false.
+func (ep *Endpoint) presentedDigest(keys map[fi.Addr]uint32, keyH fi.Addr) (digest uint32, ok bool) {
+	if keyH == fi.AddrNotAvail {
+		return ep.dom.authDigest, true
+	}
+	digest, ok = keys[keyH]
+	return digest, ok
 }
 
 // submit hands r, prepared by begin, to the engine.

@@ -245,15 +245,16 @@ func (ep *Endpoint) pieces(s *mr.Span) [][]byte {
 	return s.AppendBufs(ep.pieceBuf[:0])
 }
 
-// lookup is mr.Table.LookupAuth for requests arriving on this endpoint. A
-// region registered under an authorization key (the domain's) serves only
-// requests made under the same key, and a keyless one only requests made
-// under none: authKey is the digest the initiator sent (see authDigest).
-// With FI_MR_ENDPOINT a region serves only the endpoints it is bound to,
-// and a request naming another endpoint's region is refused as an unknown
-// key.
-func (ep *Endpoint) lookup(authKey uint32, key, addr, length uint64, access fi.Flags) (mr.Span, error) {
-	span, err := ep.dom.mrs.LookupAuth(key, addr, length, access, ep.presentedKey(authKey))
+// lookup is mr.Table.LookupAuth for requests arriving on this endpoint:
+// authDigest is the digest (mr.AuthDigest) of the authorization key the
+// initiator presented, from the request's header, and a region serves only
+// requests presenting its own key (fi_mr_attr.auth_key, or the domain's
+// when the registration gave none), a keyless region only requests
+// presenting none. With FI_MR_ENDPOINT a region serves only the endpoints
+// it is bound to, and a request naming another endpoint's region is
+// refused as an unknown key.
+func (ep *Endpoint) lookup(authDigest uint32, key, addr, length uint64, access fi.Flags) (mr.Span, error) {
+	span, err := ep.dom.mrs.LookupAuth(key, addr, length, access, authDigest)
 	if err != nil {
 		return span, err
 	}
@@ -261,42 +262,4 @@ func (ep *Endpoint) lookup(authKey uint32, key, addr, length uint64, access fi.F
 		return mr.Span{}, mr.UnknownKey
 	}
 	return span, nil
-}
-
-// presentedKey maps a request's key digest back to a key this domain
-// knows: none for 0, the domain's own key for its digest. A digest of any
-// other key maps to a value no region's key equals, : peers reach a region through
-// the domain's key only (a region registered under another key, through
-// fi_mr_attr.auth_key, is reachable by no peer).
-func (ep *Endpoint) presentedKey(digest uint32) []byte {
-	switch digest {
-	case 0:
-		return nil
-	case ep.dom.authDigest:
-		return ep.dom.attr.AuthKey
-	}
-	return foreignAuthKey
-}
-
-// foreignAuthKey stands for a key this domain does not know; it is longer
-// than any authorization key xdpfab accepts, so it equals none.
-var foreignAuthKey = make([]byte, 4096)
-
-// authDigest is what a request carries in the wire header's auth_key field
-// for an authorization key: its 32-bit FNV-1a hash, never 0 (0 means "no
-// key"). The key itself never crosses the wire; a peer without it cannot
-// name a key-protected region.
-func authDigest(key []byte) uint32 {
-	if len(key) == 0 {
-		return 0
-	}
-	h := uint32(2166136261)
-	for _, b := range key {
-		h ^= uint32(b)
-		h *= 16777619
-	}
-	if h == 0 {
-		h = 1
-	}
-	return h
 }

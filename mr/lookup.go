@@ -1,7 +1,6 @@
 package mr
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/xdpfab/xdpfab/fi"
@@ -153,12 +152,16 @@ func (m *MR) piece(pos, end uint64) []byte {
 // which stay valid Go memory (fi_mr(3): operations active while a region is
 // closed may fail or access it).
 func (t *Table) Lookup(key, addr, length uint64, access fi.Flags) (Span, error) {
-	return t.LookupAuth(key, addr, length, access, nil)
+	return t.LookupAuth(key, addr, length, access, 0)
 }
 
-// LookupAuth is Lookup for a peer that presents authKey: the region must
-// have the same authorization key (none, when authKey is empty).
-func (t *Table) LookupAuth(key, addr, length uint64, access fi.Flags, authKey []byte) (Span, error) {
+// LookupAuth is Lookup for a peer that presents the authorization key
+// whose AuthDigest is authDigest, as a request's header carries it: the
+// region is served only when that equals the digest of the region's own key
+// (fi_mr_attr.auth_key, or the domain's when the registration gave none),
+// and a peer presenting no key (0) reaches only regions without one.
+// Otherwise it answers AuthKeyDenied.
+func (t *Table) LookupAuth(key, addr, length uint64, access fi.Flags, authDigest uint32) (Span, error) {
 	m := t.index.Load().find(key)
 	if m == nil {
 		return Span{}, errUnknownKey
@@ -173,7 +176,7 @@ func (t *Table) LookupAuth(key, addr, length uint64, access fi.Flags, authKey []
 	if access == 0 || access&^(fi.REMOTE_READ|fi.REMOTE_WRITE) != 0 || access&^m.access != 0 {
 		return Span{}, errAccessDenied
 	}
-	if !bytes.Equal(m.authKey, authKey) {
+	if m.authDigest != authDigest {
 		return Span{}, errAuthKeyDenied
 	}
 	end := addr + length
@@ -240,4 +243,25 @@ func (t *Table) CheckLocal(desc Desc, buf []byte, access fi.Flags) error {
 		return errDescRange
 	}
 	return nil
+}
+
+// AuthDigest is what a request carries in the wire header's auth_key field
+// for an authorization key (docs/protocol.md): the key's 32-bit FNV-1a
+// hash, never 0, which stands for no key (an empty key's digest is 0; a key
+// hashing to 0 is sent as 1). The key itself never crosses the wire: a
+// target serves a region with a key only to requests carrying its digest
+// (LookupAuth). This is the one definition the initiator and target use.
+func AuthDigest(key []byte) uint32 {
+	if len(key) == 0 {
+		return 0
+	}
+	h := uint32(2166136261)
+	for _, b := range key {
+		h ^= uint32(b)
+		h *= 16777619
+	}
+	if h == 0 {
+		h = 1
+	}
+	return h
 }

@@ -2,6 +2,7 @@ package mr_test
 
 import (
 	"errors"
+	"hash/fnv"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -122,7 +123,9 @@ func TestDenials(t *testing.T) {
 }
 
 // TestAuthKeys: a region with an authorization key admits only peers
-// presenting it; the domain's key applies when the registration has none.
+// presenting its digest; the domain's key applies when the registration has
+// none, and a region registered under another key is reachable through that
+// key (not the domain's).
 func TestAuthKeys(t *testing.T) {
 	tab, err := mr.NewTable(mr.Config{AuthKey: []byte("domain")})
 	require.NoError(t, err)
@@ -130,24 +133,64 @@ func TestAuthKeys(t *testing.T) {
 	md, err := tab.Reg(buf, remoteBits, 0, 1, 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, []byte("domain"), md.AuthKey())
+	require.Equal(t, mr.AuthDigest([]byte("domain")), md.AuthDigest())
 	ma, err := tab.RegAttr(&mr.Attr{IOV: [][]byte{buf}, Access: remoteBits, RequestedKey: 2, AuthKey: []byte("job-7")}, 0)
 	require.NoError(t, err)
 	require.Equal(t, []byte("job-7"), ma.AuthKey())
+	require.Equal(t, mr.AuthDigest([]byte("job-7")), ma.AuthDigest())
 
-	_, err = tab.LookupAuth(1, 0, 8, fi.REMOTE_READ, []byte("domain"))
+	domain, job := mr.AuthDigest([]byte("domain")), mr.AuthDigest([]byte("job-7"))
+	_, err = tab.LookupAuth(1, 0, 8, fi.REMOTE_READ, domain)
 	require.NoError(t, err)
-	_, err = tab.LookupAuth(2, 0, 8, fi.REMOTE_READ, []byte("job-7"))
-	require.NoError(t, err)
-	_, err = tab.LookupAuth(2, 0, 8, fi.REMOTE_READ, []byte("domain"))
+	_, err = tab.LookupAuth(2, 0, 8, fi.REMOTE_READ, job)
+	require.NoError(t, err, "a region under a non-domain key serves that key")
+	_, err = tab.LookupAuth(1, 0, 8, fi.REMOTE_READ, job)
 	require.ErrorIs(t, err, mr.AuthKeyDenied)
+	_, err = tab.LookupAuth(2, 0, 8, fi.REMOTE_READ, domain)
+	require.ErrorIs(t, err, mr.AuthKeyDenied)
+	require.ErrorIs(t, err, fi.EACCES)
 	_, err = tab.Lookup(1, 0, 8, fi.REMOTE_READ)
+	require.ErrorIs(t, err, mr.AuthKeyDenied, "a peer without a key")
+	_, err = tab.LookupAuth(2, 0, 8, fi.REMOTE_READ, 0)
 	require.ErrorIs(t, err, mr.AuthKeyDenied, "a peer without a key")
 
 	plain, _ := newTable(t, 0)
-	_, err = plain.Reg(buf, remoteBits, 0, 1, 0, nil)
+	mp, err := plain.Reg(buf, remoteBits, 0, 1, 0, nil)
 	require.NoError(t, err)
-	_, err = plain.LookupAuth(1, 0, 8, fi.REMOTE_READ, []byte("x"))
+	require.Zero(t, mp.AuthDigest())
+	require.Nil(t, mp.AuthKey())
+	_, err = plain.LookupAuth(1, 0, 8, fi.REMOTE_READ, mr.AuthDigest([]byte("x")))
 	require.ErrorIs(t, err, mr.AuthKeyDenied)
+	_, err = plain.LookupAuth(1, 0, 8, fi.REMOTE_READ, 0)
+	require.NoError(t, err)
+	// A region of a keyless domain registered with a key serves that key.
+	mk, err := plain.RegAttr(&mr.Attr{IOV: [][]byte{buf}, Access: remoteBits, RequestedKey: 3, AuthKey: []byte("x")}, 0)
+	require.NoError(t, err)
+	_, err = plain.LookupAuth(3, 0, 8, fi.REMOTE_READ, mr.AuthDigest([]byte("x")))
+	require.NoError(t, err)
+	_, err = plain.Lookup(3, 0, 8, fi.REMOTE_READ)
+	require.ErrorIs(t, err, mr.AuthKeyDenied)
+	require.NoError(t, mk.Close())
+}
+
+// TestAuthDigest pins the digest to the protocol's definition (32-bit
+// FNV-1a, 0 only for no key) so that peers of different builds agree.
+func TestAuthDigest(t *testing.T) {
+	require.Zero(t, mr.AuthDigest(nil))
+	require.Zero(t, mr.AuthDigest([]byte{}))
+	for _, k := range []string{"a", "foobar", "sekrit-1", "domain"} {
+		h := fnv.New32a()
+		h.Write([]byte(k))
+		require.Equal(t, h.Sum32(), mr.AuthDigest([]byte(k)), k)
+	}
+	require.Equal(t, uint32(0xe40c292c), mr.AuthDigest([]byte("a")))
+	require.Equal(t, uint32(0xbf9cf968), mr.AuthDigest([]byte("foobar")))
+	// A key whose FNV-1a hash is 0 is sent as 1, not as "no key".
+	k := []byte{0xcc, 0x24, 0x31, 0xc4, 0x00}
+	h := fnv.New32a()
+	h.Write(k)
+	require.Zero(t, h.Sum32())
+	require.Equal(t, uint32(1), mr.AuthDigest(k))
 }
 
 // TestUnknownKeys: never registered, closed, and keys of another domain.

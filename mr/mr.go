@@ -57,6 +57,7 @@ type MR struct {
 	access       fi.Flags
 	base, length uint64 // remote extent: [base, base+length)
 	segs         []segment
+	authDigest   uint32 // AuthDigest(authKey): what LookupAuth compares
 	authKey      []byte
 	table        *Table
 
@@ -121,6 +122,11 @@ func (m *MR) RegionID() uint32 { return m.regionID }
 
 // AuthKey returns the authorization key of the region (nil: none).
 func (m *MR) AuthKey() []byte { return m.authKey }
+
+// AuthDigest returns AuthDigest of the region's authorization key: the
+// value a request's header must carry for LookupAuth to serve the region
+// (0: the region has no key).
+func (m *MR) AuthDigest() uint32 { return m.authDigest }
 
 // Enabled reports whether peers may access the region now.
 func (m *MR) Enabled() bool { return m.state.Load() == stComplete|stEnabled }

@@ -71,9 +71,14 @@
 //   - Raw keys (fi_mr_raw_attr) are the 8-byte little-endian key; MapRaw
 //     returns it and counts the mapping until UnmapKey; a Table with mapped
 //     keys or open regions does not close (FI_EBUSY).
-//   - Auth keys: a region takes attr.AuthKey, or the domain's when empty;
-//     LookupAuth admits only peers presenting the same key, Lookup only
-//     regions without one.
+//   - Auth keys: a region takes attr.AuthKey, or the domain's when empty,
+//     and keeps its AuthDigest (computed once, at registration). Requests
+//     present a key as its digest (the wire's auth_key); LookupAuth serves
+//     a region only to a request whose digest equals the region's, so a
+//     region registered under any key is reachable by peers presenting that
+//     key, and one without a key only by peers presenting none (digest 0).
+//     Lookup is LookupAuth without a key. Two keys with the same 32-bit
+//     digest are not told apart.
 //   - At most MaxRegions regions (mr_map's size by default), then FI_ENOMR.
 //
 // A Table and its MRs are safe for concurrent use.
@@ -354,6 +359,7 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 	if len(a.AuthKey) > 0 {
 		m.authKey = append([]byte(nil), a.AuthKey...)
 	}
+	m.authDigest = AuthDigest(m.authKey)
 	// Regions associated with RMA events or endpoints start disabled.
 	m.explicitEnable = t.mode&ModeEndpoint != 0 || (t.mode&ModeRMAEvent != 0 && flags&fi.RMA_EVENT != 0)
 
