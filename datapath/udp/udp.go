@@ -31,7 +31,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -291,22 +290,7 @@ func (t *Transport) recvBatch(fd uintptr) bool {
 					return true
 				}
 			}
-			if !t.rxWait {
-				return true
-			}
-			// Block this thread in poll(2) rather than parking the
-			// goroutine on Go's netpoller: the packet's wake-up then
-			// lands on the thread that handles it, where the netpoller
-			// takes a second hand-off between threads (on a 2-core VM
-			// that doubled the blocking round trip). The timeout bounds
-			// how long Close waits for the reader to notice.
-			if t.closed.Load() {
-				b.err = net.ErrClosed
-				return true
-			}
-			pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			_, _ = unix.Poll(pfd[:], int(blockingPoll/time.Millisecond))
-			continue
+			return !t.rxWait
 		case isICMPErrno(e):
 			// A pending ICMP error (IP_RECVERR): read the error queue next.
 			t.errPending.Store(false)
@@ -321,9 +305,6 @@ func (t *Transport) recvBatch(fd uintptr) bool {
 		return true
 	}
 }
-
-// blockingPoll is how long a blocking Receive sleeps in poll(2) at a time.
-const blockingPoll = 20 * time.Millisecond
 
 func isICMPErrno(e unix.Errno) bool {
 	return e == unix.ECONNREFUSED || e == unix.EHOSTUNREACH || e == unix.ENETUNREACH || e == unix.EMSGSIZE
