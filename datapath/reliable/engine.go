@@ -50,9 +50,16 @@
 //     completes whatever is still pending with FI_ECANCELED.
 //   - Admission: Config.Admit (the fabric layer's AV lookup) decides which
 //     sources may open a session; others are dropped and counted. A new
-//     session is accepted only at sequence numbers 1..Window. When MaxPeers
+//     session is accepted only at sequence numbers 1..Window, and never
+//     one the peer has left: the target remembers a peer's last 4 sessions
+//     (and, after ForgetPeer, for as long as a packet can still be
+//     retransmitted), so a late packet of an old session is dropped as
+//     stale instead of restarting it and executing again. When MaxPeers
 //     target states exist, one idle for twice the retry budget is evicted
 //     to make room; otherwise the new source is dropped (counted).
+//   - Cancellation: FI_ECANCELED (Close, ForgetPeer) means the initiator
+//     stopped tracking the request. One not yet sent never executes; one
+//     already on the wire may still execute at the target, at most once.
 //
 // Concurrency: Submit and Flush may be called from any goroutine. The
 // receive goroutine (or, with Config.ManualProgress, the caller of
@@ -302,6 +309,38 @@ type rxPeer struct {
 	cache      []cachedResp // responses of the last Window delivered requests, ring by seq
 	lastActive int64        // engine clock of the last request
 	needAck    bool
+	// retired are the peer's sessions that this state left for a newer
+	// one, newest first: their late packets are stale, not a restart.
+	retired retiredSessions
+}
+
+// retiredSessions remembers the last few sessions of a peer that ended
+// (the initiator started a new one, or ForgetPeer dropped the state). A
+// late retransmission of a retired session inside its first window would
+// otherwise pass for a new session and execute, after the initiator had
+// completed (or cancelled) it: a duplicate, or a cancelled op run. 0 is
+// no session (initiators never use it).
+type retiredSessions [4]uint32
+
+func (r *retiredSessions) add(s uint32) {
+	copy(r[1:], r[:len(r)-1])
+	r[0] = s
+}
+
+func (r *retiredSessions) has(s uint32) bool {
+	for _, x := range r {
+		if x == s && s != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// tomb is what the target keeps of a peer whose state ForgetPeer dropped:
+// its sessions, until no retransmission of them can still arrive.
+type tomb struct {
+	sessions retiredSessions
+	until    int64 // engine clock
 }
 
 type heldPkt struct {
@@ -340,6 +379,7 @@ type Engine struct {
 	rxMu    sync.Mutex
 	batchMu sync.Mutex // held from a received batch to its flushed responses (see Close)
 	rxPeers map[Peer]*rxPeer
+	tombs   map[Peer]tomb // peers ForgetPeer dropped, see tomb
 	rxPkts  []datapath.Packet
 	rxOut   []datapath.Packet
 	rxDec   wire.Packet
@@ -374,6 +414,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		ops:     make([]op, cfg.MaxOps),
 		freeOps: make([]int32, cfg.MaxOps),
 		rxPeers: make(map[Peer]*rxPeer),
+		tombs:   make(map[Peer]tomb),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		ackBuf:  make([]byte, 0, 64*wire.HeaderLen),
@@ -541,11 +582,40 @@ func (e *Engine) ForgetPeer(peer Peer) {
 func (e *Engine) dropForgotten() {
 	e.mu.Lock()
 	for _, p := range e.forget {
-		delete(e.rxPeers, p)
+		if rp := e.rxPeers[p]; rp != nil {
+			t := tomb{sessions: rp.retired, until: e.now() + e.tombTTL()}
+			t.sessions.add(rp.session)
+			e.bury(p, t)
+			delete(e.rxPeers, p)
+		}
 	}
 	e.forget = e.forget[:0]
 	e.forgetSet.Store(false)
 	e.mu.Unlock()
+}
+
+// tombTTL is how long a forgotten peer's sessions stay refused: past the
+// longest an initiator keeps retransmitting one packet.
+func (e *Engine) tombTTL() int64 {
+	return int64(e.cfg.RetryMax) * int64(e.cfg.MaxRetries+1)
+}
+
+// bury records t for p, bounded by MaxPeers tombs: expired ones go first,
+// and when all are live the new one is not kept (its late packets then
+// meet the ordinary first-window rule). rxMu is held.
+func (e *Engine) bury(p Peer, t tomb) {
+	if len(e.tombs) >= e.cfg.MaxPeers {
+		now := e.now()
+		for k, old := range e.tombs {
+			if old.until <= now {
+				delete(e.tombs, k)
+			}
+		}
+		if len(e.tombs) >= e.cfg.MaxPeers {
+			return
+		}
+	}
+	e.tombs[p] = t
 }
 
 // flushLocked sends the queued initiator packets. e.mu is held.
@@ -953,11 +1023,13 @@ func (e *Engine) expire(out *[]Completion) int64 {
 	var next int64
 	for _, p := range e.peers {
 		burst := 0
+		due := false
 		for seq := p.base; seq != p.nextSeq; seq++ {
 			s := p.slot(seq)
 			if !s.inUse {
 				continue
 			}
+			due = due || s.deadline <= now
 			if s.deadline <= now && burst >= retxBurst {
 				// A stall (often our own scheduling) expired many packets
 				// at once: resend the oldest few; their answers and the
@@ -987,9 +1059,17 @@ func (e *Engine) expire(out *[]Completion) int64 {
 				}
 			} else {
 				p.moreOpen = false // the request without FI_MORE never came
+				due = true
 			}
 		}
-		e.pump(p) // requests left queued by coalescing go out at the latest now
+		// Requests left queued by coalescing go out at the latest when a
+		// timer of the peer expires (its response may be lost), or now if
+		// nothing is in flight to bring a response. Not on every wake-up:
+		// Submit wakes this goroutine, and pumping then would split what
+		// coalescing is gathering.
+		if due || p.nextSeq == p.base {
+			e.pump(p)
+		}
 	}
 	if next != 0 && next <= now {
 		next = now + 1

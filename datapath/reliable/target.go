@@ -19,7 +19,8 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 	rp := e.rxPeers[key]
 	newSession := pk.Seq-1 < W // a session may start only in its first window
 	if rp == nil {
-		if !newSession {
+		tb, buried := e.tombs[key]
+		if !newSession || buried && tb.until > e.now() && tb.sessions.has(pk.Session) {
 			e.stats.drop(DropStaleSession)
 			return
 		}
@@ -33,13 +34,19 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 		}
 		rp = &rxPeer{peer: key, session: pk.Session, win: newReplayWindow(W, 1),
 			held: make([]heldPkt, W), cache: make([]cachedResp, W)}
+		if buried {
+			rp.retired = tb.sessions
+			delete(e.tombs, key)
+		}
 		e.rxPeers[key] = rp
 	} else if pk.Session != rp.session {
-		if !newSession {
+		if !newSession || rp.retired.has(pk.Session) {
 			e.stats.drop(DropStaleSession)
 			return
 		}
-		// The initiator restarted (or timed us out): start over.
+		// The initiator restarted (or timed us out): start over. The
+		// session it left is retired: its late packets are stale.
+		rp.retired.add(rp.session)
 		rp.session = pk.Session
 		rp.win.reset(1)
 		for i := range rp.cache {
