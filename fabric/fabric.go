@@ -60,10 +60,12 @@
 // message arriving from it (a receive it matched completes with
 // FI_ECANCELED). The removed peer's later packets are dropped (unless
 // AcceptUnknown); once the address is inserted again the next operation
-// starts a new session. A cancelled operation may still have executed at
-// the target, or execute once a delayed packet of it arrives after the
-// target inserted the address again (at most once either way). A named AV's removals made by another process are
-// not seen by this process's endpoints (idle eviction still applies).
+// starts a new session. A cancelled operation that was already on the
+// wire may still have executed at the target (at most once); a delayed
+// packet of it arriving later is refused, as the target retires the
+// sessions it forgets (datapath/reliable). A named AV's removals made by
+// another process are not seen by this process's endpoints (idle eviction
+// still applies).
 package fabric
 
 import (
