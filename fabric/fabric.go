@@ -61,9 +61,10 @@
 // FI_ECANCELED). The removed peer's later packets are dropped (unless
 // AcceptUnknown); once the address is inserted again the next operation
 // starts a new session. A cancelled operation that was already on the
-// wire may still have executed at the target (at most once); a delayed
-// packet of it arriving later is refused, as the target retires the
-// sessions it forgets (datapath/reliable). A named AV's removals made by
+// wire may still have executed at the target, or still execute (at most
+// once) until the target has forgotten the peer or seen its new session;
+// after that its delayed packets are refused (retired sessions,
+// datapath/reliable). A named AV's removals made by
 // another process are not seen by this process's endpoints (idle eviction
 // still applies).
 package fabric
