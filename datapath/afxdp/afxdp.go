@@ -108,8 +108,9 @@ type Transport struct {
 	udpCsum  bool
 	q        rxQueue
 	timer    *time.Timer // Receive's FallbackPoll wait (one Receive at a time)
-	// kernelNext is when Receive next looks at the kernel socket, in
-	// nanoseconds since epoch; owned by Receive (one at a time).
+	// The kernel-socket check's state (receiveKernel), owned by Receive
+	// (one at a time): when it next looks, in nanoseconds since epoch, and
+	// how many calls it has seen (the clock is read on every 16th).
 	kernelNext  int64
 	kernelCalls uint32
 	epoch       time.Time

@@ -75,6 +75,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -328,12 +329,7 @@ func (r *retiredSessions) add(s uint32) {
 }
 
 func (r *retiredSessions) has(s uint32) bool {
-	for _, x := range r {
-		if x == s && s != 0 {
-			return true
-		}
-	}
-	return false
+	return s != 0 && slices.Contains(r[:], s)
 }
 
 // tomb is what the target keeps of a peer whose state ForgetPeer dropped:
