@@ -43,7 +43,7 @@ func TestSReadTimeout(t *testing.T) {
 }
 
 // TestSReadPending: with an event queued SRead returns it at once (well
-// within 5 ms), with FI_PEEK leaving it queued.
+// before its 2 s timeout), with FI_PEEK leaving it queued.
 func TestSReadPending(t *testing.T) {
 	for _, w := range blockingKinds {
 		q := open(t, eq.Attr{Size: 4, Flags: fi.WRITE, WaitObj: w})
@@ -58,7 +58,8 @@ func TestSReadPending(t *testing.T) {
 		e, err = q.SRead(2000, 0)
 		require.NoError(t, err, "%v", w)
 		require.Equal(t, uint64(7), e.Data)
-		require.Less(t, time.Since(start), 5*time.Millisecond, "%v", w)
+		// Far below the 2 s timeout, with room for a loaded machine.
+		require.Less(t, time.Since(start), time.Second, "%v", w)
 		_, err = q.Read(0)
 		require.ErrorIs(t, err, fi.EAGAIN)
 	}
@@ -74,7 +75,7 @@ func TestSReadPeekKeepsEvent(t *testing.T) {
 		start := time.Now()
 		e, err := q.SRead(2000, flags)
 		require.NoError(t, err)
-		require.Less(t, time.Since(start), 500*time.Millisecond)
+		require.Less(t, time.Since(start), time.Second)
 		return e
 	}
 	require.NoError(t, q.Write(eq.Entry{Event: eq.Notify, Data: 1}, 0))
