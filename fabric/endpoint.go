@@ -60,6 +60,10 @@ type Endpoint struct {
 	eng  *reliable.Engine // nil until Enable
 	amo  fatomic.Engine   // valid counts and execution for this endpoint's packet size
 	size sizes            // packet size and what follows from it, fixed at open
+	// enabledCntr is cntr as Enable found it: bindings are refused once
+	// enabled, so the datapath reads this copy without taking mu (written
+	// by Enable before the engine starts, never after).
+	enabledCntr [numCntrKinds]*Cntr
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -314,6 +318,7 @@ func (ep *Endpoint) Enable() error {
 		_ = ep.av.DisableEndpoint(ep)
 		return fmt.Errorf("ep enable: %w", err)
 	}
+	ep.enabledCntr = ep.cntr
 	eng, err := reliable.New(ep.tr, reliable.Config{
 		EndpointID: endpointID,
 		Handler:    ep,

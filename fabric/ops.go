@@ -158,12 +158,10 @@ func (ep *Endpoint) abort(o *txOp) {
 // entry and counter updates the op asked for.
 func (ep *Endpoint) onComplete(c reliable.Completion) {
 	o := c.Context.(*txOp)
-	ep.mu.Lock()
 	var cntr *Cntr
 	if o.cntr >= 0 {
-		cntr = ep.cntr[o.cntr]
+		cntr = ep.enabledCntr[o.cntr]
 	}
-	ep.mu.Unlock()
 	cq := o.cq
 	if c.Err == fi.SUCCESS {
 		if o.nres > 0 {

@@ -246,9 +246,7 @@ func (r *receiver) match(m *rxMsg) bool {
 // its Recv reserved: success, or FI_ETRUNC with the overflow length when
 // the buffer was too small; remote CQ data (fi_senddata) in both.
 func (ep *Endpoint) completeRecv(cq *CQ, d *recvDone) {
-	ep.mu.Lock()
-	cntr := ep.cntr[cntrRecv]
-	ep.mu.Unlock()
+	cntr := ep.enabledCntr[cntrRecv]
 	flags := fi.RECV | fi.MSG
 	if d.hasData {
 		flags |= fi.REMOTE_CQ_DATA

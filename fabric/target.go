@@ -227,10 +227,7 @@ func (ep *Endpoint) remoteWriteData(in *reliable.Incoming) {
 
 // countTarget advances the counter bound for a target-side event.
 func (ep *Endpoint) countTarget(kind int) {
-	ep.mu.Lock()
-	c := ep.cntr[kind]
-	ep.mu.Unlock()
-	if c != nil {
+	if c := ep.enabledCntr[kind]; c != nil {
 		c.Add(1)
 	}
 }

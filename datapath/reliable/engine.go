@@ -361,6 +361,7 @@ type Engine struct {
 	mu        sync.Mutex // guards the initiator state below
 	closed    bool
 	peers     map[Peer]*txPeer
+	lastPeer  *txPeer // the entry of peers found last (nil after its removal): most traffic goes to one peer
 	ops       []op
 	freeOps   []int32
 	txq       []datapath.Packet // initiator packets built, to send before mu is released
@@ -497,7 +498,7 @@ func (e *Engine) Submit(r *Request) error {
 		e.mu.Unlock()
 		return fmt.Errorf("reliable submit: %d requests outstanding: %w", e.cfg.MaxOps, fi.EAGAIN)
 	}
-	p := e.peers[r.Peer]
+	p := e.txPeerOf(r.Peer)
 	if p == nil {
 		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1,
 			slots: make([]txSlot, e.cfg.Window)}
@@ -542,6 +543,19 @@ func (e *Engine) Submit(r *Request) error {
 	return nil
 }
 
+// txPeerOf returns the initiator state of peer, or nil. It spares the map
+// lookup (hashing a Peer) when the peer is the one found last. e.mu is held.
+func (e *Engine) txPeerOf(peer Peer) *txPeer {
+	if p := e.lastPeer; p != nil && p.peer == peer {
+		return p
+	}
+	p := e.peers[peer]
+	if p != nil {
+		e.lastPeer = p
+	}
+	return p
+}
+
 // Flush sends requests held back by FI_MORE to peer.
 func (e *Engine) Flush(peer Peer) error {
 	e.mu.Lock()
@@ -567,6 +581,9 @@ func (e *Engine) ForgetPeer(peer Peer) {
 	if p := e.peers[peer]; p != nil {
 		e.failPeer(p, fi.ECANCELED, &out)
 		delete(e.peers, peer)
+		if e.lastPeer == p {
+			e.lastPeer = nil
+		}
 	}
 	e.forget = append(e.forget, peer)
 	e.forgetSet.Store(true)
@@ -831,7 +848,7 @@ func (e *Engine) handleResponse(pk *wire.Packet, src netip.AddrPort, out *[]Comp
 		e.stats.drop(DropWrongEndpoint)
 		return
 	}
-	p := e.peers[Peer{src, pk.SrcEP}]
+	p := e.txPeerOf(Peer{src, pk.SrcEP})
 	if p == nil || pk.Session != p.session {
 		e.stats.drop(DropStaleResponse)
 		return
