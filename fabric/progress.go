@@ -23,9 +23,9 @@ const (
 	ProgressManual
 )
 
-// spinYieldEvery is how many idle progress rounds a spinning reader makes
+// spinYieldInterval is how long a spinning reader keeps its processor
 // between yields.
-const spinYieldEvery = 8
+const spinYieldInterval = 50 * time.Microsecond
 
 // progressSet is the endpoints whose manual progress reading one CQ or
 // counter drives.
@@ -87,29 +87,39 @@ func (s *progressSet) run() int {
 }
 
 // spin drives progress until done reports true or timeoutMs passes
-// (negative: forever); it reports whether done held. Every few idle rounds
-// it yields the processor so that other goroutines (the application's)
-// run: a yield takes the scheduler's global lock and reads the clock, and
-// on every round it took 7 % of a spinning initiator's CPU.
+// (negative: forever); it reports whether done held. It yields the
+// processor once per spinYieldInterval so that goroutines waiting for this
+// P (the application's, the engine's timer) run.
+//
+// Not more often: runtime.Gosched wakes an idle P's thread to look for
+// work, which then spins on another core. Yielding on every idle round
+// cost a spinning initiator 7 % of its CPU in the scheduler (perf) and, on
+// a 2-core machine, took CPU from the peer process.
 func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
+	start := time.Now()
 	var deadline time.Time
 	if timeoutMs >= 0 {
-		deadline = time.Now().Add(time.Duration(timeoutMs) * time.Millisecond)
+		deadline = start.Add(time.Duration(timeoutMs) * time.Millisecond)
 	}
-	idle := 0
-	for i := 0; ; i++ {
+	lastYield := start
+	for i := 1; ; i++ {
 		if s.run() == 0 {
 			if done() {
 				return true
 			}
-			if idle++; idle%spinYieldEvery == 0 {
-				runtime.Gosched()
-			}
 		} else if done() {
 			return true
 		}
-		if timeoutMs >= 0 && i&63 == 0 && !time.Now().Before(deadline) {
+		if i&63 != 0 {
+			continue
+		}
+		now := time.Now()
+		if timeoutMs >= 0 && !now.Before(deadline) {
 			return done()
+		}
+		if now.Sub(lastYield) >= spinYieldInterval {
+			runtime.Gosched()
+			lastYield = now
 		}
 	}
 }
