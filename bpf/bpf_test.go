@@ -358,6 +358,10 @@ func TestProgram(t *testing.T) {
 		{"write to region end", udp(peer4, portStrict, request(writeOp(keyRW, 0x1fc0, 64))), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
 		{"read good", udp(peer4, portStrict, request(readOp(keyRW, 0x1000, 0x1000))), xdpPass, known(vetted, rOK, 0, 9), []Counter{cntKnown, cntReqOK, cntNoXSK}},
 		{"bad key", udp(peer4, portStrict, request(writeOp(0x999, 0x1000, 8))), xdpPass, known(vetted, rNoKey, 1, 0), []Counter{cntKnown, cntNoKey, cntNoXSK}},
+		// Equal descriptors share one vetting: each still gets its verdict.
+		{"repeated ops, good then bad", udp(peer4, portStrict, request(writeOp(keyRW, 0x1000, 8), writeOp(keyRW, 0x1000, 8),
+			writeOp(0x999, 0x1000, 8), writeOp(0x999, 0x1000, 8), writeOp(keyRW, 0x1000, 8))), xdpPass,
+			known(vetted, rNoKey, 0b01100, 9), []Counter{cntKnown, cntNoKey, cntNoXSK}},
 		{"key of another domain", udp(peer4, portStrict, request(readOp(keyOther, 0, 8))), xdpPass, known(vetted, rNoKey, 1, 0), []Counter{cntKnown, cntNoKey, cntNoXSK}},
 		{"disabled region", udp(peer4, portStrict, request(readOp(keyDisabled, 0, 8))), xdpPass, known(vetted, rDisabled, 1, 11), []Counter{cntKnown, cntDisabled, cntNoXSK}},
 		{"below base", udp(peer4, portStrict, request(readOp(keyRW, 0xfff, 8))), xdpPass, known(vetted, rRange, 1, 9), []Counter{cntKnown, cntRange, cntNoXSK}},
@@ -563,6 +567,7 @@ func BenchmarkProgram(b *testing.B) {
 		{"msg", udp(peer4, portStrict, request(msgOp(16)))},
 		{"rma-write-1op", udp(peer4, portStrict, request(writeOp(keyRW, 0x1000, 64)))},
 		{"rma-read-16ops", udp(peer4, portStrict, request(repeat(readOp(keyRW, 0x1000, 8), 16)...))},
+		{"rma-read-16ops-distinct", udp(peer4, portStrict, request(distinctReads(16)...))},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			data := bc.frame.build()
@@ -571,4 +576,14 @@ func BenchmarkProgram(b *testing.B) {
 			b.ReportMetric(float64(per.Nanoseconds()), "ns/pkt")
 		})
 	}
+}
+
+// distinctReads returns n 8-byte reads of keyRW at n different addresses
+// (no two descriptors equal: each is vetted on its own).
+func distinctReads(n int) []wireOp {
+	ops := make([]wireOp, n)
+	for i := range ops {
+		ops[i] = readOp(keyRW, 0x1000+uint64(8*i), 8)
+	}
+	return ops
 }

@@ -308,6 +308,15 @@ __attribute__((noinline)) __u64 vet_op(const struct wire_op *d, __u32 domain)
 	return (__u64)region_id << 32 | r;
 }
 
+/* same_op reports whether two op descriptors are byte for byte equal. */
+static __always_inline int same_op(const struct wire_op *a, const struct wire_op *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] &&
+	       x[3] == y[3] && x[4] == y[4] && x[5] == y[5];
+}
+
 static __always_inline void fail_op(struct vet *v, __u32 i, __u8 reason)
 {
 	if (v->reason == REASON_OK)
@@ -324,7 +333,8 @@ static __always_inline void vet_request(struct xdp_md *ctx, struct flow *f,
 					__u32 domain, struct vet *v)
 {
 	struct wire_hdr h;
-	struct wire_op d;
+	struct wire_op d, prev = {};
+	__u64 prev_res = 0;
 	__u32 nops, descs;
 	__u64 total; /* 64-bit: sixteen 32-bit lengths cannot wrap it */
 
@@ -357,7 +367,17 @@ static __always_inline void vet_request(struct xdp_md *ctx, struct flow *f,
 			return;
 		}
 		total += d.len;
-		res = vet_op(&d, domain);
+		/* A pipeline packs runs of identical ops (64 fetch-adds on
+		 * one counter): an op equal to the one before has its
+		 * verdict, without a second MR lookup (a 16-op packet cost
+		 * 2 us here, most of it in vet_op). */
+		if (i > 0 && same_op(&d, &prev)) {
+			res = prev_res;
+		} else {
+			res = vet_op(&d, domain);
+			prev = d;
+			prev_res = res;
+		}
 		r = res & 0xff;
 		region = res >> 32;
 		if (region && !v->region_id)
