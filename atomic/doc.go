@@ -99,14 +99,22 @@
 //
 // # Counts
 //
-// One request carries at most Engine.MaxPayload (default MaxPayload, 1400
-// bytes: one packet on a 1500-byte MTU link) of operand data. The valid
-// calls report MaxPayload/size elements for base and fetch atomics and
-// MaxPayload/(2*size) for compare atomics, which carry a compare buffer as
-// well. Execute refuses larger requests with FI_EMSGSIZE, a target that is
-// empty or not a whole number of elements and operand or compare buffers
-// of the wrong length with FI_EINVAL, and a short result buffer with
-// FI_ETOOSMALL.
+// One request carries at most Engine.MaxPayload bytes of operand data.
+// The zero Engine (and the package-level Valid, Query and Execute) use the
+// package constant MaxPayload, 1400 bytes, a fixed default that is not
+// tied to any link: on a 1500-byte MTU link one xdpfab request packet
+// holds 1500 − 28 (IPv4 and UDP headers) − 40 (xdpfab header) − 48 (op
+// descriptor) = 1384 operand bytes, less than 1400. An xdpfab endpoint
+// sets MaxPayload to what its own packets hold (package fabric derives it
+// from the interface MTU; fabric.Domain.QueryAtomic reports the same), so
+// its counts follow its link.
+//
+// The valid calls report MaxPayload/size elements for base and fetch
+// atomics and MaxPayload/(2*size) for compare atomics, which carry a
+// compare buffer as well. Execute refuses larger requests with
+// FI_EMSGSIZE, a target that is empty or not a whole number of elements
+// and operand or compare buffers of the wrong length with FI_EINVAL, and a
+// short result buffer with FI_ETOOSMALL.
 //
 // # Query flags
 //

@@ -42,6 +42,9 @@ type atomicArgs struct {
 	dt   fatomic.Datatype
 	op   fatomic.Op
 	data uint64
+	// inject marks fi_inject_atomic: no completion, and no descriptor to
+	// check under FI_MR_LOCAL (the operand is copied before return).
+	inject bool
 }
 
 // msgArgs unpacks an fi_msg_atomic: rma_iov_limit is 1.
@@ -78,10 +81,12 @@ func (ep *Endpoint) AtomicMsg(msg *MsgAtomic, flags fi.Flags) error {
 }
 
 // InjectAtomic is fi_inject_atomic: the operand is copied before the call
-// returns and no completion is generated.
+// returns and no completion is generated, even without
+// FI_SELECTIVE_COMPLETION. It takes no descriptor, so FI_MR_LOCAL does not
+// apply to its operand.
 func (ep *Endpoint) InjectAtomic(buf []byte, count int, dest fi.Addr, addr, key uint64,
 	dt fatomic.Datatype, op fatomic.Op) error {
-	a := atomicArgs{iov: []IOC{{buf, count}}, dest: dest, rma: RMAIOC{addr, count, key}, dt: dt, op: op}
+	a := atomicArgs{iov: []IOC{{buf, count}}, dest: dest, rma: RMAIOC{addr, count, key}, dt: dt, op: op, inject: true}
 	return ep.atomic(fatomic.Base, &a, nil, nil, nil, nil, nil, fi.INJECT)
 }
 
@@ -149,13 +154,16 @@ var classCall = [...]string{fatomic.Base: "atomic", fatomic.Fetch: "fetch_atomic
 // (datatype, op) against the class's valid count, the iovecs against the
 // count, then gathers operands (and compare values) into one request and
 // lets the completion scatter the old values back.
+//
+// FI_INJECT (any class) releases the operand and compare buffers at
+// return: the engine copies them, so operand and compare bytes together
+// must fit inject_size (FI_EMSGSIZE otherwise). The result buffer is an
+// output buffer, which FI_INJECT does not affect: it is written when the
+// operation completes.
 func (ep *Endpoint) atomic(c fatomic.Class, m *atomicArgs, ctx any, cmp []IOC, cmpDesc []mr.Desc, res []IOC, resDesc []mr.Desc, flags fi.Flags) error {
 	call := classCall[c]
 	if flags&fi.TAGGED != 0 {
 		return fmt.Errorf("%s: atomics on tagged buffers: %w", call, fi.EOPNOTSUPP)
-	}
-	if c != fatomic.Base && flags&fi.INJECT != 0 {
-		return fmt.Errorf("%s: FI_INJECT cannot return data: %w", call, fi.EINVAL)
 	}
 	eng := ep.atomicEngine()
 	var limit int
@@ -173,8 +181,8 @@ func (ep *Endpoint) atomic(c fatomic.Class, m *atomicArgs, ctx any, cmp []IOC, c
 	}
 	size := fatomic.Size(m.dt)
 	count := m.rma.Count
-	if count <= 0 || count > limit {
-		return fmt.Errorf("%s: count %d outside 1..%d for %v %v: %w", call, count, limit, m.dt, m.op, fi.EINVAL)
+	if count <= 0 {
+		return fmt.Errorf("%s: count %d for %v %v: %w", call, count, m.dt, m.op, fi.EINVAL)
 	}
 	n := count * size
 	readOnly := m.op == fatomic.ATOMIC_READ
@@ -182,8 +190,10 @@ func (ep *Endpoint) atomic(c fatomic.Class, m *atomicArgs, ctx any, cmp []IOC, c
 		if err := checkIOV(m.iov, count, size); err != nil {
 			return fmt.Errorf("%s: operand: %w", call, err)
 		}
-		if err := ep.checkLocalIOV(m.desc, m.iov, size, fi.WRITE); err != nil {
-			return fmt.Errorf("%s: operand: %w", call, err)
+		if !m.inject {
+			if err := ep.checkLocalIOV(m.desc, m.iov, size, fi.WRITE); err != nil {
+				return fmt.Errorf("%s: operand: %w", call, err)
+			}
 		}
 	}
 	if c == fatomic.Compare {
@@ -202,6 +212,13 @@ func (ep *Endpoint) atomic(c fatomic.Class, m *atomicArgs, ctx any, cmp []IOC, c
 			return fmt.Errorf("%s: result: %w", call, err)
 		}
 	}
+	// A well-formed request (buffers matching the count, checked above as
+	// FI_EINVAL) with more elements than the valid call allows is
+	// FI_EMSGSIZE: fi_atomic(3), "the number of atomic operations in a
+	// single request exceeds that supported by the underlying provider".
+	if count > limit {
+		return fmt.Errorf("%s: count %d > %d for %v %v: %w", call, count, limit, m.dt, m.op, fi.EMSGSIZE)
+	}
 	r := reliable.Request{RKey: m.rma.Key, Addr: m.rma.Addr, Data: m.data,
 		Datatype: uint8(m.dt), AtomicOp: uint8(m.op), Count: uint32(count)}
 	kind, cqFlags := cntrWrite, fi.ATOMIC|fi.WRITE
@@ -213,7 +230,7 @@ func (ep *Endpoint) atomic(c fatomic.Class, m *atomicArgs, ctx any, cmp []IOC, c
 	default:
 		r.Opcode, kind, cqFlags = wire.OpCompareAtomic, cntrRead, fi.ATOMIC|fi.READ
 	}
-	o, err := ep.begin(&r, m.dest, flags, kind, cqFlags, ctx)
+	o, err := ep.begin(&r, m.dest, flags, kind, cqFlags, ctx, m.inject)
 	if err != nil {
 		return wrap(call, err)
 	}
@@ -275,7 +292,9 @@ func checkIOV(iov []IOC, count, size int) error {
 	}
 	total := 0
 	for i, v := range iov {
-		if v.Count < 0 || len(v.Buf) < v.Count*size {
+		// Count > len/size rather than Count*size > len: a huge count must
+		// not overflow into a small product (the count limit comes later).
+		if v.Count < 0 || v.Count > len(v.Buf)/size {
 			return fmt.Errorf("iovec %d: %d bytes for %d elements of %d: %w", i, len(v.Buf), v.Count, size, fi.EINVAL)
 		}
 		total += v.Count

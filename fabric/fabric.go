@@ -298,9 +298,16 @@ func (d *Domain) MRRegAttr(attr *mr.Attr, flags fi.Flags) (*mr.MR, error) {
 	return d.mrs.RegAttr(attr, flags)
 }
 
-// QueryAtomic is fi_query_atomic.
+// QueryAtomic is fi_query_atomic. Its count is the valid calls' for the
+// domain's packet size (max_atomic_size, Info().MaxAtomicSize), as read
+// when the domain opened: what an endpoint opened on the domain's address
+// reports and accepts. When that packet is too small for the datapath
+// (endpoints then fail to open) it fails with the same error.
 func (d *Domain) QueryAtomic(dt fatomic.Datatype, op fatomic.Op, flags fi.Flags) (fatomic.Attr, error) {
-	return fatomic.Query(dt, op, flags)
+	if d.sizesErr != nil {
+		return fatomic.Attr{}, fmt.Errorf("query_atomic: %w", d.sizesErr)
+	}
+	return fatomic.Engine{MaxPayload: d.sizes.maxSegment}.Query(dt, op, flags)
 }
 
 // Close is fi_close: FI_EBUSY while endpoints or AVs opened on the domain

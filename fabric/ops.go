@@ -48,10 +48,11 @@ const opFlagsAllowed = fi.COMPLETION | fi.MORE | fi.INJECT | fi.FENCE | fi.REMOT
 
 // post validates the endpoint state, takes an op slot (and a CQ slot) and
 // submits r: begin then submit. kind is the counter kind the op advances;
-// cqFlags the completion's flags. It returns FI_EAGAIN when TxSize
+// cqFlags the completion's flags; injectCall marks the fi_inject_* calls,
+// which generate no completion. It returns FI_EAGAIN when TxSize
 // operations are outstanding or the CQ has no room for another completion.
-func (ep *Endpoint) post(r *reliable.Request, dest fi.Addr, flags fi.Flags, kind int, cqFlags fi.Flags, ctx any) error {
-	o, err := ep.begin(r, dest, flags, kind, cqFlags, ctx)
+func (ep *Endpoint) post(r *reliable.Request, dest fi.Addr, flags fi.Flags, kind int, cqFlags fi.Flags, ctx any, injectCall bool) error {
+	o, err := ep.begin(r, dest, flags, kind, cqFlags, ctx, injectCall)
 	if err != nil {
 		return err
 	}
@@ -62,7 +63,14 @@ func (ep *Endpoint) post(r *reliable.Request, dest fi.Addr, flags fi.Flags, kind
 // operation, with r's peer and flags filled in. The caller may fill the
 // op's scratch buffers before submit; on its own errors it must call
 // ep.abort(o).
-func (ep *Endpoint) begin(r *reliable.Request, dest fi.Addr, flags fi.Flags, kind int, cqFlags fi.Flags, ctx any) (*txOp, error) {
+//
+// injectCall is true for fi_inject, fi_inject_write and fi_inject_atomic,
+// which behave "as if the FI_INJECT transfer flag were set, and
+// FI_COMPLETION were not": they never generate a completion, not even
+// an error one, and reserve no CQ slot. FI_INJECT passed as a flag (to
+// the *Msg calls or in EPAttr.OpFlags) only lets the caller reuse the
+// source buffers at return; completions follow the usual rules.
+func (ep *Endpoint) begin(r *reliable.Request, dest fi.Addr, flags fi.Flags, kind int, cqFlags fi.Flags, ctx any, injectCall bool) (*txOp, error) {
 	if flags&^opFlagsAllowed != 0 {
 		return nil, fmt.Errorf("%w: flags %#x", fi.EBADFLAGS, uint64(flags&^opFlagsAllowed))
 	}
@@ -94,10 +102,10 @@ func (ep *Endpoint) begin(r *reliable.Request, dest fi.Addr, flags fi.Flags, kin
 	}
 	*o = txOp{idx: idx, ctx: ctx, cqFlags: cqFlags, cntr: kind, dest: dest, cq: cq, scratch: o.scratch}
 	// A completion is written unless the CQ is selective and the op did
-	// not ask for one; FI_INJECT ops never generate one. Errors always do
-	// when a CQ is bound, so a slot is reserved whenever a CQ is.
-	o.wantComp = cq != nil && flags&fi.INJECT == 0 && (!sel || flags&fi.COMPLETION != 0)
-	if cq != nil && flags&fi.INJECT == 0 {
+	// not ask for one; the inject calls never generate one. Errors always
+	// do when a CQ is bound, so a slot is reserved whenever a CQ is.
+	o.wantComp = cq != nil && !injectCall && (!sel || flags&fi.COMPLETION != 0)
+	if cq != nil && !injectCall {
 		if err := cq.reserve(); err != nil {
 			ep.freeOp(o)
 			return nil, err
@@ -217,7 +225,7 @@ func (ep *Endpoint) Send(buf []byte, desc mr.Desc, dest fi.Addr, context any) er
 		return fmt.Errorf("send: %w", err)
 	}
 	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf}
-	return wrap("send", ep.post(&r, dest, ep.attr.OpFlags, cntrSend, fi.SEND|fi.MSG, context))
+	return wrap("send", ep.post(&r, dest, ep.attr.OpFlags, cntrSend, fi.SEND|fi.MSG, context, false))
 }
 
 // SendData is fi_senddata: Send with remote CQ data, which the receive
@@ -230,7 +238,7 @@ func (ep *Endpoint) SendData(buf []byte, desc mr.Desc, data uint64, dest fi.Addr
 		return fmt.Errorf("senddata: %w", err)
 	}
 	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf, Data: data}
-	return wrap("senddata", ep.post(&r, dest, ep.attr.OpFlags|fi.REMOTE_CQ_DATA, cntrSend, fi.SEND|fi.MSG, context))
+	return wrap("senddata", ep.post(&r, dest, ep.attr.OpFlags|fi.REMOTE_CQ_DATA, cntrSend, fi.SEND|fi.MSG, context, false))
 }
 
 // Inject is fi_inject: buf (at most ep.InjectSize() bytes) is copied
@@ -240,7 +248,7 @@ func (ep *Endpoint) Inject(buf []byte, dest fi.Addr) error {
 		return fmt.Errorf("inject: %d bytes > inject_size %d: %w", len(buf), ep.size.injectSize, fi.EMSGSIZE)
 	}
 	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf}
-	return wrap("inject", ep.post(&r, dest, fi.INJECT, cntrSend, fi.SEND|fi.MSG, nil))
+	return wrap("inject", ep.post(&r, dest, fi.INJECT, cntrSend, fi.SEND|fi.MSG, nil, true))
 }
 
 // Write is fi_write: buf into the peer's region key at addr.
@@ -251,10 +259,20 @@ func (ep *Endpoint) Write(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint
 // WriteMsg is fi_writemsg with one local and one remote iovec: Write with
 // explicit flags and remote CQ data. With fi.REMOTE_CQ_DATA the target's
 // receive CQ gets a completion with FI_RMA|FI_REMOTE_WRITE|FI_REMOTE_CQ_DATA
-// and data (consuming no posted receive).
+// and data (consuming no posted receive). fi.INJECT (at most
+// ep.InjectSize() bytes) frees buf at return; the write still completes.
 func (ep *Endpoint) WriteMsg(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint64, context any, data uint64, flags fi.Flags) error {
-	if err := ep.checkLocal(desc, buf, fi.WRITE); err != nil {
-		return fmt.Errorf("write: %w", err)
+	return ep.write(buf, desc, dest, addr, key, context, data, flags, false)
+}
+
+// write is WriteMsg; injectCall marks fi_inject_write, which generates no
+// completion and, taking no descriptor, skips the FI_MR_LOCAL check.
+func (ep *Endpoint) write(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint64, context any, data uint64,
+	flags fi.Flags, injectCall bool) error {
+	if !injectCall {
+		if err := ep.checkLocal(desc, buf, fi.WRITE); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
 	}
 	if flags&fi.INJECT != 0 && len(buf) > ep.size.injectSize {
 		return fmt.Errorf("write: inject of %d bytes > %d: %w", len(buf), ep.size.injectSize, fi.EMSGSIZE)
@@ -265,12 +283,14 @@ func (ep *Endpoint) WriteMsg(buf []byte, desc mr.Desc, dest fi.Addr, addr, key u
 	// Count tells the target the whole transfer's length so that it can
 	// check the range before the first segment lands (see HandleRequest).
 	r := reliable.Request{Opcode: wire.OpRMAWrite, Payload: buf, RKey: key, Addr: addr, Data: data, Count: uint32(len(buf))}
-	return wrap("write", ep.post(&r, dest, flags, cntrWrite, fi.RMA|fi.WRITE, context))
+	return wrap("write", ep.post(&r, dest, flags, cntrWrite, fi.RMA|fi.WRITE, context, injectCall))
 }
 
-// InjectWrite is fi_inject_write.
+// InjectWrite is fi_inject_write: buf (at most ep.InjectSize() bytes) is
+// copied before the call returns and no completion is generated. It takes
+// no descriptor, so FI_MR_LOCAL does not apply to buf.
 func (ep *Endpoint) InjectWrite(buf []byte, dest fi.Addr, addr, key uint64) error {
-	return ep.WriteMsg(buf, mr.Desc{}, dest, addr, key, nil, 0, fi.INJECT)
+	return ep.write(buf, mr.Desc{}, dest, addr, key, nil, 0, fi.INJECT, true)
 }
 
 // Read is fi_read: len(buf) bytes from the peer's region key at addr.
@@ -282,7 +302,7 @@ func (ep *Endpoint) Read(buf []byte, desc mr.Desc, src fi.Addr, addr, key uint64
 		return fmt.Errorf("read: %w", err)
 	}
 	r := reliable.Request{Opcode: wire.OpRMARead, Result: buf, RKey: key, Addr: addr}
-	return wrap("read", ep.post(&r, src, ep.attr.OpFlags, cntrRead, fi.RMA|fi.READ, context))
+	return wrap("read", ep.post(&r, src, ep.attr.OpFlags, cntrRead, fi.RMA|fi.READ, context, false))
 }
 
 func wrap(call string, err error) error {

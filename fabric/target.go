@@ -202,26 +202,40 @@ func (ep *Endpoint) executeAtomic(in *reliable.Incoming, resp []byte) (int, fi.E
 		}
 		off = end
 	}
+	kind := fi.REMOTE_READ
 	if access&fi.REMOTE_WRITE != 0 {
+		kind = fi.REMOTE_WRITE
 		span.MR.CountRemoteWrite()
 		ep.countTarget(cntrRemoteWrite)
 	} else {
 		ep.countTarget(cntrRemoteRead)
 	}
+	if d.Flags&wire.OpCQData != 0 {
+		ep.remoteCQData(in, fi.ATOMIC|kind)
+	}
 	return len(result), fi.SUCCESS
 }
 
 // remoteWriteData reports an RMA write sent with FI_REMOTE_CQ_DATA on the
-// receive CQ. No operation reserved a slot for it: a full CQ drops it, as
-// libfabric's CQ overrun would.
+// receive CQ.
 func (ep *Endpoint) remoteWriteData(in *reliable.Incoming) {
+	ep.remoteCQData(in, fi.RMA|fi.REMOTE_WRITE)
+}
+
+// remoteCQData reports an RMA write or atomic that succeeded at this
+// target and was sent with FI_REMOTE_CQ_DATA on the receive CQ: flags
+// (FI_RMA or FI_ATOMIC, and FI_REMOTE_WRITE, or FI_REMOTE_READ for an
+// atomic that only reads) with FI_REMOTE_CQ_DATA, and the data. No
+// operation reserved a slot for it: a full CQ drops it, as libfabric's CQ
+// overrun would.
+func (ep *Endpoint) remoteCQData(in *reliable.Incoming, flags fi.Flags) {
 	ep.mu.Lock()
 	cq := ep.rxCQ
 	ep.mu.Unlock()
 	if cq == nil {
 		return
 	}
-	e := CQEntry{Flags: fi.RMA | fi.REMOTE_WRITE | fi.REMOTE_CQ_DATA, Data: in.Op.Data}
+	e := CQEntry{Flags: flags | fi.REMOTE_CQ_DATA, Data: in.Op.Data}
 	cq.complete(&e, ep.av.SourceAddr(in.Peer.Addr), false)
 }
 

@@ -25,10 +25,12 @@
 //     Requests also share packets when they queue behind a full window
 //     and, with Config.CoalesceAt packets already in flight, when Submit
 //     leaves them for the receive side to pack at the next response.
-//   - FI_INJECT: the payload is copied before Submit returns (at most
-//     Config.InjectSize bytes); the caller may reuse the buffer at once.
-//     Without INJECT, Payload, Compare and Result must stay valid and
-//     unmodified until the completion.
+//   - FI_INJECT: Payload and Compare are copied before Submit returns (at
+//     most Config.InjectSize bytes together); the caller may reuse them at
+//     once. Result, an output buffer, is unaffected: it stays the caller's
+//     and is written until the completion. Without INJECT, Payload,
+//     Compare and Result must stay valid and unmodified until the
+//     completion.
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
@@ -482,9 +484,11 @@ func (e *Engine) Submit(r *Request) error {
 	if r.Opcode >= wire.OpAtomic && len(r.Payload)+len(r.Compare) > single {
 		return fmt.Errorf("reliable submit: atomic operands %d bytes: %w", len(r.Payload)+len(r.Compare), fi.EMSGSIZE)
 	}
+	// FI_INJECT copies the constant buffers, Payload and Compare; Result
+	// is an output buffer, which the flag leaves to the caller.
 	inject := r.Flags&fi.INJECT != 0
-	if inject && (len(r.Payload)+len(r.Compare) > e.cfg.InjectSize || len(r.Result) > 0) {
-		return fmt.Errorf("reliable submit: inject of %d bytes (max %d, no result): %w",
+	if inject && len(r.Payload)+len(r.Compare) > e.cfg.InjectSize {
+		return fmt.Errorf("reliable submit: inject of %d bytes (max %d): %w",
 			len(r.Payload)+len(r.Compare), e.cfg.InjectSize, fi.EMSGSIZE)
 	}
 

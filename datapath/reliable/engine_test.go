@@ -156,6 +156,59 @@ func TestSubmitErrors(t *testing.T) {
 	}
 }
 
+// TestInjectWithResult: FI_INJECT copies Payload and Compare at Submit and
+// leaves Result, an output buffer, to the caller: fetch and compare atomics
+// take it, and their old values land in the caller's Result.
+func TestInjectWithResult(t *testing.T) {
+	checkGoroutines(t)
+	tgt := newTestTarget(64)
+	ini, c, target := pair(t, netOpts{}, tgt)
+	peer := Peer{target.LocalAddr(), 2}
+	tgt.mu.Lock()
+	tgt.counter = 5
+	tgt.mu.Unlock()
+
+	operand, old := le64(3), make([]byte, 8)
+	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpFetchAtomic, Flags: fi.INJECT, RKey: 1,
+		Payload: operand, Result: old, Count: 1, Context: "fetch"}); err != nil {
+		t.Fatalf("fetch with FI_INJECT: %v", err)
+	}
+	binary.LittleEndian.PutUint64(operand, 1000) // copied at Submit
+	if cp := c.wait(t, 5*time.Second); cp.Err != 0 || cp.Context != "fetch" || cp.Len != 8 {
+		t.Fatalf("fetch: completion %+v", cp)
+	}
+	if v := binary.LittleEndian.Uint64(old); v != 5 {
+		t.Fatalf("fetched %d, want 5", v)
+	}
+
+	swap, cmp := le64(100), le64(8)
+	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpCompareAtomic, Flags: fi.INJECT, RKey: 1,
+		Payload: swap, Compare: cmp, Result: old, Count: 1, Context: "cswap"}); err != nil {
+		t.Fatalf("compare with FI_INJECT: %v", err)
+	}
+	binary.LittleEndian.PutUint64(swap, 1)
+	binary.LittleEndian.PutUint64(cmp, 1)
+	if cp := c.wait(t, 5*time.Second); cp.Err != 0 || cp.Context != "cswap" || cp.Len != 8 {
+		t.Fatalf("compare: completion %+v", cp)
+	}
+	if v := binary.LittleEndian.Uint64(old); v != 8 {
+		t.Fatalf("compare fetched %d, want 8", v)
+	}
+	tgt.mu.Lock()
+	counter := tgt.counter
+	tgt.mu.Unlock()
+	if counter != 100 {
+		t.Fatalf("counter %d, want 100 (operand 3 then swap 100, not the values written after Submit)", counter)
+	}
+
+	// The copied bytes still have to fit InjectSize.
+	err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpCompareAtomic, Flags: fi.INJECT, RKey: 1,
+		Payload: make([]byte, 200), Compare: make([]byte, 200), Result: make([]byte, 200), Count: 25})
+	if !errors.Is(err, fi.EMSGSIZE) {
+		t.Fatalf("inject of 400 operand bytes: %v, want FI_EMSGSIZE", err)
+	}
+}
+
 // TestEAGAIN: with MaxOps outstanding to a silent peer, Submit refuses
 // with FI_EAGAIN instead of queueing.
 func TestEAGAIN(t *testing.T) {
