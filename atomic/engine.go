@@ -6,9 +6,12 @@ import (
 	"github.com/xdpfab/xdpfab/fi"
 )
 
-// MaxPayload is the default number of operand bytes one atomic request
-// carries: one packet on a 1500-byte MTU link with room left for the IP,
-// UDP and xdpfab headers. Base and fetch requests carry count*size operand
+// MaxPayload is the operand bytes one atomic request carries for an
+// Engine that sets no MaxPayload of its own, and for the package-level
+// Valid and Query. It is a round default, not a packet's exact room:
+// endpoints set theirs from the packet size, which on a 1500-byte MTU
+// IPv4 link is 1384 bytes (1500 - 28 IP/UDP - 40 xdpfab header - 48 op
+// descriptor). Base and fetch requests carry count*size operand
 // bytes (a fetch reply carries as many result bytes); compare requests
 // carry operand and compare data, 2*count*size bytes.
 const MaxPayload = 1400

@@ -239,7 +239,10 @@ func TestPostingErrors(t *testing.T) {
 	require.ErrorIs(t, a.ep.Atomic(one, 1, mr.Desc{}, a.peer, 0, 1, fatomic.FLOAT, fatomic.BOR, nil), fi.EOPNOTSUPP)
 	require.ErrorIs(t, a.ep.Atomic(one, 1, mr.Desc{}, fi.Addr(99), 0, 1, fatomic.UINT64, fatomic.SUM, nil), fi.EADDRNOTAVAIL)
 	require.ErrorIs(t, a.ep.Atomic(one, 2, mr.Desc{}, a.peer, 0, 1, fatomic.UINT64, fatomic.SUM, nil), fi.EINVAL, "short buffer")
-	require.ErrorIs(t, a.ep.Atomic(one, 100000, mr.Desc{}, a.peer, 0, 1, fatomic.UINT64, fatomic.SUM, nil), fi.EINVAL)
+	require.ErrorIs(t, a.ep.Atomic(one, 100000, mr.Desc{}, a.peer, 0, 1, fatomic.UINT64, fatomic.SUM, nil), fi.EINVAL,
+		"buffer shorter than count")
+	require.ErrorIs(t, a.ep.Atomic(make([]byte, 8*100000), 100000, mr.Desc{}, a.peer, 0, 1, fatomic.UINT64, fatomic.SUM, nil),
+		fi.EMSGSIZE, "count over the valid limit")
 	require.ErrorIs(t, a.ep.AtomicMsg(&fabric.MsgAtomic{MsgIOV: []fabric.IOC{{one, 1}}, Addr: a.peer,
 		RMAIOV: []fabric.RMAIOC{{0, 1, 1}}, Datatype: fatomic.UINT64, Op: fatomic.SUM}, fi.TAGGED), fi.EOPNOTSUPP)
 	require.ErrorIs(t, a.ep.Inject(make([]byte, fabric.InjectSize+1), a.peer), fi.EMSGSIZE)
