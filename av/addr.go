@@ -106,6 +106,14 @@ func parseSockaddr6(b []byte) (endpoint, fi.Errno) {
 // parseAddrStr parses an FI_ADDR_STR address, fi_sockaddr_in://a.b.c.d:port
 // or fi_sockaddr_in6://[addr]:port.
 func parseAddrStr(s string) (endpoint, fi.Errno) {
+	_, ep, errno := parseAddrStrAddr(s)
+	return ep, errno
+}
+
+// parseAddrStrAddr is parseAddrStr that also returns the address as
+// written: IPv4 for fi_sockaddr_in://, IPv6 (maybe IPv4-mapped) for
+// fi_sockaddr_in6://.
+func parseAddrStrAddr(s string) (netip.Addr, endpoint, fi.Errno) {
 	var want4 bool
 	switch {
 	case strings.HasPrefix(s, strPrefix4):
@@ -113,13 +121,14 @@ func parseAddrStr(s string) (endpoint, fi.Errno) {
 	case strings.HasPrefix(s, strPrefix6):
 		s = s[len(strPrefix6):]
 	default:
-		return endpoint{}, fi.EINVAL
+		return netip.Addr{}, endpoint{}, fi.EINVAL
 	}
 	ap, err := netip.ParseAddrPort(s)
 	if err != nil || ap.Addr().Is4() != want4 {
-		return endpoint{}, fi.EINVAL
+		return netip.Addr{}, endpoint{}, fi.EINVAL
 	}
-	return endpointOf(ap)
+	ep, errno := endpointOf(ap)
+	return ap.Addr(), ep, errno
 }
 
 // AppendSockaddr appends ap as the binary address an AV opened for
@@ -153,7 +162,14 @@ func appendAddr(dst []byte, f fi.AddrFormat, e endpoint) []byte {
 // appendAddrStr appends e in FI_ADDR_STR form, which is also what
 // fi_av_straddr prints.
 func appendAddrStr(dst []byte, e endpoint) []byte {
-	if e.is4() {
+	return appendAddrStrIn(dst, fi.FormatStr, e)
+}
+
+// appendAddrStrIn is appendAddrStr for an AV of format f: an
+// FI_SOCKADDR_IN6 AV, which takes no fi_sockaddr_in:// address, writes an
+// IPv4 peer IPv4-mapped (fi_sockaddr_in6://[::ffff:10.0.0.1]:7471).
+func appendAddrStrIn(dst []byte, f fi.AddrFormat, e endpoint) []byte {
+	if e.is4() && f != fi.FormatSockaddr6 {
 		dst = append(dst, strPrefix4...)
 		dst = netip.AddrFrom4([4]byte(e.ip[12:])).AppendTo(dst)
 	} else {

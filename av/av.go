@@ -132,12 +132,17 @@ type AV struct {
 	// for the publication (insertSync). Guarded by wmu.
 	heldDone []*insertJob
 	holdDone bool
-	scratch  *block
-	touched  uint64  // sink of table.touch
-	eq       *eq.EQ  // set under wmu and epMu
-	shared   *shared // named AVs
-	async    *worker
-	closed   bool
+	// lost and lostErr are the handles of synchronous FI_MORE inserts the
+	// kernel refused after the insert returned, and the refusals, since
+	// the last flush; guarded by wmu.
+	lost    []fi.Addr
+	lostErr error
+	scratch *block
+	touched uint64  // sink of table.touch
+	eq      *eq.EQ  // set under wmu and epMu
+	shared  *shared // named AVs
+	async   *worker
+	closed  bool
 
 	// epMu guards eps and closing, so Close can refuse (FI_EBUSY) or
 	// commit to closing, and stop queued inserts, without waiting for wmu.
@@ -565,6 +570,20 @@ func (av *AV) resolve(a fi.Addr) (uint32, endpoint, uint16, bool) {
 		return 0, endpoint{}, 0, false
 	}
 	return idx, ep, key, true
+}
+
+// resolveHeld returns the index of the held index a refers to (see
+// table.hold; receive context bits ignored); mu held.
+func (av *AV) resolveHeld(a fi.Addr) (uint32, bool) {
+	a &= av.idxMask
+	if a&authKeyTag != 0 || a > 1<<48-1 || av.attr.Type == TypeTable && a > maxIndex {
+		return 0, false
+	}
+	gen, ok := av.t.heldGen(uint32(a))
+	if !ok || (av.attr.Type == TypeMap && fi.Addr(gen) != a>>32) {
+		return 0, false
+	}
+	return uint32(a), true
 }
 
 // authKeyID returns the id of the live auth key handle a; mu held.

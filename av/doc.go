@@ -47,11 +47,37 @@
 // Writes are gathered and made with BPF_MAP_UPDATE_BATCH, batchLen at a
 // time; on machines with 4 CPUs or more a full batch is written by a
 // goroutine while the next one fills. An insert with FI_MORE may leave its writes
-// pending; an insert without it, a remove or Close writes them and waits
+// pending; an insert without it, a remove, SetUserID or Close writes them and waits
 // for them. Removes use BPF_MAP_DELETE_BATCH. If the kernel refuses a
 // write (a full map), that address fails with the kernel's error
 // (FI_ENOSPC for a full map) and the addresses of the batch after it are
 // aborted (FI_ECANCELED); all of them leave the AV again.
+//
+// # FI_MORE and late failures
+//
+// A synchronous FI_MORE insert returns before its kernel writes are made,
+// so an address it reported inserted can fail later, when the writes are
+// made. Its failure is then its insert's, as fi_av(3) wants for "the fi_addr
+// buffer associated with a failed or aborted insertion":
+//
+//   - its fi_addr slot is set to FI_ADDR_NOTAVAIL and, if the insert had
+//     FI_SYNC_ERR, its status to the error (FI_ENOSPC, or FI_ECANCELED for
+//     the rest of the batch). The AV writes these slots after the FI_MORE
+//     call returned, during the call that makes the writes: the fi_addr
+//     and status buffers of an FI_MORE insert must stay valid, and must
+//     not be read concurrently, until the next insert without FI_MORE (or
+//     Remove, SetUserID, Close) returns;
+//   - its index stays out of use, and its handle invalid, until the
+//     application calls Remove with that handle: a handle the insert
+//     returned, and the caller may have copied, is never handed out for
+//     another address meanwhile (FI_AV_TABLE order skips it);
+//   - the next synchronous insert without FI_MORE returns a *LostError
+//     naming those handles (errors.Is matches the kernel's errno); its own
+//     addresses are counted as usual. Remove and SetUserID, which also make
+//     pending writes, succeed regardless: the failure is not theirs.
+//
+// Asynchronous FI_MORE inserts complete only once their writes are made,
+// so their failures are ordinary error entries.
 //
 // To attach XDP for an AV, load the program with KernelMap() as its
 // av_map,
@@ -113,5 +139,12 @@
 //     it. MAP handles of a named AV are not reused.
 //   - IPv6 zones, flow labels and scope ids are not kept: the kernel map
 //     key has none. An IPv4-mapped IPv6 address is the same peer as the
-//     IPv4 address.
+//     IPv4 address. An FI_SOCKADDR_IN6 AV takes IPv4-mapped sockaddr_in6
+//     addresses (::ffff:a.b.c.d; their IPv4 packets match the entry, which
+//     the kernel keys IPv4-mapped) and returns them in that form from
+//     Lookup and Straddr; it refuses plain IPv4 addresses (a netip IPv4
+//     address, fi_sockaddr_in://, a numeric IPv4 node), as an FI_SOCKADDR_IN
+//     AV refuses IPv6 ones.
+//   - Errors carry a fi.Errno matched by errors.Is, also those of system
+//     calls (a named AV's bpffs directory, its lock), which keep their text.
 package av

@@ -37,7 +37,10 @@ const insertFlags = fi.MORE | fi.SYNC_ERR | fi.AV_USER_ID | fi.AUTH_KEY
 // Per-insert fi.AV_USER_ID takes fiAddr[i] as the user ID of address i,
 // fi.AUTH_KEY takes it as the auth key handle (InsertAuthKey) to bind it
 // to; both then overwrite it with the address's handle. fi.MORE lets the
-// AV hold the kernel map writes back until an insert without it.
+// AV hold the kernel map writes back until an insert without it; if the
+// kernel then refuses an address, its fiAddr slot (and FI_SYNC_ERR status)
+// is written at that time and its handle stays reserved until Remove (see
+// "FI_MORE and late failures" in the package doc, and LostError).
 func (av *AV) Insert(addrs [][]byte, fiAddr []fi.Addr, flags fi.Flags, ctx any) (int, error) {
 	src := rawSource{format: av.format, addrs: addrs}
 	return av.insert("av insert", src, fiAddr, flags, ctx)
@@ -46,7 +49,7 @@ func (av *AV) Insert(addrs [][]byte, fiAddr []fi.Addr, flags fi.Flags, ctx any) 
 // InsertAddrPort is Insert for addresses given as netip.AddrPort (IPv4 or
 // IPv6 UDP endpoints), whatever the AV's format.
 func (av *AV) InsertAddrPort(addrs []netip.AddrPort, fiAddr []fi.Addr, flags fi.Flags, ctx any) (int, error) {
-	return av.insert("av insert", apSource(addrs), fiAddr, flags, ctx)
+	return av.insert("av insert", apSource{format: av.format, addrs: addrs}, fiAddr, flags, ctx)
 }
 
 // InsertSvc is fi_av_insertsvc: it inserts the address of node (host name
@@ -84,12 +87,22 @@ type rawSource struct {
 
 func (s rawSource) len() int                          { return len(s.addrs) }
 func (s rawSource) at(i int) (endpoint, fi.Errno)     { return parseAddr(s.format, s.addrs[i]) }
-func (s apSource) len() int                           { return len(s) }
-func (s apSource) at(i int) (endpoint, fi.Errno)      { return endpointOf(s[i]) }
+func (s apSource) len() int                           { return len(s.addrs) }
 func (s *parsedSource) len() int                      { return len(s.eps) }
 func (s *parsedSource) at(i int) (endpoint, fi.Errno) { return s.eps[i], s.errAt(i) }
 
-type apSource []netip.AddrPort
+type apSource struct {
+	format fi.AddrFormat
+	addrs  []netip.AddrPort
+}
+
+func (s apSource) at(i int) (endpoint, fi.Errno) {
+	ep, errno := endpointOf(s.addrs[i])
+	if errno == 0 && !formatTakes(s.format, s.addrs[i].Addr()) {
+		errno = fi.EINVAL
+	}
+	return ep, errno
+}
 
 // parsedSource is a copy of an asynchronous insert's addresses, taken by
 // the call so the caller's buffers are free once it returns.
@@ -136,8 +149,9 @@ func (s *svcSource) at(int) (endpoint, fi.Errno) {
 	if !s.done {
 		s.done = true
 		if strings.Contains(s.node, "://") && s.service == "" {
-			s.ep, s.errno = parseAddrStr(s.node)
-			if s.errno == 0 && !formatTakes(s.format, s.ep) {
+			var a netip.Addr
+			a, s.ep, s.errno = parseAddrStrAddr(s.node)
+			if s.errno == 0 && !formatTakes(s.format, a) {
 				s.errno = fi.EINVAL
 			}
 		} else if port, errno := resolvePort(s.service); errno != 0 {
@@ -149,13 +163,17 @@ func (s *svcSource) at(int) (endpoint, fi.Errno) {
 	return s.ep, s.errno
 }
 
-// formatTakes reports whether an AV of format f stores ep's family.
-func formatTakes(f fi.AddrFormat, ep endpoint) bool {
+// formatTakes reports whether an AV of format f stores address a:
+// FI_SOCKADDR_IN takes IPv4 addresses (IPv4-mapped ones too),
+// FI_SOCKADDR_IN6 IPv6 ones, IPv4-mapped included (a struct sockaddr_in6
+// holds ::ffff:a.b.c.d), but no plain IPv4 address. Such a mapped address
+// is the same peer, and the same kernel map key, as the IPv4 address.
+func formatTakes(f fi.AddrFormat, a netip.Addr) bool {
 	switch f {
 	case fi.FormatSockaddr4:
-		return ep.is4()
+		return a.Unmap().Is4()
 	case fi.FormatSockaddr6:
-		return !ep.is4()
+		return a.Is6()
 	}
 	return true
 }
@@ -188,7 +206,7 @@ func resolveNode(f fi.AddrFormat, node string, port uint16) (endpoint, fi.Errno)
 	}
 	if a, err := netip.ParseAddr(node); err == nil {
 		ep, errno := endpointOf(netip.AddrPortFrom(a, port))
-		if errno == 0 && (!formatTakes(f, ep) || a.Is4In6() && f == fi.FormatSockaddr4) {
+		if errno == 0 && (!formatTakes(f, a) || a.Is4In6() && f == fi.FormatSockaddr4) {
 			errno = fi.EINVAL
 		}
 		return ep, errno
@@ -236,7 +254,7 @@ func newSymSource(f fi.AddrFormat, node string, nodecnt int, service string, svc
 	s.port = port
 	if a, err := netip.ParseAddr(node); err == nil {
 		ep, errno := endpointOf(netip.AddrPortFrom(a, port))
-		if errno != 0 || !formatTakes(f, ep) {
+		if errno != 0 || !formatTakes(f, a) {
 			return nil, fmt.Errorf("node %q: %w", node, fi.EINVAL)
 		}
 		if nodecnt > 0 {
@@ -427,13 +445,45 @@ func (av *AV) insertSync(op string, j *insertJob) (n int, err error) {
 	if j.flags&fi.MORE == 0 || av.shared != nil {
 		// The call's own addresses the kernel refused have failed one by
 		// one; only those of earlier FI_MORE calls need an error here.
-		if lost, ferr := av.flush(); ferr != nil && lost > 0 {
-			err = fmt.Errorf("%s: %d address(es) of earlier FI_MORE inserts removed again: %w", op, lost, ferr)
+		if lost, ferr := av.flush(); len(lost) > 0 {
+			err = fmt.Errorf("%s: %w", op, &LostError{Handles: lost, Err: ferr})
 		}
 	}
 	j.returned = true
 	return j.inserted, err
 }
+
+// LostError is the error of a synchronous insert whose kernel map writes
+// for earlier synchronous FI_MORE inserts were refused (a full map): those
+// addresses left the AV again after their insert had returned their
+// handles. Their fi_addr slots were set to FI_ADDR_NOTAVAIL and their
+// FI_SYNC_ERR statuses to the error when it happened; their indices stay
+// out of use until Remove is called with the handles, so a handle kept
+// from the FI_MORE insert never names another address. errors.Is(err,
+// fi.ENOSPC) (or the kernel's other errno) holds.
+type LostError struct {
+	Handles []fi.Addr // the handles the FI_MORE inserts returned
+	Err     error     // the kernel's refusal
+}
+
+func (e *LostError) Error() string {
+	const show = 8
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d address(es) of earlier FI_MORE inserts removed again (fi_addr", len(e.Handles))
+	for i, h := range e.Handles[:min(show, len(e.Handles))] {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %#x", uint64(h))
+	}
+	if len(e.Handles) > show {
+		b.WriteString(", ...")
+	}
+	fmt.Fprintf(&b, "): %v", e.Err)
+	return b.String()
+}
+
+func (e *LostError) Unwrap() error { return e.Err }
 
 // blockLen addresses are parsed or resolved outside mu, then placed under
 // one mu.Lock.
@@ -473,10 +523,8 @@ func (av *AV) runRange(j *insertJob, from, to int) {
 		}
 		av.touched = touched // keeps the loads
 		for k := range m {
+			// Each source checked the family against the AV's format.
 			errno := sc.errs[k]
-			if errno == 0 && !formatTakes(av.format, sc.eps[k]) {
-				errno = fi.EINVAL
-			}
 			if errno == 0 {
 				errno = av.place(j, base+k, sc.eps[k], sc.hashes[k])
 			}
@@ -646,7 +694,7 @@ func (av *AV) kick() {
 	p.cur = nil
 	if maxInflight == 0 {
 		b.n, b.err = av.mirror.Update(b.keys, b.vals)
-		av.applyResult(b) // failures are recorded in the jobs
+		av.applyResult(b) // failures are recorded in the jobs and av.lost
 		p.spare = append(p.spare, b)
 		return
 	}
@@ -661,40 +709,39 @@ func (av *AV) kick() {
 	}
 }
 
-// settle waits for the oldest batch in flight and applies its outcome;
-// it returns what flush does.
-func (av *AV) settle() (lost int, err error) {
+// settle waits for the oldest batch in flight and applies its outcome.
+func (av *AV) settle() {
 	p := &av.pend
 	b := p.inflight[0]
 	p.inflight[0] = nil
 	p.inflight = p.inflight[1:]
 	<-b.done
-	lost, err = av.applyResult(b)
+	av.applyResult(b) // failures are recorded in the jobs and av.lost
 	p.spare = append(p.spare, b)
-	return lost, err
 }
 
 // flush writes every pending batch; wmu held, mu not. When the kernel
 // refuses an entry, it and the entries of the batch after it (not
 // attempted: aborted, FI_ECANCELED) leave the AV again and fail in their
-// insert; lost counts those whose synchronous insert had already returned.
-// Asynchronous inserts whose entries are all written complete.
-func (av *AV) flush() (lost int, err error) {
+// insert (applyResult). lost are the handles of those whose synchronous
+// insert had already returned, also those a batch written since the last
+// flush lost (kick), and err the kernel's refusals.
+func (av *AV) flush() (lost []fi.Addr, err error) {
 	p := &av.pend
 	if b := p.cur; b != nil {
 		p.cur = nil
 		if len(b.ops) > 0 {
 			b.n, b.err = av.mirror.Update(b.keys, b.vals)
 			b.done = nil
-			l, e := av.applyResult(b)
-			lost, err = lost+l, errors.Join(err, e)
+			av.applyResult(b)
 		}
 		p.spare = append(p.spare, b)
 	}
 	for len(p.inflight) > 0 {
-		l, e := av.settle()
-		lost, err = lost+l, errors.Join(err, e)
+		av.settle()
 	}
+	lost, err = av.lost, av.lostErr
+	av.lost, av.lostErr = nil, nil
 	// Keep one batch's buffers for the next insert; those of a large
 	// insert's other batches go.
 	if len(p.spare) > 1 {
@@ -706,27 +753,40 @@ func (av *AV) flush() (lost int, err error) {
 
 // applyResult rolls back what the kernel did not take from b, counts b's
 // entries as written and completes the inserts that are done, then empties
-// b for reuse; wmu held, mu not.
-func (av *AV) applyResult(b *batch) (lost int, err error) {
+// b for reuse; wmu held, mu not. A refused address fails in its insert:
+// FI_ADDR_NOTAVAIL in its fi_addr slot, its status in the FI_SYNC_ERR
+// array, an error entry for an asynchronous insert. When its synchronous
+// FI_MORE insert had already returned the handle, its index is held
+// rather than freed (see LostError), and the handle and the error are
+// recorded in av.lost and av.lostErr for flush.
+func (av *AV) applyResult(b *batch) {
 	if b.err != nil {
-		err = errnoOfKernel(b.err)
+		err := errnoOfKernel(b.err)
+		var lost []fi.Addr
 		first := fi.ErrnoOf(err)
 		av.mu.Lock()
 		for k := b.n; k < len(b.ops); k++ {
 			op := b.ops[k]
-			av.dropEntry(op.idx)
-			op.job.inserted--
 			errno := fi.ECANCELED
 			if k == b.n {
 				errno = first
 			}
 			if op.job.returned {
-				lost++
+				av.holdEntry(op.idx)
+				lost = append(lost, fi.Addr(b.vals[k].FiAddr))
 			} else {
-				op.job.fail(op.i, errno)
+				av.dropEntry(op.idx)
 			}
+			op.job.inserted--
+			op.job.fail(op.i, errno)
 		}
 		av.mu.Unlock()
+		if len(lost) > 0 {
+			av.lost = append(av.lost, lost...)
+			if av.lostErr == nil {
+				av.lostErr = err
+			}
+		}
 	}
 	for _, op := range b.ops {
 		op.job.unflushed--
@@ -737,7 +797,6 @@ func (av *AV) applyResult(b *batch) (lost int, err error) {
 	clear(b.ops)
 	b.keys, b.vals, b.ops = b.keys[:0], b.vals[:0], b.ops[:0]
 	b.n, b.err = 0, nil
-	return lost, err
 }
 
 // dropEntry removes idx from the table, releasing its auth key; mu held.
@@ -750,6 +809,19 @@ func (av *AV) dropEntry(idx uint32) (endpoint, bool) {
 		av.keys[key-1].addrs--
 	}
 	return av.t.remove(idx)
+}
+
+// holdEntry takes idx out of the table but keeps the index held (see
+// table.hold), releasing its auth key; mu held.
+func (av *AV) holdEntry(idx uint32) {
+	_, _, key, ok := av.t.get(idx)
+	if !ok {
+		return
+	}
+	if key != 0 {
+		av.keys[key-1].addrs--
+	}
+	av.t.hold(idx)
 }
 
 // finish posts an asynchronous insert's error entries and completion.

@@ -14,7 +14,8 @@ import (
 // enabled against one or an address is bound to it). It removes all or,
 // when one handle is invalid or repeated, none (FI_EINVAL). A removed
 // handle stays invalid until an insert returns it again; FI_AV_MAP handles
-// carry a generation, so a stale one is detected even then.
+// carry a generation, so a stale one is detected even then. Remove also
+// takes the handles of a LostError, whose indices it releases.
 func (av *AV) Remove(fiAddrs []fi.Addr, flags fi.Flags) (err error) {
 	switch {
 	case flags&fi.AV_USER_ID != 0:
@@ -41,25 +42,38 @@ func (av *AV) Remove(fiAddrs []fi.Addr, flags fi.Flags) (err error) {
 		}()
 	}
 	// Inserts held back by FI_MORE go to the kernel before removes do, or a
-	// later flush would bring a removed address back.
-	if lost, ferr := av.flush(); ferr != nil && lost > 0 {
-		return fmt.Errorf("av remove: %d address(es) of earlier FI_MORE inserts removed again: %w", lost, ferr)
-	}
+	// later flush would bring a removed address back. What the kernel
+	// refuses fails in its own insert (FI_ADDR_NOTAVAIL in its slot, its
+	// index held: see LostError), not in this remove, which goes on.
+	av.flush()
 	if flags&fi.AUTH_KEY != 0 {
 		return av.removeAuthKeys(fiAddrs)
 	}
 
 	av.mu.Lock()
-	idxs := make([]uint32, len(fiAddrs))
+	idxs := make([]uint32, 0, len(fiAddrs))
+	var held []uint32
 	seen := make(map[uint32]struct{}, len(fiAddrs))
 	for i, a := range fiAddrs {
 		idx, _, _, ok := av.resolve(a)
+		isHeld := false
+		if !ok {
+			idx, isHeld = av.resolveHeld(a)
+			ok = isHeld
+		}
 		if _, dup := seen[idx]; !ok || dup {
 			av.mu.Unlock()
 			return fmt.Errorf("av remove: fi_addr[%d] = %v is not in the AV: %w", i, a, fi.EINVAL)
 		}
 		seen[idx] = struct{}{}
-		idxs[i] = idx
+		if isHeld {
+			held = append(held, idx)
+		} else {
+			idxs = append(idxs, idx)
+		}
+	}
+	for _, idx := range held {
+		av.t.unhold(idx) // its address left the AV and the kernel map already
 	}
 	keys := make([]bpf.XdpfabAvKey, 0, len(idxs))
 	removed := make([]netip.AddrPort, 0, len(idxs))
@@ -113,14 +127,15 @@ func (av *AV) Lookup(fiAddr fi.Addr, buf []byte) (int, error) {
 // Straddr is fi_av_straddr: it writes addr (one address in the AV's
 // format, inserted or not) as text (fi_sockaddr_in://10.0.0.1:7471,
 // fi_sockaddr_in6://[fe80::1]:7471) into buf, truncated to len(buf), and
-// returns the size the whole text needs.
+// returns the size the whole text needs. On an FI_SOCKADDR_IN6 AV an
+// IPv4-mapped address stays in IPv6 form (fi_sockaddr_in6://[::ffff:10.0.0.1]:7471).
 func (av *AV) Straddr(addr []byte, buf []byte) (int, error) {
 	ep, errno := parseAddr(av.format, addr)
 	if errno != 0 {
 		return 0, fmt.Errorf("av straddr: %w", errno)
 	}
 	var tmp [80]byte
-	out := appendAddrStr(tmp[:0], ep)
+	out := appendAddrStrIn(tmp[:0], av.format, ep)
 	copy(buf, out)
 	return len(out), nil
 }
@@ -306,9 +321,10 @@ func (av *AV) SetUserID(fiAddr, userID fi.Addr, flags fi.Flags) error {
 		av.keys[id-1].userID = userID
 		return nil
 	}
-	if _, err := av.flush(); err != nil {
-		return fmt.Errorf("av set_user_id: kernel AV map: %w", err)
-	}
+	// Inserts held back by FI_MORE are written first, so the entry this
+	// writes is not overwritten by a pending one. A refusal fails in its
+	// own insert (see Remove), not here.
+	av.flush()
 	av.mu.Lock()
 	idx, ep, key, ok := av.resolve(fiAddr)
 	if !ok {

@@ -48,9 +48,28 @@ func Unlink(name string) error {
 		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("av unlink %q: %w", name, fi.ENOENT)
 		}
-		return fmt.Errorf("av unlink %q: %w", name, err)
+		return fmt.Errorf("av unlink %q: %w", name, errnoOfSys(err))
 	}
 	return nil
+}
+
+// errnoOfSys keeps err, a failed system call's error, and adds its
+// libfabric number, so that errors.Is(err, fi.EACCES) and the like hold
+// (a wrapped syscall.Errno alone does not match an fi.Errno). An error
+// without errno gets FI_EIO.
+func errnoOfSys(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e fi.Errno
+	if errors.As(err, &e) {
+		return err
+	}
+	n := fi.ErrnoOf(err)
+	if n == fi.EOTHER {
+		n = fi.EIO
+	}
+	return fmt.Errorf("%w (%w)", err, n)
 }
 
 func validName(name string) error {
@@ -80,11 +99,11 @@ func (av *AV) openShared() error {
 	}
 	dir, err := bpffs.Ensure(bpffs.Path("av"))
 	if err != nil {
-		return err
+		return errnoOfSys(err)
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
+		return fmt.Errorf("open %s: %w", dir, errnoOfSys(err))
 	}
 	s := &shared{av: av, lockFD: fd}
 	ok := false
@@ -208,7 +227,7 @@ func (s *shared) lock() error {
 		err := unix.Flock(s.lockFD, unix.LOCK_EX)
 		if err != unix.EINTR {
 			if err != nil {
-				return fmt.Errorf("lock %s: %w", bpffs.Path("av"), err)
+				return fmt.Errorf("lock %s: %w", bpffs.Path("av"), errnoOfSys(err))
 			}
 			return nil
 		}

@@ -26,6 +26,11 @@ const (
 const (
 	entryUsed   uint16 = 1 << 0 // the index holds an address
 	entryUserID uint16 = 1 << 1 // a user ID is set for it
+	// entryHeld: the address was taken out again after its synchronous
+	// FI_MORE insert had returned the handle (the kernel refused it); the
+	// index stays out of use, under the same generation, until Remove
+	// releases it, so that handle never names another address.
+	entryHeld uint16 = 1 << 2
 )
 
 // entry is one address stored at an index: 24 bytes.
@@ -220,8 +225,8 @@ func (t *table) put(idx uint32, ep endpoint, authKey uint16) *entry {
 	return t.putH(idx, ep, authKey, t.hashOf(&ep))
 }
 
-// putH is put with ep's hash already computed.
-func (t *table) putH(idx uint32, ep endpoint, authKey uint16, h uint64) *entry {
+// slot returns the dense entry slot of idx, allocating its chunk.
+func (t *table) slot(idx uint32) *entry {
 	c := int(idx >> chunkShift)
 	for c >= len(t.chunks) {
 		t.chunks = append(t.chunks, nil)
@@ -229,7 +234,12 @@ func (t *table) putH(idx uint32, ep endpoint, authKey uint16, h uint64) *entry {
 	if t.chunks[c] == nil {
 		t.chunks[c] = new(chunk)
 	}
-	e := &t.chunks[c].e[idx&chunkMask]
+	return &t.chunks[c].e[idx&chunkMask]
+}
+
+// putH is put with ep's hash already computed.
+func (t *table) putH(idx uint32, ep endpoint, authKey uint16, h uint64) *entry {
+	e := t.slot(idx)
 	if e.gen == 0 {
 		e.gen = 1
 		if t.spanOf(idx) != nil {
@@ -301,6 +311,52 @@ func (t *table) remove(idx uint32) (endpoint, bool) {
 		return ep, true
 	}
 	return endpoint{}, false
+}
+
+// hold takes the address at idx out of the table as remove does, but
+// keeps the index, with its generation, out of use (entryHeld) until
+// unhold: lookups no longer find it and alloc does not hand it out.
+func (t *table) hold(idx uint32) (endpoint, bool) {
+	if e := t.dense(idx); e != nil && e.gen != 0 {
+		if e.state&entryUsed == 0 {
+			return endpoint{}, false
+		}
+		ep := endpoint{ip: e.ip, port: e.port}
+		t.hashDelete(ep)
+		e.state, e.authKey = entryHeld, 0
+		t.live--
+		return ep, true
+	}
+	if r, k, ok := t.rangeAt(idx); ok {
+		ep := r.member(k)
+		t.dropMember(r, k)
+		t.live--
+		e := t.slot(idx) // supersedes the range member
+		e.gen, e.state, e.authKey = rangeGen, entryHeld, 0
+		return ep, true
+	}
+	return endpoint{}, false
+}
+
+// heldGen returns the generation of the held index idx.
+func (t *table) heldGen(idx uint32) (uint16, bool) {
+	if e := t.dense(idx); e != nil && e.gen != 0 && e.state&entryHeld != 0 {
+		return e.gen, true
+	}
+	return 0, false
+}
+
+// unhold frees the held index idx (heldGen true), as remove frees a used
+// one; it was counted out of live when held.
+func (t *table) unhold(idx uint32) {
+	e := t.dense(idx)
+	e.state = 0
+	if e.gen++; e.gen == 0 {
+		e.gen = 1
+	}
+	if t.reuse {
+		t.free.push(idx)
+	}
 }
 
 func (t *table) release(idx uint32) {
