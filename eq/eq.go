@@ -358,12 +358,13 @@ func (q *EQ) emptyErrLocked() error {
 var errClosedRead = fmt.Errorf("eq read: closed: %w", fi.EINVAL)
 
 // ReadErr is fi_eq_readerr: it returns and removes the head entry when it
-// is an error, and fails with FI_EAGAIN otherwise. Once an overrun EQ has
-// been drained it reports an FI_EOVERRUN error entry (repeatedly: the state
-// is fatal).
+// is an error, and fails with FI_EAGAIN otherwise. With fi.PEEK, as
+// libfabric's util EQ accepts, the entry stays queued. Once an overrun EQ
+// has been drained it reports an FI_EOVERRUN error entry (repeatedly: the
+// state is fatal).
 func (q *EQ) ReadErr(flags fi.Flags) (ErrEntry, error) {
-	if flags != 0 {
-		return ErrEntry{}, fmt.Errorf("eq readerr: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
+	if flags&^fi.PEEK != 0 {
+		return ErrEntry{}, fmt.Errorf("eq readerr: flags %#x: %w", uint64(flags&^fi.PEEK), fi.EBADFLAGS)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -381,8 +382,10 @@ func (q *EQ) ReadErr(flags fi.Flags) (ErrEntry, error) {
 		return ErrEntry{}, fi.EAGAIN
 	}
 	e := ErrEntry{FID: s.FID, Context: s.Context, Data: s.Data, Err: s.err, ProvErrno: s.provErrno, ErrData: s.CMData}
-	*s = slot{}
-	q.head++
+	if flags&fi.PEEK == 0 {
+		*s = slot{}
+		q.head++
+	}
 	return e, nil
 }
 

@@ -103,6 +103,8 @@ func TestReadEmpty(t *testing.T) {
 	_, err = q.Read(fi.SEND)
 	require.ErrorIs(t, err, fi.EBADFLAGS)
 	_, err = q.ReadErr(fi.PEEK)
+	require.ErrorIs(t, err, fi.EAGAIN, "FI_PEEK is accepted by fi_eq_readerr")
+	_, err = q.ReadErr(fi.SEND)
 	require.ErrorIs(t, err, fi.EBADFLAGS)
 }
 
