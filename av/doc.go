@@ -71,10 +71,11 @@
 //     application calls Remove with that handle: a handle the insert
 //     returned, and the caller may have copied, is never handed out for
 //     another address meanwhile (FI_AV_TABLE order skips it);
-//   - the next synchronous insert without FI_MORE returns a *LostError
-//     naming those handles (errors.Is matches the kernel's errno); its own
-//     addresses are counted as usual. Remove and SetUserID, which also make
-//     pending writes, succeed regardless: the failure is not theirs.
+//   - when the writes are made by a synchronous insert without FI_MORE,
+//     it returns a *LostError naming those handles (errors.Is matches the
+//     kernel's errno); its own addresses are counted as usual. Remove and
+//     SetUserID, which also make pending writes, succeed regardless (the
+//     failure is not theirs): then the slots are the report.
 //
 // Asynchronous FI_MORE inserts complete only once their writes are made,
 // so their failures are ordinary error entries.
