@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
 	"github.com/xdpfab/xdpfab/wait"
 )
 
@@ -28,6 +29,7 @@ type CntrAttr struct {
 // without locks and waitable up to a threshold.
 type Cntr struct {
 	fi.FIDBase
+	dom  *Domain // that opened it: endpoints and regions of other domains cannot bind it
 	attr CntrAttr
 
 	value atomic.Uint64
@@ -47,7 +49,7 @@ func (d *Domain) CntrOpen(attr CntrAttr, context any) (*Cntr, error) {
 	if attr.Flags != 0 {
 		return nil, fmt.Errorf("cntr open: flags %#x: %w", uint64(attr.Flags), fi.EBADFLAGS)
 	}
-	c := &Cntr{FIDBase: fi.NewFIDBase(fi.ClassCntr, context), attr: attr}
+	c := &Cntr{FIDBase: fi.NewFIDBase(fi.ClassCntr, context), dom: d, attr: attr}
 	if attr.WaitObj != fi.WaitNone {
 		obj, err := wait.NewObject(attr.WaitObj)
 		if err != nil {
@@ -135,6 +137,10 @@ func (c *Cntr) Close() error {
 // Closed reports whether the counter was closed (mr.Counter: an MR bound to
 // a closed counter stops counting into it).
 func (c *Cntr) Closed() bool { return c.closed.Load() }
+
+// MRTable is the memory-registration table of the counter's domain:
+// mr.MR.Bind refuses a counter of another domain with it.
+func (c *Cntr) MRTable() *mr.Table { return c.dom.mrs }
 
 // ref and unref track bindings for Close.
 func (c *Cntr) ref()   { c.refs.Add(1) }

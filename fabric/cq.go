@@ -73,6 +73,7 @@ type cqItem struct {
 // FI_EAGAIN when posted.
 type CQ struct {
 	fi.FIDBase
+	dom  *Domain // that opened it: endpoints of other domains cannot bind it
 	attr CQAttr
 
 	mu sync.Mutex
@@ -111,7 +112,7 @@ func (d *Domain) CQOpen(attr CQAttr, context any) (*CQ, error) {
 	if attr.Format == CQFormatUnspec {
 		attr.Format = CQFormatData
 	}
-	cq := &CQ{FIDBase: fi.NewFIDBase(fi.ClassCQ, context), attr: attr, ring: make([]cqItem, attr.Size)}
+	cq := &CQ{FIDBase: fi.NewFIDBase(fi.ClassCQ, context), dom: d, attr: attr, ring: make([]cqItem, attr.Size)}
 	switch attr.WaitObj {
 	case fi.WaitNone:
 	case fi.WaitSet:

@@ -240,6 +240,9 @@ func (ep *Endpoint) Bind(obj fi.FID, flags fi.Flags) error {
 		}
 		ep.av = o
 	case *CQ:
+		if o.dom != ep.dom {
+			return fmt.Errorf("ep bind cq: the CQ belongs to another domain: %w", fi.EINVAL)
+		}
 		if flags&^(fi.TRANSMIT|fi.RECV|fi.SELECTIVE_COMPLETION) != 0 || flags&(fi.TRANSMIT|fi.RECV) == 0 {
 			return fmt.Errorf("ep bind cq: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
 		}
@@ -263,6 +266,9 @@ func (ep *Endpoint) Bind(obj fi.FID, flags fi.Flags) error {
 			o.progress.add(ep)
 		}
 	case *Cntr:
+		if o.dom != ep.dom {
+			return fmt.Errorf("ep bind cntr: the counter belongs to another domain: %w", fi.EINVAL)
+		}
 		if flags == 0 || flags&^(fi.SEND|fi.RECV|fi.READ|fi.WRITE|fi.REMOTE_READ|fi.REMOTE_WRITE) != 0 {
 			return fmt.Errorf("ep bind cntr: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
 		}
@@ -428,6 +434,10 @@ func (ep *Endpoint) engine() *reliable.Engine {
 	defer ep.mu.Unlock()
 	return ep.eng
 }
+
+// MRTable is the memory-registration table of the endpoint's domain:
+// mr.MR.Bind refuses an endpoint of another domain with it.
+func (ep *Endpoint) MRTable() *mr.Table { return ep.dom.mrs }
 
 // Closed reports whether the endpoint was closed (mr.Endpoint).
 func (ep *Endpoint) Closed() bool {

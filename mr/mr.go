@@ -21,6 +21,13 @@ type Counter interface {
 	Closed() bool
 }
 
+// domainMember is implemented by counters and endpoints that can name
+// their domain's table: Bind refuses those of another domain (FI_EINVAL),
+// as libfabric's providers do.
+type domainMember interface {
+	MRTable() *Table
+}
+
 // Endpoint is what an MR needs from an endpoint bound to it: whether it is
 // still open (FI_EBUSY on Close while it is).
 type Endpoint interface {
@@ -177,6 +184,9 @@ func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
 	defer m.mu.Unlock()
 	if m.explicitEnable && m.state.Load()&stEnabled != 0 {
 		return fmt.Errorf("mr bind: region already enabled: %w", fi.EOPBADSTATE)
+	}
+	if o, ok := obj.(domainMember); ok && o.MRTable() != m.table {
+		return fmt.Errorf("mr bind: the %v belongs to another domain: %w", obj.Class(), fi.EINVAL)
 	}
 	switch obj.Class() {
 	case fi.ClassCntr:
