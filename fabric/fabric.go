@@ -264,7 +264,11 @@ func (d *Domain) Info() Info {
 		MaxPacket:     d.sizes.maxPacket,
 		MTU:           d.sizes.mtu,
 		Caps: fi.MSG | fi.RMA | fi.ATOMIC | fi.READ | fi.WRITE | fi.SEND | fi.RECV |
-			fi.REMOTE_READ | fi.REMOTE_WRITE | fi.SOURCE | fi.AV_USER_ID | fi.DIRECTED_RECV,
+			fi.REMOTE_READ | fi.REMOTE_WRITE | fi.SOURCE | fi.AV_USER_ID | fi.DIRECTED_RECV |
+			// Target-side events: counters bound with FI_REMOTE_READ or
+			// FI_REMOTE_WRITE, region counters (fi_mr_bind), and remote
+			// CQ data of writes and atomics.
+			fi.RMA_EVENT,
 	}
 }
 
