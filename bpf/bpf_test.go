@@ -368,6 +368,16 @@ func TestProgram(t *testing.T) {
 		{"past end", udp(peer4, portStrict, request(writeOp(keyRW, 0x1fc1, 64))), xdpPass, known(vetted, rRange, 1, 9), []Counter{cntKnown, cntRange, cntNoXSK}},
 		{"longer than region", udp(peer4, portStrict, request(readOp(keyRW, 0x1000, 0x1001))), xdpPass, known(vetted, rRange, 1, 9), []Counter{cntKnown, cntRange, cntNoXSK}},
 		{"addr+len overflows", udp(peer4, portStrict, request(readOp(keyRW, math.MaxUint64-3, 8))), xdpPass, known(vetted, rRange, 1, 9), []Counter{cntKnown, cntRange, cntNoXSK}},
+		// Ops naming the key of the op before reuse its MR entry: each
+		// is still checked for its own range and access.
+		{"same key, second op out of range", udp(peer4, portStrict, request(readOp(keyRW, 0x1000, 8), readOp(keyRW, 0x2000, 8))), xdpPass,
+			known(vetted, rRange, 0b10, 9), []Counter{cntKnown, cntRange, cntNoXSK}},
+		{"same key, read then write of read-only", udp(peer4, portStrict, request(readOp(keyRO, 0, 8), writeOp(keyRO, 8, 8))), xdpPass,
+			known(vetted, rAccess, 0b10, 12), []Counter{cntKnown, cntAccess, cntNoXSK}},
+		{"unknown, known, unknown key", udp(peer4, portStrict, request(writeOp(0x999, 0x1000, 8), writeOp(keyRW, 0x1000, 8), writeOp(0x999, 0x1008, 8))), xdpPass,
+			known(vetted, rNoKey, 0b101, 9), []Counter{cntKnown, cntNoKey, cntNoXSK}},
+		{"known key then disabled region", udp(peer4, portStrict, request(readOp(keyRW, 0x1000, 8), readOp(keyDisabled, 0, 8))), xdpPass,
+			known(vetted, rDisabled, 0b10, 9), []Counter{cntKnown, cntDisabled, cntNoXSK}},
 		{"read of write-only", udp(peer4, portStrict, request(readOp(keyWO, 0, 8))), xdpPass, known(vetted, rAccess, 1, 10), []Counter{cntKnown, cntAccess, cntNoXSK}},
 		{"write of read-only", udp(peer4, portStrict, request(writeOp(keyRO, 0, 8))), xdpPass, known(vetted, rAccess, 1, 12), []Counter{cntKnown, cntAccess, cntNoXSK}},
 		{"access byte disagrees with opcode", udp(peer4, portStrict, request(wireOp{opcode: opWrite, access: accR, len: 8, rkey: keyRW, addr: 0x1000})), xdpPass,

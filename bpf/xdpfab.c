@@ -193,16 +193,45 @@ struct vet {
 };
 
 /*
+ * mr_cache holds the MR map entry the last op of a request looked up, so
+ * that the request's next op naming the same key skips the hash lookup
+ * (the larger part of vetting an op).
+ */
+struct mr_cache {
+	__u64 key;
+	__u32 state; /* MR_CACHE_* */
+	__u32 pad;
+	struct mr_value mr; /* copy of the entry when state is MR_CACHE_FOUND */
+};
+
+#define MR_CACHE_EMPTY   0
+#define MR_CACHE_FOUND   1 /* key is in the map: mr is its entry */
+#define MR_CACHE_MISSING 2 /* key is not in the map */
+
+/*
  * check_mr vets an access of len bytes at addr needing access bits need
- * against the MR (domain, key).
+ * against the MR (domain, key), through the request's cache.
  */
 static __always_inline __u8 check_mr(__u32 domain, __u64 key, __u64 addr,
-				      __u64 len, __u32 need, __u32 *region_id)
+				      __u64 len, __u32 need, __u32 *region_id,
+				      struct mr_cache *c)
 {
-	struct mr_key k = {.domain_id = domain, .key = key};
-	struct mr_value *mr = bpf_map_lookup_elem(&mr_map, &k);
-	if (!mr)
+	struct mr_value *mr;
+
+	if (c->state == MR_CACHE_EMPTY || c->key != key) {
+		struct mr_key k = {.domain_id = domain, .key = key};
+		struct mr_value *found = bpf_map_lookup_elem(&mr_map, &k);
+
+		c->key = key;
+		c->state = MR_CACHE_MISSING;
+		if (found) {
+			c->mr = *found;
+			c->state = MR_CACHE_FOUND;
+		}
+	}
+	if (c->state != MR_CACHE_FOUND)
 		return REASON_MR_NO_KEY;
+	mr = &c->mr;
 	*region_id = mr->region_id;
 	if (!(mr->flags & MR_REGION_ENABLED))
 		return REASON_MR_DISABLED;
@@ -244,14 +273,15 @@ static __always_inline __u64 datatype_size(__u8 dt)
  * and the region it names (0 if none) in the upper 32 bits. It is a global
  * function so the verifier checks it once, not once per op of the loop.
  */
-__attribute__((noinline)) __u64 vet_op(const struct wire_op *d, __u32 domain)
+__attribute__((noinline)) __u64 vet_op(const struct wire_op *d, __u32 domain,
+					struct mr_cache *cache)
 {
 	__u32 region_id = 0;
 	__u64 span, elem;
 	__u8 want, r;
 	__u32 need;
 
-	if (!d)
+	if (!d || !cache)
 		return REASON_BAD_HEADER;
 	switch (d->opcode) {
 	case WIRE_OP_MSG:
@@ -304,7 +334,7 @@ __attribute__((noinline)) __u64 vet_op(const struct wire_op *d, __u32 domain)
 	 * as the target's own check (fabric) requires. */
 	if (d->opcode == WIRE_OP_FETCH_ATOMIC && d->atomic_op == FI_ATOMIC_READ_)
 		need = FI_REMOTE_READ_;
-	r = check_mr(domain, d->rkey, d->addr, span, need, &region_id);
+	r = check_mr(domain, d->rkey, d->addr, span, need, &region_id, cache);
 	return (__u64)region_id << 32 | r;
 }
 
@@ -334,6 +364,7 @@ static __always_inline void vet_request(struct xdp_md *ctx, struct flow *f,
 {
 	struct wire_hdr h;
 	struct wire_op d, prev = {};
+	struct mr_cache cache = {};
 	__u64 prev_res = 0;
 	__u32 nops, descs;
 	__u64 total; /* 64-bit: sixteen 32-bit lengths cannot wrap it */
@@ -362,10 +393,22 @@ static __always_inline void vet_request(struct xdp_md *ctx, struct flow *f,
 
 		if (i >= nops)
 			break;
-		if (bpf_xdp_load_bytes(ctx, f->payload + sizeof(h) + i * sizeof(d), &d, sizeof(d)) < 0) {
+		/* Direct packet access (a helper call per op cost more than
+		 * the rest of a repeated op's vetting): parse_l2_l4 checked
+		 * that the whole datagram is in [data, data_end). The mask
+		 * only bounds the offset for the verifier: descriptors end
+		 * within the first ~900 bytes (headers + 40 + 16 * 48). */
+		void *data = (void *)(long)ctx->data;
+		void *end = (void *)(long)ctx->data_end;
+		__u32 off = (f->payload + sizeof(h) + i * sizeof(d)) & 0x3fff;
+		const struct wire_op *p = data + off;
+
+		asm volatile("" : "+r"(p)); /* keep the check on this register */
+		if ((void *)(p + 1) > end) {
 			fail_op(v, i, REASON_BAD_HEADER);
 			return;
 		}
+		d = *p;
 		total += d.len;
 		/* A pipeline packs runs of identical ops (64 fetch-adds on
 		 * one counter): an op equal to the one before has its
@@ -374,7 +417,7 @@ static __always_inline void vet_request(struct xdp_md *ctx, struct flow *f,
 		if (i > 0 && same_op(&d, &prev)) {
 			res = prev_res;
 		} else {
-			res = vet_op(&d, domain);
+			res = vet_op(&d, domain, &cache);
 			prev = d;
 			prev_res = res;
 		}
