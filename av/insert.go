@@ -801,12 +801,8 @@ func (av *AV) applyResult(b *batch) {
 
 // dropEntry removes idx from the table, releasing its auth key; mu held.
 func (av *AV) dropEntry(idx uint32) (endpoint, bool) {
-	_, _, key, ok := av.t.get(idx)
-	if !ok {
+	if !av.releaseKey(idx) {
 		return endpoint{}, false
-	}
-	if key != 0 {
-		av.keys[key-1].addrs--
 	}
 	return av.t.remove(idx)
 }
@@ -814,14 +810,19 @@ func (av *AV) dropEntry(idx uint32) (endpoint, bool) {
 // holdEntry takes idx out of the table but keeps the index held (see
 // table.hold), releasing its auth key; mu held.
 func (av *AV) holdEntry(idx uint32) {
-	_, _, key, ok := av.t.get(idx)
-	if !ok {
-		return
+	if av.releaseKey(idx) {
+		av.t.hold(idx)
 	}
-	if key != 0 {
+}
+
+// releaseKey drops live entry idx's reference to its auth key, if it has
+// one, and reports whether idx is live; mu held.
+func (av *AV) releaseKey(idx uint32) bool {
+	_, _, key, ok := av.t.get(idx)
+	if ok && key != 0 {
 		av.keys[key-1].addrs--
 	}
-	av.t.hold(idx)
+	return ok
 }
 
 // finish posts an asynchronous insert's error entries and completion.

@@ -180,7 +180,7 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 		return nil, fmt.Errorf("endpoint on %v: %w", ep.tr.LocalAddr(), err)
 	}
 	ep.size = size
-	ep.amo = fatomic.Engine{MaxPayload: size.maxSegment}
+	ep.amo = size.atomics()
 	ep.ops = make([]txOp, attr.TxSize)
 	for i := range ep.ops {
 		ep.ops[i].idx = int32(i)

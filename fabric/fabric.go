@@ -311,7 +311,7 @@ func (d *Domain) QueryAtomic(dt fatomic.Datatype, op fatomic.Op, flags fi.Flags)
 	if d.sizesErr != nil {
 		return fatomic.Attr{}, fmt.Errorf("query_atomic: %w", d.sizesErr)
 	}
-	return fatomic.Engine{MaxPayload: d.sizes.maxSegment}.Query(dt, op, flags)
+	return d.sizes.atomics().Query(dt, op, flags)
 }
 
 // Close is fi_close: FI_EBUSY while endpoints or AVs opened on the domain

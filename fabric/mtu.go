@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 
+	fatomic "github.com/xdpfab/xdpfab/atomic"
 	"github.com/xdpfab/xdpfab/datapath"
 	"github.com/xdpfab/xdpfab/datapath/afxdp"
 	"github.com/xdpfab/xdpfab/datapath/udpframe"
@@ -159,6 +160,10 @@ type sizes struct {
 	maxSegment int // operand or data bytes one request packet carries
 	injectSize int // inject_size: InjectSize at most, and one packet
 }
+
+// atomics is the atomic engine for these sizes: one request packet's
+// operand bytes bound the valid counts (endpoints and fi_query_atomic).
+func (s sizes) atomics() fatomic.Engine { return fatomic.Engine{MaxPayload: s.maxSegment} }
 
 // deriveSizes reads the MTU for addr and derives the sizes for it.
 func deriveSizes(addr netip.Addr, xdp bool) (sizes, error) {
