@@ -72,7 +72,7 @@ func TestFlagBits(t *testing.T) {
 		"FI_AV_USER_ID": {fi.AV_USER_ID, 41}, "FI_RMA_EVENT": {fi.RMA_EVENT, 56},
 		"FI_SOURCE": {fi.SOURCE, 57}, "FI_SYNC_ERR": {fi.SYNC_ERR, 58}, "FI_SYMMETRIC": {fi.SYMMETRIC, 59},
 		"FI_FETCH_ATOMIC": {fi.FETCH_ATOMIC, 58}, "FI_COMPARE_ATOMIC": {fi.COMPARE_ATOMIC, 59},
-		"FI_REG_MR": {fi.REG_MR, 59}, "FI_AUTH_KEY": {fi.AUTH_KEY, 62},
+		"FI_REG_MR": {fi.REG_MR, 59}, "FI_AUTH_KEY": {fi.AUTH_KEY, 57}, "FI_UNIVERSE": {fi.UNIVERSE, 57},
 	}
 	for name, b := range bits {
 		require.Equal(t, fi.Flags(1)<<b.bit, b.f, name)

@@ -68,8 +68,10 @@ const (
 	SYNC_ERR  Flags = 1 << 58
 	SYMMETRIC Flags = 1 << 59
 	// AUTH_KEY asks an AV call to treat fi_addr / addresses as bound to an
-	// authorization key (libfabric 1.20+, fi_domain.h).
-	AUTH_KEY Flags = 1 << 62
+	// authorization key (libfabric 1.20+). fabric.h defines it with the
+	// tagged/CQ flags as bit 57, the bit FI_UNIVERSE and FI_SOURCE also use
+	// in other calls.
+	AUTH_KEY Flags = 1 << 57
 )
 
 // Domain bind flag (fi_domain.h): report memory registrations on the bound EQ.
