@@ -197,6 +197,7 @@ func Open(attr Attr, ctx any, opts ...Option) (*AV, error) {
 	} else {
 		av.id = lastAVID.Add(1) &^ sharedIDBit
 		av.t = newTable(attr.Count, rand.Uint64(), true)
+		av.t.retire = attr.Type == TypeMap
 		switch {
 		case o.mirrorSet:
 			av.mirror = o.mirror

@@ -93,9 +93,14 @@
 //   - FI_AV_UNSPEC opens an FI_AV_TABLE. TABLE handles are indices, lowest
 //     free index first. MAP handles are generation<<32 | index, never
 //     pointers: a handle used after its address was removed is rejected,
-//     also once the index holds a new address (until the 16-bit generation
-//     wraps). Receive-context bits (rx_ctx_bits up to MaxRxCtxBits) sit in
-//     the top bits, as fi_rx_addr puts them, and lookups ignore them.
+//     also once the index holds a new address. The generation is 16 bits
+//     (1..65535) and does not wrap: an index whose occupant of generation
+//     65535 is removed is retired, never handed out again, so no handle is
+//     ever returned twice and a stale one never names another address (an
+//     AV gives up one index per 65535 reuses of it, out of 2^32-1). TABLE
+//     handles are the bare index and are reused, lowest first.
+//     Receive-context bits (rx_ctx_bits up to MaxRxCtxBits) sit in the top
+//     bits, as fi_rx_addr puts them, and lookups ignore them.
 //   - Count and ep_per_node are hints: an AV grows to 2^32-1 addresses.
 //   - Duplicates are detected through the AV's address hash: inserting an
 //     address the AV already holds fails for that address with

@@ -139,6 +139,7 @@ func (av *AV) openShared() error {
 		}
 	}
 	av.t = newTable(av.attr.Count, rand.Uint64(), av.attr.Type == TypeTable)
+	av.t.retire = av.attr.Type == TypeMap // MAP indices are not reused here anyway
 	km, err := NewKernelMirror(s.m)
 	if err != nil {
 		return err

@@ -20,6 +20,12 @@ const (
 	// maxIndex is the highest index an AV hands out: index+1 must fit the
 	// hash index's uint32 slots.
 	maxIndex = 1<<32 - 2
+
+	// maxGen is the last generation of an index: on an FI_AV_MAP AV
+	// (table.retire) the index is retired when its occupant of this
+	// generation leaves, rather than wrapping to generation 1 and letting
+	// a handle of the first occupant name the next one.
+	maxGen = 1<<16 - 1
 )
 
 // entry states.
@@ -106,6 +112,8 @@ type table struct {
 	next      uint32      // lowest index never handed out
 	free      indexHeap   // freed indices, handed out again lowest first
 	reuse     bool        // hand freed indices out again (not for shared MAP AVs)
+	retire    bool        // FI_AV_MAP: an index whose generation is exhausted is never handed out again
+	retired   int         // indices retired so far
 	hash      []uint64    // tag<<32 | index+1 of every dense entry; open addressing, linear probing; 0 = empty
 	hashShift uint        // 32 - log2(len(hash))
 	hashed    int         // entries in hash
@@ -298,8 +306,9 @@ func (t *table) remove(idx uint32) (endpoint, bool) {
 		ep := endpoint{ip: e.ip, port: e.port}
 		t.hashDelete(ep)
 		e.state, e.authKey = 0, 0
-		if e.gen++; e.gen == 0 {
-			e.gen = 1
+		if !t.nextGen(e) {
+			t.live-- // retired: not released for reuse
+			return ep, true
 		}
 		t.release(idx)
 		return ep, true
@@ -351,12 +360,27 @@ func (t *table) heldGen(idx uint32) (uint16, bool) {
 func (t *table) unhold(idx uint32) {
 	e := t.dense(idx)
 	e.state = 0
+	if t.nextGen(e) && t.reuse {
+		t.free.push(idx)
+	}
+}
+
+// nextGen moves the dense entry e, whose occupant just left, to its next
+// generation and reports whether its index may be handed out again. On an
+// AV that retires indices (FI_AV_MAP), an index whose occupant had maxGen
+// is retired instead: it keeps that generation without an occupant, so
+// every handle ever returned for it stays invalid, and alloc never hands
+// it out again. Elsewhere (FI_AV_TABLE, whose handles carry no
+// generation) the generation wraps to 1.
+func (t *table) nextGen(e *entry) bool {
+	if e.gen == maxGen && t.retire {
+		t.retired++
+		return false
+	}
 	if e.gen++; e.gen == 0 {
 		e.gen = 1
 	}
-	if t.reuse {
-		t.free.push(idx)
-	}
+	return true
 }
 
 func (t *table) release(idx uint32) {
