@@ -387,7 +387,10 @@ type Engine struct {
 	rxBld   wire.Builder
 	rxAcks  []*rxPeer
 	rxCompl []Completion
-	ackBuf  []byte
+	// rxDelivered is how many completions the last batch delivered
+	// (receiveLoop reads it after progress returns).
+	rxDelivered int
+	ackBuf      []byte
 
 	tmCompl []Completion // timer goroutine's completions
 
@@ -1116,11 +1119,19 @@ func (e *Engine) receiveLoop() {
 		if n > 0 && e.cfg.BusyPoll {
 			lastActive = e.now()
 		}
-		// Yield before the next, possibly blocking, receive: a goroutine
-		// the batch's completions woke (a CQ reader) sits in this P's
-		// runnext and would otherwise wait for another thread to steal
-		// it (a cross-CPU wake-up) while this one blocks in poll(2).
-		runtime.Gosched()
+		// Yield before the next, possibly blocking, receive when the batch
+		// delivered completions: a goroutine they woke (a CQ reader) sits
+		// in this P's runnext and would otherwise wait for another thread
+		// to steal it (a cross-CPU wake-up) while this one blocks in
+		// poll(2). Only then when blocking: Gosched also wakes an idle
+		// thread (wakep), which spins on the other core, and a target's
+		// batches, which complete nothing, paid that thread wake-up per
+		// request (sched_wakeup call graphs of `xdpfab bench serve`). A
+		// busy-polling loop yields on every round, or it would keep its
+		// P from other goroutines until preempted.
+		if e.cfg.BusyPoll || (n > 0 && e.rxDelivered > 0) {
+			runtime.Gosched()
+		}
 	}
 }
 
@@ -1201,6 +1212,7 @@ func (e *Engine) progress(wait bool) (int, error) {
 	}
 	e.sendAcks()
 	e.flushRx()
+	e.rxDelivered = len(e.rxCompl)
 	e.deliver(&e.rxCompl)
 	return n, nil
 }
