@@ -161,6 +161,10 @@ type AV struct {
 	t    *table
 	keys []authKey // id-1 -> key
 	dead bool      // closed: lookups find nothing
+	// keyFree counts the unused ids below len(keys), all at or above
+	// keyLow (an index into keys): InsertAuthKey finds the lowest free
+	// id without scanning the used ones below it.
+	keyFree, keyLow int
 }
 
 // boundEP is an endpoint bound to the AV.
@@ -375,7 +379,7 @@ func (av *AV) Close() error {
 	av.mu.Lock()
 	av.dead = true
 	av.t = newTable(0, 0, false)
-	av.keys = nil
+	av.keys, av.keyFree, av.keyLow = nil, 0, 0
 	av.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("av close: %w", err)

@@ -128,8 +128,11 @@
 //   - Auth keys are AuthKeySize (8) bytes; InsertAuthKey needs
 //     WithAVAuthKey. Handles have bit 48 set so LookupAuthKey tells them
 //     from address handles. An auth key cannot be removed while an endpoint
-//     is enabled against it or an address is bound to it (FI_EBUSY). One
-//     peer can be in an AV once, whatever its key.
+//     is enabled against it or an address is bound to it (FI_EBUSY). An AV
+//     holds up to 65535 keys; InsertAuthKey then fails with FI_ENOSPC, as
+//     libfabric's util AV does when full. Auth key handles carry no
+//     generation: a removed key's handle is handed out again, lowest free
+//     first. One peer can be in an AV once, whatever its key.
 //   - A named AV is a BPF map pinned at PinPath(name) (under bpffs, mounted
 //     if needed) holding its entries and metadata; every process opening
 //     the name at the same map_addr gets the same handles. map_addr 0 takes

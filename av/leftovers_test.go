@@ -1,7 +1,9 @@
 package av
 
 import (
+	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 
@@ -129,4 +131,125 @@ func TestGenerationAtMax(t *testing.T) {
 		require.False(t, ok)
 		f.requireInStep(t, a)
 	})
+}
+
+// TestInsertAuthKeyExhaustion fills an AV's auth key space (ids
+// 1..65535): the next InsertAuthKey fails with FI_ENOSPC, as libfabric's
+// util AV answers a full AV, and changes nothing; a key an address is
+// bound to cannot make room (FI_EBUSY); removing an unbound key does, and
+// its id is handed out again. Removing every key gives back their memory.
+func TestInsertAuthKeyExhaustion(t *testing.T) {
+	a, f := openTest(t, Attr{Type: TypeMap}, WithAVAuthKey())
+	keyOf := func(i uint64) []byte { return binary.LittleEndian.AppendUint64(nil, i) }
+	handles := make([]fi.Addr, 0, maxAuthKeys)
+	seen := make(map[fi.Addr]bool, maxAuthKeys)
+	for i := range uint64(maxAuthKeys) {
+		h, err := a.InsertAuthKey(keyOf(i+1), 0)
+		if err != nil {
+			t.Fatalf("key %d: %v", i+1, err)
+		}
+		if seen[h] || h&authKeyTag == 0 {
+			t.Fatalf("key %d: handle %#x repeated or untagged", i+1, uint64(h))
+		}
+		seen[h] = true
+		handles = append(handles, h)
+	}
+	full := func(msg string) {
+		t.Helper()
+		for range 2 { // and stays so
+			h, err := a.InsertAuthKey(keyOf(1<<40), 0)
+			require.ErrorIs(t, err, fi.ENOSPC, msg)
+			require.Equal(t, fi.AddrNotAvail, h, msg)
+		}
+		require.Len(t, a.keys, maxAuthKeys, msg)
+	}
+	full("AV holds 65535 keys")
+	for _, i := range []int{0, 4242, maxAuthKeys - 1} {
+		var buf [AuthKeySize]byte
+		n, err := a.LookupAuthKey(handles[i], buf[:])
+		require.NoError(t, err)
+		require.Equal(t, AuthKeySize, n)
+		require.Equal(t, keyOf(uint64(i)+1), buf[:], "key %d", i+1)
+	}
+
+	// A key an address is bound to stays (FI_EBUSY), as do the others
+	// of the same Remove: still full.
+	bound := []fi.Addr{handles[100]}
+	_, err := a.InsertAddrPort([]netip.AddrPort{ap("10.9.3.1:1")}, bound, fi.AUTH_KEY, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, a.Remove([]fi.Addr{handles[7], handles[100]}, fi.AUTH_KEY), fi.EBUSY)
+	full("after a refused remove")
+
+	// Removing an unbound key makes room for one; its id comes back.
+	victim := handles[1234]
+	require.NoError(t, a.Remove([]fi.Addr{victim}, fi.AUTH_KEY))
+	_, err = a.LookupAuthKey(victim, nil)
+	require.ErrorIs(t, err, fi.EINVAL, "removed key")
+	st := []fi.Addr{victim}
+	n, err := a.InsertAddrPort([]netip.AddrPort{ap("10.9.3.2:1")}, st, fi.AUTH_KEY, nil)
+	require.NoError(t, err)
+	require.Zero(t, n, "insert with a removed key")
+	require.Equal(t, fi.AddrNotAvail, st[0])
+	h, err := a.InsertAuthKey(keyOf(1<<41), 0)
+	require.NoError(t, err)
+	require.Equal(t, victim, h, "lowest free id")
+	var buf [AuthKeySize]byte
+	_, err = a.LookupAuthKey(h, buf[:])
+	require.NoError(t, err)
+	require.Equal(t, keyOf(1<<41), buf[:])
+	full("refilled")
+
+	// Every key goes once its address does; the AV holds no key memory
+	// afterwards and starts again from id 1.
+	require.NoError(t, a.Remove(bound, 0))
+	require.NoError(t, a.Remove(handles, fi.AUTH_KEY))
+	require.Empty(t, a.keys)
+	require.LessOrEqual(t, cap(a.keys), 64, "key array released")
+	h, err = a.InsertAuthKey(keyOf(1), 0)
+	require.NoError(t, err)
+	require.Equal(t, authKeyTag|1, h)
+	require.Zero(t, a.Count())
+	f.requireInStep(t, a)
+}
+
+// TestAuthKeyIDsLowestFirst: against a model, InsertAuthKey hands out the
+// lowest free id through random inserts and removes (single and batched),
+// and the key array shrinks when the highest ids go.
+func TestAuthKeyIDsLowestFirst(t *testing.T) {
+	a, _ := openTest(t, Attr{Type: TypeTable}, WithAVAuthKey())
+	rng := rand.New(rand.NewPCG(1, 2))
+	used := map[fi.Addr]bool{}
+	lowestFree := func() fi.Addr {
+		for id := fi.Addr(1); ; id++ {
+			if !used[authKeyTag|id] {
+				return authKeyTag | id
+			}
+		}
+	}
+	for step := range 5000 {
+		if len(used) == 0 || rng.IntN(3) != 0 {
+			want := lowestFree()
+			h, err := a.InsertAuthKey(make([]byte, AuthKeySize), 0)
+			require.NoError(t, err)
+			require.Equal(t, want, h, "step %d", step)
+			used[h] = true
+		} else {
+			var rm []fi.Addr
+			for h := range used {
+				rm = append(rm, h)
+				if len(rm) > rng.IntN(4) {
+					break
+				}
+			}
+			require.NoError(t, a.Remove(rm, fi.AUTH_KEY))
+			for _, h := range rm {
+				delete(used, h)
+			}
+		}
+		high := 0
+		for h := range used {
+			high = max(high, int(h&^authKeyTag))
+		}
+		require.Len(t, a.keys, high, "step %d: key array follows the highest id", step)
+	}
 }

@@ -381,20 +381,21 @@ func (av *AV) InsertAuthKey(key []byte, flags fi.Flags) (fi.Addr, error) {
 	}
 	av.mu.Lock()
 	defer av.mu.Unlock()
-	id := -1
-	for i := range av.keys {
-		if !av.keys[i].used {
-			id = i
-			break
+	var id int // index into keys: the lowest free id - 1
+	switch {
+	case av.keyFree > 0:
+		id = av.keyLow
+		for av.keys[id].used {
+			id++
 		}
-	}
-	if id < 0 {
-		if len(av.keys) == maxAuthKeys {
-			return fi.AddrNotAvail, fmt.Errorf("av insert_auth_key: %d keys: %w", maxAuthKeys, fi.ENOSPC)
-		}
+		av.keyFree--
+	case len(av.keys) == maxAuthKeys:
+		return fi.AddrNotAvail, fmt.Errorf("av insert_auth_key: all %d auth key handles in use: %w", maxAuthKeys, fi.ENOSPC)
+	default:
 		av.keys = append(av.keys, authKey{})
 		id = len(av.keys) - 1
 	}
+	av.keyLow = id + 1
 	av.keys[id] = authKey{key: [AuthKeySize]byte(key), used: true, userID: fi.AddrNotAvail}
 	return authKeyTag | fi.Addr(id+1), nil
 }
@@ -441,7 +442,29 @@ func (av *AV) removeAuthKeys(handles []fi.Addr) error {
 		id, ok := av.authKeyID(h)
 		if ok { // a handle listed twice is removed once
 			av.keys[id-1] = authKey{}
+			av.keyFree++
+			av.keyLow = min(av.keyLow, int(id)-1)
 		}
 	}
+	av.trimKeys()
 	return nil
+}
+
+// trimKeys drops the unused ids at the end of keys, and the array behind
+// them once it is mostly empty, so that the memory of the auth keys
+// follows the keys held (up to maxAuthKeys of them) rather than the most
+// ever held; mu held. No reference to a removed id remains: addresses and
+// enabled endpoints keep their keys from being removed.
+func (av *AV) trimKeys() {
+	n := len(av.keys)
+	for n > 0 && !av.keys[n-1].used {
+		n--
+	}
+	av.keyFree -= len(av.keys) - n
+	av.keyLow = min(av.keyLow, n)
+	clear(av.keys[n:])
+	av.keys = av.keys[:n]
+	if cap(av.keys) > 64 && 4*n < cap(av.keys) {
+		av.keys = append([]authKey(nil), av.keys...)
+	}
 }
