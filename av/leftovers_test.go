@@ -3,13 +3,17 @@ package av
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/testenv"
 )
 
 // TestMapGenerationExhaustedRetiresIndex drives one FI_AV_MAP index
@@ -252,4 +256,164 @@ func TestAuthKeyIDsLowestFirst(t *testing.T) {
 		}
 		require.Len(t, a.keys, high, "step %d: key array follows the highest id", step)
 	}
+}
+
+type fakeEP struct{ fi.FIDBase }
+
+// TestClosedAV: every call on a closed AV, synchronous or FI_EVENT, fails
+// cleanly with FI_EINVAL (lookups find nothing), Bind included; the EQ it
+// was bound to is released, an EQ offered to it later is not referenced,
+// and the kernel copy is empty.
+func TestClosedAV(t *testing.T) {
+	for _, flags := range []fi.Flags{0, fi.EVENT} {
+		for _, typ := range []Type{TypeTable, TypeMap} {
+			t.Run(typ.String()+"/"+map[fi.Flags]string{0: "sync", fi.EVENT: "event"}[flags], func(t *testing.T) {
+				f := newFakeMirror()
+				a, err := Open(Attr{Type: typ, Flags: flags | fi.AV_USER_ID}, nil, WithMirror(f), WithAVAuthKey())
+				require.NoError(t, err)
+				q, err := eq.Open(eq.Attr{WaitObj: fi.WaitUnspec}, nil)
+				require.NoError(t, err)
+				require.NoError(t, a.Bind(q, 0))
+				peer := ap("10.9.4.1:7471")
+				one := fiAddrs(1)
+				_, err = a.InsertAddrPort([]netip.AddrPort{peer}, one, 0, nil)
+				require.NoError(t, err)
+				if flags&fi.EVENT != 0 {
+					ev, err := q.SRead(10000, 0)
+					require.NoError(t, err)
+					require.Equal(t, eq.AVComplete, ev.Event)
+				}
+				h := one[0]
+				key, err := a.InsertAuthKey(make([]byte, AuthKeySize), 0)
+				require.NoError(t, err)
+				require.ErrorIs(t, q.Close(), fi.EBUSY, "bound to the AV")
+
+				require.NoError(t, a.Close())
+				require.ErrorIs(t, a.Close(), fi.EINVAL, "second close")
+				require.NoError(t, q.Close(), "the AV released its EQ")
+				require.Zero(t, f.len(), "kernel copy emptied")
+
+				q2, err := eq.Open(eq.Attr{}, nil)
+				require.NoError(t, err)
+				require.ErrorIs(t, a.Bind(q2, 0), fi.EINVAL)
+				require.ErrorIs(t, a.Bind(q, 0), fi.EINVAL, "closed AV, closed EQ")
+				require.NoError(t, q2.Close(), "a refused Bind takes no reference")
+
+				out := fiAddrs(1)
+				n, err := a.InsertAddrPort([]netip.AddrPort{peer}, out, 0, nil)
+				require.ErrorIs(t, err, fi.EINVAL)
+				require.Zero(t, n)
+				n, err = a.Insert([][]byte{sin("10.9.4.2:1")}, out, 0, nil)
+				require.ErrorIs(t, err, fi.EINVAL)
+				require.Zero(t, n)
+				_, err = a.InsertSvc("10.9.4.3", "1", out, 0, nil)
+				require.ErrorIs(t, err, fi.EINVAL)
+				_, err = a.InsertSym("10.9.5.1", 2, "1", 2, fiAddrs(4), 0, nil)
+				require.ErrorIs(t, err, fi.EINVAL)
+				require.Equal(t, fi.Addr(0xdead), out[0], "fi_addr untouched")
+				require.ErrorIs(t, a.Remove([]fi.Addr{h}, 0), fi.EINVAL)
+				require.ErrorIs(t, a.Remove([]fi.Addr{key}, fi.AUTH_KEY), fi.EINVAL)
+				_, err = a.Lookup(h, make([]byte, 64))
+				require.ErrorIs(t, err, fi.EINVAL)
+				_, err = a.InsertAuthKey(make([]byte, AuthKeySize), 0)
+				require.ErrorIs(t, err, fi.EINVAL)
+				_, err = a.LookupAuthKey(key, make([]byte, AuthKeySize))
+				require.ErrorIs(t, err, fi.EINVAL)
+				_, err = a.LookupAuthKey(h, make([]byte, AuthKeySize))
+				require.ErrorIs(t, err, fi.EINVAL)
+				require.ErrorIs(t, a.SetUserID(h, 7, 0), fi.EINVAL)
+				require.ErrorIs(t, a.SetUserID(key, 7, fi.AUTH_KEY), fi.EINVAL)
+				_, ok := a.AddrPort(h)
+				require.False(t, ok)
+				_, kh, ok := a.AddrPortAuthKey(h)
+				require.False(t, ok)
+				require.Equal(t, fi.AddrNotAvail, kh)
+				require.Equal(t, fi.AddrNotAvail, a.FIAddr(peer))
+				require.Equal(t, fi.AddrNotAvail, a.SourceAddr(peer))
+				require.Equal(t, fi.AddrNotAvail, a.AuthKeySource(key))
+				require.Zero(t, a.Count())
+
+				ep := &fakeEP{fi.NewFIDBase(fi.ClassEP, nil)}
+				require.ErrorIs(t, a.AttachEndpoint(ep), fi.EINVAL)
+				_, err = a.EnableEndpoint(ep)
+				require.ErrorIs(t, err, fi.EINVAL)
+				require.ErrorIs(t, a.DisableEndpoint(ep), fi.EINVAL)
+				require.ErrorIs(t, a.DetachEndpoint(ep), fi.EINVAL)
+				require.Zero(t, f.len())
+			})
+		}
+	}
+}
+
+// TestBindClosedEQ: binding a closed EQ fails with FI_EINVAL and leaves
+// the AV without one (an FI_EVENT insert answers FI_ENOEQ rather than
+// posting to the closed EQ); a nil EQ or flags fail too; an open EQ binds
+// afterwards and gets the events.
+func TestBindClosedEQ(t *testing.T) {
+	a, _ := openTest(t, Attr{Flags: fi.EVENT})
+	q, err := eq.Open(eq.Attr{}, nil)
+	require.NoError(t, err)
+	require.NoError(t, q.Close())
+	require.ErrorIs(t, a.Bind(q, 0), fi.EINVAL)
+	require.ErrorIs(t, a.Bind(nil, 0), fi.EINVAL)
+	_, err = a.InsertAddrPort([]netip.AddrPort{ap("10.9.6.1:1")}, nil, 0, "ctx")
+	require.ErrorIs(t, err, fi.ENOEQ)
+
+	q2, err := eq.Open(eq.Attr{WaitObj: fi.WaitUnspec}, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, a.Bind(q2, fi.EVENT), fi.EBADFLAGS)
+	require.NoError(t, a.Bind(q2, 0))
+	_, err = a.InsertAddrPort([]netip.AddrPort{ap("10.9.6.1:1")}, nil, 0, "ctx")
+	require.NoError(t, err)
+	ev, err := q2.SRead(10000, 0)
+	require.NoError(t, err)
+	require.Equal(t, eq.AVComplete, ev.Event)
+	require.Equal(t, uint64(1), ev.Data)
+	require.Equal(t, "ctx", ev.Context)
+	require.NoError(t, a.Close())
+	require.NoError(t, q2.Close())
+}
+
+// TestClosedNamedAV: on a closed named AV, lookups that miss do not reach
+// for the closed pinned map (no panic, nothing found) even after another
+// opener changed the AV, and changes fail with FI_EINVAL; the pin stays
+// for the other opener until Unlink.
+func TestClosedNamedAV(t *testing.T) {
+	testenv.RequirePriv(t)
+	name := fmt.Sprintf("avleft-%d", os.Getpid())
+	t.Cleanup(func() { Unlink(name) })
+	a, err := Open(Attr{Type: TypeMap, Name: name}, nil)
+	require.NoError(t, err)
+	b, err := Open(Attr{Name: name}, nil)
+	require.NoError(t, err)
+	one := fiAddrs(1)
+	_, err = a.InsertAddrPort([]netip.AddrPort{ap("10.9.7.1:1")}, one, 0, nil)
+	require.NoError(t, err)
+	h := one[0]
+	require.NoError(t, a.Close())
+	_, err = b.InsertAddrPort([]netip.AddrPort{ap("10.9.7.2:1")}, one, 0, nil)
+	require.NoError(t, err) // the version moved: a miss on a would catch up
+	h2 := one[0]
+
+	for _, x := range []fi.Addr{h, h2} {
+		_, err = a.Lookup(x, make([]byte, 64))
+		require.ErrorIs(t, err, fi.EINVAL)
+		_, ok := a.AddrPort(x)
+		require.False(t, ok)
+	}
+	require.Equal(t, fi.AddrNotAvail, a.FIAddr(ap("10.9.7.2:1")))
+	require.Equal(t, fi.AddrNotAvail, a.SourceAddr(ap("10.9.7.2:1")))
+	_, err = a.InsertAddrPort([]netip.AddrPort{ap("10.9.7.3:1")}, one, 0, nil)
+	require.ErrorIs(t, err, fi.EINVAL)
+	require.ErrorIs(t, a.Remove([]fi.Addr{h}, 0), fi.EINVAL)
+	q, err := eq.Open(eq.Attr{}, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, a.Bind(q, 0), fi.EINVAL)
+	require.NoError(t, q.Close())
+
+	got, ok := b.AddrPort(h)
+	require.True(t, ok, "the other opener keeps the AV")
+	require.Equal(t, ap("10.9.7.1:1"), got)
+	require.NoError(t, b.Close())
+	require.NoError(t, Unlink(name))
 }
