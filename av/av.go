@@ -465,8 +465,13 @@ func (av *AV) forget(addrs []netip.AddrPort) {
 }
 
 // AttachEndpoint records that ep is bound to the AV (fi_ep_bind), so Close
-// fails with FI_EBUSY until DetachEndpoint. For the endpoint package.
+// fails with FI_EBUSY until DetachEndpoint. For the endpoint package. It
+// fails with FI_EINVAL on a closed AV, and on a nil *AV (an endpoint's
+// Bind given a typed nil) rather than panicking.
 func (av *AV) AttachEndpoint(ep fi.FID) error {
+	if av == nil {
+		return fmt.Errorf("av attach: nil AV: %w", fi.EINVAL)
+	}
 	if ep == nil {
 		return fmt.Errorf("av attach: nil endpoint: %w", fi.EINVAL)
 	}
