@@ -132,7 +132,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(runTidy(m.Run))
 }
 
 // namedChild opens the named AV of XDPFAB_AV_NAME, checks that the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/bpffs"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 )
 
@@ -416,4 +417,39 @@ func TestClosedNamedAV(t *testing.T) {
 	require.Equal(t, ap("10.9.7.1:1"), got)
 	require.NoError(t, b.Close())
 	require.NoError(t, Unlink(name))
+}
+
+// runTidy runs the tests and then removes the bpffs directories the
+// named-AV tests made: PinPath's directory, bpffs.Path("av"), which Open
+// creates and keeps (it is the lock of every named AV, see openShared),
+// and xdpfab's bpffs.Dir above it. Only a directory that did not exist
+// before the run goes, and only when empty (rmdir): another process's
+// pins, such as xdpfab attach's under bpffs.Dir, stay. A pin the tests
+// leave in the av directory fails the run.
+func runTidy(run func() int) int {
+	avDir := bpffs.Path("av")
+	var made []string // deepest first
+	for _, d := range []string{avDir, bpffs.Dir} {
+		if _, err := os.Lstat(d); errors.Is(err, os.ErrNotExist) {
+			made = append(made, d)
+		}
+	}
+	code := run()
+	for _, d := range made {
+		err := os.Remove(d)
+		switch {
+		case err == nil || errors.Is(err, os.ErrNotExist):
+		case d == avDir:
+			left, _ := os.ReadDir(d)
+			names := make([]string, len(left))
+			for i, e := range left {
+				names[i] = e.Name()
+			}
+			fmt.Fprintf(os.Stderr, "av tests left %s behind (%v): %v\n", d, names, err)
+			code = 1
+		default:
+			// bpffs.Dir: another process put something there meanwhile.
+		}
+	}
+	return code
 }
