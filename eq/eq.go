@@ -473,7 +473,14 @@ func (q *EQ) Interrupt() {
 // next event will signal it. For an EQ in a wait set it is the set's
 // TryWait. It fails with FI_ENOSYS on an EQ opened with FI_WAIT_NONE.
 func (q *EQ) TryWait() error {
+	q.mu.Lock()
+	closed := q.closed
+	q.mu.Unlock()
 	switch {
+	case closed:
+		// Checked first: a closed EQ answers for itself, not for the wait
+		// set it was in (nil there meant "safe to block" on a dead EQ).
+		return fmt.Errorf("eq trywait: closed: %w", fi.EINVAL)
 	case q.set != nil:
 		return q.set.TryWait()
 	case q.obj == nil:

@@ -9,6 +9,7 @@ import (
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/wait"
 )
 
 // TestBindClosedAVAndEQ: fi_ep_bind of a closed AV (one the domain opened
@@ -60,4 +61,29 @@ func TestBindClosedAVAndEQ(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, d.Bind(q3, fi.REG_MR), fi.EINVAL, "closed domain")
 	require.NoError(t, q3.Close(), "a refused bind keeps no reference")
+}
+
+// TestTryWaitClosedCQ: fi_trywait on a closed CQ is FI_EINVAL for every
+// wait kind, also for a CQ that was in a wait set (which must not answer
+// "safe to block" for a dead CQ).
+func TestTryWaitClosedCQ(t *testing.T) {
+	f, err := fabric.OpenFabric("", nil)
+	require.NoError(t, err)
+	d, err := f.Domain(fabric.DomainAttr{Transport: fabric.TransportUDP}, nil)
+	require.NoError(t, err)
+	defer d.Close()
+	set, err := wait.Open(wait.Attr{WaitObj: fi.WaitUnspec}, nil)
+	require.NoError(t, err)
+	defer set.Close()
+	for _, w := range []fi.WaitObj{fi.WaitNone, fi.WaitUnspec, fi.WaitFD, fi.WaitMutexCond, fi.WaitYield, fi.WaitSet} {
+		attr := fabric.CQAttr{WaitObj: w}
+		if w == fi.WaitSet {
+			attr.WaitSet = set
+		}
+		cq, err := d.CQOpen(attr, nil)
+		require.NoError(t, err, w)
+		require.NoError(t, cq.Close(), w)
+		require.ErrorIs(t, cq.TryWait(), fi.EINVAL, w)
+	}
+	require.NoError(t, set.TryWait(), "the closed CQ left the set")
 }

@@ -388,7 +388,12 @@ func (cq *CQ) Control(cmd wait.Command, arg any) error {
 // TryWait is fi_trywait for the CQ: FI_EAGAIN when completions are queued,
 // else the wait object is armed so that a poll on it wakes on the next one.
 func (cq *CQ) TryWait() error {
+	cq.mu.Lock()
+	closed := cq.closed
+	cq.mu.Unlock()
 	switch {
+	case closed:
+		return fmt.Errorf("cq trywait: closed: %w", fi.EINVAL)
 	case cq.set != nil:
 		return cq.set.TryWait()
 	case cq.obj == nil:
