@@ -2,7 +2,8 @@
 # make demo: two hosts, simulated by two network namespaces joined by a
 # veth pair, with xdpfab's XDP program attached on both ends, do remote
 # atomics on each other's memory (examples/remote-atomics), then measure
-# the link with `xdpfab bench`. Everything made here (namespaces, the veth
+# the link with `xdpfab bench`, with auto and with manual progress.
+# Everything made here (namespaces, the veth
 # pair, XDP programs and their pins, the temporary directory) is removed
 # when the script ends, also on failure or Ctrl-C.
 #
@@ -97,23 +98,32 @@ pids=
 step "what the XDP program saw on the server's interface"
 "$bin/xdpfab" -n "$ns_srv" stats "$if_srv"
 
-step "xdpfab bench between the namespaces"
-"$bin/xdpfab" -n "$ns_srv" bench serve --addr "$ip_srv:$bench_port" --duration 60s >"$tmp/serve.out" &
-srv=$!
-pids="$srv"
-tries=0
-until grep -q "run: xdpfab bench run" "$tmp/serve.out" 2>/dev/null; do
-	tries=$((tries + 1))
-	if [ "$tries" -gt 100 ] || ! kill -0 "$srv" 2>/dev/null; then
-		echo "demo: bench serve did not start" >&2
-		cat "$tmp/serve.out" >&2
-		exit 1
-	fi
-	sleep 0.1
-done
-cat "$tmp/serve.out"
-"$bin/xdpfab" -n "$ns_cli" bench run --peer "$ip_srv:$bench_port" --addr "$ip_cli" --duration 4s
-kill -TERM "$srv"
-wait "$srv" || true
-pids=
-tail -n 1 "$tmp/serve.out"
+# bench_pair FLAGS...: xdpfab bench serve in the server namespace and
+# xdpfab bench run against it from the client's, with the same flags.
+bench_pair() {
+	"$bin/xdpfab" -n "$ns_srv" bench serve --addr "$ip_srv:$bench_port" --duration 60s "$@" >"$tmp/serve.out" &
+	srv=$!
+	pids="$srv"
+	tries=0
+	until grep -q "run: xdpfab bench run" "$tmp/serve.out" 2>/dev/null; do
+		tries=$((tries + 1))
+		if [ "$tries" -gt 100 ] || ! kill -0 "$srv" 2>/dev/null; then
+			echo "demo: bench serve did not start" >&2
+			cat "$tmp/serve.out" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+	cat "$tmp/serve.out"
+	"$bin/xdpfab" -n "$ns_cli" bench run --peer "$ip_srv:$bench_port" --addr "$ip_cli" --duration 4s "$@"
+	kill -TERM "$srv"
+	wait "$srv" || true
+	pids=
+	tail -n 1 "$tmp/serve.out"
+}
+
+step "xdpfab bench between the namespaces (auto progress: blocking receive goroutines)"
+bench_pair
+
+step "the same with FI_PROGRESS_MANUAL (the CQ readers drive the datapath)"
+bench_pair --manual-progress
