@@ -15,6 +15,8 @@ import (
 	"errors"
 	"net/netip"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xdpfab/xdpfab/fi"
 )
 
@@ -82,6 +84,21 @@ type Transport interface {
 	LocalAddr() netip.AddrPort
 	// Close releases the transport and wakes a blocked Receive.
 	Close() error
+}
+
+// Pollable is implemented by transports whose receive side can be waited
+// for with poll(2) from outside Receive, so that a goroutine driving manual
+// progress can sleep in the kernel on the descriptors of several transports
+// at once and wake up when a datagram arrives. PollFDs appends those
+// descriptors (events POLLIN) to dst. A wake-up may be spurious (the caller
+// calls Receive without waiting and tolerates zero); a datagram that
+// arrives must make a descriptor readable. ok is false when the transport
+// cannot promise that now (closed, or its datagrams may reach it another
+// way); the caller then keeps calling Receive without sleeping. The
+// descriptors stay valid until Close, so a caller must leave poll(2)
+// before the transport is closed.
+type Pollable interface {
+	PollFDs(dst []unix.PollFd) (fds []unix.PollFd, ok bool)
 }
 
 // ErrClosed is returned by a closed transport; it matches fi.ESHUTDOWN.

@@ -79,6 +79,7 @@ func (c *Cntr) AddErr(v uint64) error { c.errs.Add(v); c.wake(); return nil }
 func (c *Cntr) SetErr(v uint64) error { c.errs.Store(v); c.wake(); return nil }
 
 func (c *Cntr) wake() {
+	c.progress.wake()
 	if c.obj != nil {
 		c.obj.Signal()
 	}
@@ -131,6 +132,7 @@ func (c *Cntr) Close() error {
 		c.obj.Signal()
 		c.obj.Close()
 	}
+	c.progress.close()
 	return nil
 }
 

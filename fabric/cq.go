@@ -150,6 +150,7 @@ func (cq *CQ) pending() bool {
 }
 
 func (cq *CQ) signal() {
+	cq.progress.wake()
 	if cq.obj != nil {
 		cq.obj.Signal()
 	}
@@ -369,6 +370,7 @@ func (cq *CQ) Signal() error {
 		return fmt.Errorf("cq signal: no wait object: %w", fi.ENOSYS)
 	}
 	cq.obj.Interrupt()
+	cq.progress.interrupt() // a reader driving manual progress in SRead
 	return nil
 }
 
@@ -410,24 +412,29 @@ func (cq *CQ) TryWait() error {
 // completions are discarded.
 func (cq *CQ) Close() error {
 	cq.mu.Lock()
-	defer cq.mu.Unlock()
 	if cq.closed {
+		cq.mu.Unlock()
 		return fmt.Errorf("cq close: already closed: %w", fi.EINVAL)
 	}
 	if cq.refs > 0 {
+		cq.mu.Unlock()
 		return fmt.Errorf("cq close: %d endpoint(s) bound: %w", cq.refs, fi.EBUSY)
 	}
 	cq.closed = true
 	clear(cq.ring)
 	cq.n = 0
+	cq.mu.Unlock()
 	if cq.obj != nil {
 		cq.obj.Close()
 	}
 	if cq.set != nil {
 		// Leaving the set takes its lock, which may call Pending: not
 		// under cq.mu.
-		defer cq.set.Remove((*cqMember)(cq))
+		cq.set.Remove((*cqMember)(cq))
 	}
+	// Readers sleeping in SRead's manual progress wake up and see the CQ
+	// closed; the set's eventfd goes.
+	cq.progress.close()
 	return nil
 }
 

@@ -392,7 +392,29 @@ func (ep *Endpoint) Close() error {
 	}
 	ep.closed = true
 	eng := ep.eng
+	var sets [2 + numCntrKinds]*progressSet
+	nsets := 0
+	if ep.manual() {
+		for _, cq := range []*CQ{ep.txCQ, ep.rxCQ} {
+			if cq != nil {
+				sets[nsets] = &cq.progress
+				nsets++
+			}
+		}
+		for _, c := range ep.cntr {
+			if c != nil {
+				sets[nsets] = &c.progress
+				nsets++
+			}
+		}
+	}
 	ep.mu.Unlock()
+	// Out of the progress sets first, without ep.mu: remove waits until no
+	// reader sleeps in poll(2) on this endpoint's descriptors, which
+	// closing the transport below would pull away.
+	for _, s := range sets[:nsets] {
+		s.remove(ep)
+	}
 	if eng != nil {
 		eng.Close() // completes what is pending with FI_ECANCELED, via onComplete
 	}
@@ -406,16 +428,13 @@ func (ep *Endpoint) Close() error {
 	}
 	if ep.txCQ != nil {
 		ep.txCQ.unref()
-		ep.txCQ.progress.remove(ep)
 	}
 	if ep.rxCQ != nil {
 		ep.rxCQ.unref()
-		ep.rxCQ.progress.remove(ep)
 	}
 	for k, c := range ep.cntr {
 		if c != nil {
 			c.unref()
-			c.progress.remove(ep)
 			ep.cntr[k] = nil
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Progress is enum fi_progress: who makes the datapath move.
@@ -19,7 +21,11 @@ const (
 	// the incoming packets of the endpoints bound to it, on the caller's
 	// goroutine. Both initiators and targets must read to make progress.
 	// It saves the cross-thread wake-up of every completion: the lowest
-	// latency when the application polls its CQ.
+	// latency when the application polls its CQ. A blocking read (SRead,
+	// Cntr.Wait) spins while packets come and, after 100 µs with none,
+	// sleeps in poll(2) on the endpoints' sockets (AF_XDP and kernel) until
+	// a packet, a completion or counter change from another goroutine,
+	// fi_cq_signal or its timeout: an idle reader costs no CPU.
 	ProgressManual
 )
 
@@ -27,22 +33,62 @@ const (
 // between yields.
 const spinYieldInterval = 50 * time.Microsecond
 
+// spinBeforeSleep is how long a reader driving manual progress spins with
+// nothing arriving before it sleeps in poll(2) on the endpoints'
+// descriptors. Round trips on a veth pair take 8-30 µs, so a reader
+// waiting for a completion keeps spinning, while one waiting for traffic
+// that does not come stops burning its core after this long.
+const spinBeforeSleep = 100 * time.Microsecond
+
+// sleepSlice bounds one poll(2): a sleeping reader re-checks its condition
+// and the endpoint set at least this often, whatever wakes it or not.
+const sleepSlice = 100 * time.Millisecond
+
 // progressSet is the endpoints whose manual progress reading one CQ or
-// counter drives.
+// counter drives, and the readers sleeping on them.
+//
+// A reader that found nothing for spinBeforeSleep sleeps in poll(2) on the
+// descriptors of every endpoint's transport (datapath.Pollable) and on the
+// set's eventfd, which wake and interrupt write when a reader sleeps: a
+// completion or counter change made by another goroutine, fi_cq_signal, an
+// endpoint joining or leaving. A reader holds pollMu for reading from
+// gathering the descriptors until it leaves poll(2); remove and close take
+// it for writing after waking the sleepers, so no transport is closed, and
+// no eventfd either, under a poll on its descriptor.
 type progressSet struct {
 	n   atomic.Int32 // len(eps), read without the lock
 	mu  sync.Mutex
 	eps []*Endpoint // guarded by mu
+
+	pollMu   sync.RWMutex
+	closed   bool         // guarded by pollMu: nobody sleeps any more
+	sleepers atomic.Int32 // readers that may be in poll(2)
+	intr     atomic.Uint64
+	fdMu     sync.Mutex
+	wakeFD   int // guarded by fdMu: eventfd+1, 0 before the first endpoint or once closed
 }
 
 func (s *progressSet) add(ep *Endpoint) {
+	s.fdMu.Lock()
+	if s.wakeFD == 0 {
+		if fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err == nil {
+			s.wakeFD = fd + 1
+		}
+	}
+	s.fdMu.Unlock()
 	s.mu.Lock()
 	s.eps = append(s.eps, ep)
 	s.n.Store(int32(len(s.eps)))
 	s.mu.Unlock()
+	s.kick() // sleepers poll the new endpoint's descriptors too
 }
 
+// remove drops ep after every reader has left poll(2) on its descriptors:
+// the endpoint may close its transport when this returns. Call it without
+// holding the endpoint's lock (a sleeper takes it to find the transport).
 func (s *progressSet) remove(ep *Endpoint) {
+	s.kick()
+	s.pollMu.Lock()
 	s.mu.Lock()
 	for i, e := range s.eps {
 		if e == ep {
@@ -52,6 +98,47 @@ func (s *progressSet) remove(ep *Endpoint) {
 	}
 	s.n.Store(int32(len(s.eps)))
 	s.mu.Unlock()
+	s.pollMu.Unlock()
+}
+
+// close wakes the sleepers and releases the eventfd; readers spin from then
+// on (the CQ or counter is closed, so they return). Call it without locks.
+func (s *progressSet) close() {
+	s.kick()
+	s.pollMu.Lock()
+	s.closed = true
+	s.fdMu.Lock()
+	if s.wakeFD != 0 {
+		unix.Close(s.wakeFD - 1)
+		s.wakeFD = 0
+	}
+	s.fdMu.Unlock()
+	s.pollMu.Unlock()
+}
+
+// wake tells sleeping readers that their condition may hold now. Call it
+// after making the change visible to their done check.
+func (s *progressSet) wake() {
+	if s.sleepers.Load() > 0 {
+		s.kick()
+	}
+}
+
+// interrupt makes the readers in spin return (fi_cq_signal).
+func (s *progressSet) interrupt() {
+	s.intr.Add(1)
+	s.kick()
+}
+
+// kick makes the eventfd readable.
+func (s *progressSet) kick() {
+	s.fdMu.Lock()
+	if s.wakeFD != 0 {
+		var one [8]byte
+		one[0] = 1 // little-endian 1; the counter only has to be non-zero
+		_, _ = unix.Write(s.wakeFD-1, one[:])
+	}
+	s.fdMu.Unlock()
 }
 
 // manual reports whether reads must drive progress.
@@ -86,10 +173,13 @@ func (s *progressSet) run() int {
 	}
 }
 
-// spin drives progress until done reports true or timeoutMs passes
-// (negative: forever); it reports whether done held. It yields the
-// processor once per spinYieldInterval so that goroutines waiting for this
-// P (the application's, the engine's timer) run.
+// spin drives progress until done reports true, timeoutMs passes
+// (negative: forever) or interrupt is called; it reports whether done
+// held. It yields the processor once per spinYieldInterval so that
+// goroutines waiting for this P (the application's, the engine's timer)
+// run, and after spinBeforeSleep without a packet it sleeps in poll(2)
+// until a packet or a wake-up comes (when every endpoint's transport can
+// be polled; else it keeps spinning).
 //
 // Not more often: runtime.Gosched wakes an idle P's thread to look for
 // work, which then spins on another core. Yielding on every idle round
@@ -101,25 +191,83 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 	if timeoutMs >= 0 {
 		deadline = start.Add(time.Duration(timeoutMs) * time.Millisecond)
 	}
-	lastYield := start
+	intr0 := s.intr.Load()
+	lastYield, lastBusy := start, start
+	busy := false
 	for i := 1; ; i++ {
-		if s.run() == 0 {
-			if done() {
-				return true
-			}
-		} else if done() {
+		if s.run() > 0 {
+			busy = true
+		}
+		if done() {
 			return true
 		}
 		if i&63 != 0 {
 			continue
 		}
 		now := time.Now()
-		if timeoutMs >= 0 && !now.Before(deadline) {
+		if s.intr.Load() != intr0 || (timeoutMs >= 0 && !now.Before(deadline)) {
 			return done()
+		}
+		if busy {
+			busy, lastBusy = false, now
+		} else if now.Sub(lastBusy) >= spinBeforeSleep {
+			slice := sleepSlice
+			if timeoutMs >= 0 {
+				slice = min(slice, deadline.Sub(now))
+			}
+			s.sleep(slice, intr0, done)
+			now = time.Now()
+			lastBusy, lastYield = now, now
+			continue
 		}
 		if now.Sub(lastYield) >= spinYieldInterval {
 			runtime.Gosched()
 			lastYield = now
 		}
+	}
+}
+
+// sleep waits in poll(2), at most d, for a datagram on any endpoint's
+// transport or a wake-up. It returns at once when done already holds, an
+// interrupt came, or some endpoint's transport cannot be polled.
+func (s *progressSet) sleep(d time.Duration, intr0 uint64, done func() bool) {
+	s.sleepers.Add(1)
+	defer s.sleepers.Add(-1)
+	// Registered as a sleeper first, then checked: a change made after
+	// this check sees the sleeper and kicks (wake), one made before it is
+	// seen here.
+	if done() || s.intr.Load() != intr0 {
+		return
+	}
+	s.pollMu.RLock()
+	defer s.pollMu.RUnlock()
+	s.fdMu.Lock()
+	wakeFD := s.wakeFD - 1
+	s.fdMu.Unlock()
+	if s.closed || wakeFD < 0 {
+		return
+	}
+	var buf [8]unix.PollFd
+	fds := append(buf[:0], unix.PollFd{Fd: int32(wakeFD), Events: unix.POLLIN})
+	s.mu.Lock()
+	eps := s.eps
+	s.mu.Unlock()
+	for _, ep := range eps {
+		eng := ep.engine()
+		if eng == nil {
+			return
+		}
+		var ok bool
+		if fds, ok = eng.PollFDs(fds); !ok {
+			return
+		}
+	}
+	ms := int((d + time.Millisecond - 1) / time.Millisecond)
+	if _, err := unix.Poll(fds, ms); err != nil && err != unix.EINTR {
+		return
+	}
+	if fds[0].Revents != 0 {
+		var b [8]byte
+		_, _ = unix.Read(wakeFD, b[:])
 	}
 }

@@ -447,7 +447,8 @@ func benchServe(o *benchOptions, stdout io.Writer, done <-chan struct{}) error {
 }
 
 // openTargetEcho opens the UDP echo beside target t: its address, port+1.
-// Manual progress spins like busy polling: both read without blocking.
+// Manual progress spins like busy polling while traffic flows: both read
+// without blocking then.
 func openTargetEcho(t *benchTarget, o *benchOptions) (*udpEcho, error) {
 	at, err := echoAddr(t.ep.LocalAddr())
 	if err != nil {

@@ -121,7 +121,10 @@ type Transport struct {
 	rxXSK, rxKernel, txXSK, txNoHop, txNoFrame atomic.Uint64
 }
 
-var _ datapath.Transport = (*Transport)(nil)
+var (
+	_ datapath.Transport = (*Transport)(nil)
+	_ datapath.Pollable  = (*Transport)(nil)
+)
 
 // Open binds the transport's port on the interface's shared AF_XDP device
 // (opening the device for the first transport) and the kernel socket.
@@ -292,6 +295,28 @@ func (t *Transport) receiveKernel(pkts []datapath.Packet, waited bool) (int, err
 	}
 	t.rxKernel.Add(uint64(m))
 	return m, nil
+}
+
+// PollFDs implements datapath.Pollable: the device's AF_XDP sockets and the
+// kernel socket. Only for the device's lone transport: with several, one
+// transport's Receive may drain the rings into another's queue, which no
+// descriptor reports.
+func (t *Transport) PollFDs(dst []unix.PollFd) ([]unix.PollFd, bool) {
+	if t.closed.Load() {
+		return dst, false
+	}
+	d := t.dev
+	d.mu.RLock()
+	alone := len(d.ports) == 1 && d.ports[t.local.Port()] == t
+	d.mu.RUnlock()
+	if !alone || len(d.pollFDs) == 0 {
+		return dst, false
+	}
+	out, ok := t.kernel.PollFDs(append(dst, d.pollFDs...))
+	if !ok {
+		return dst, false
+	}
+	return out, true
 }
 
 // metaOf turns the XDP program's metadata into the datapath's.

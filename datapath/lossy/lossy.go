@@ -16,6 +16,8 @@ import (
 	"net/netip"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xdpfab/xdpfab/datapath"
 	"github.com/xdpfab/xdpfab/fi"
 )
@@ -181,6 +183,15 @@ func (t *Transport) holdPacket(p datapath.Packet) bool {
 		}
 	}
 	return false
+}
+
+// PollFDs implements datapath.Pollable for an inner transport that does:
+// the wrapper impairs only the sending side.
+func (t *Transport) PollFDs(dst []unix.PollFd) ([]unix.PollFd, bool) {
+	if p, ok := t.inner.(datapath.Pollable); ok {
+		return p.PollFDs(dst)
+	}
+	return dst, false
 }
 
 // BatchSize passes through.

@@ -82,6 +82,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xdpfab/xdpfab/datapath"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
@@ -1138,6 +1140,18 @@ func (e *Engine) receiveLoop() {
 // busyPollSpin is how long a BusyPoll receive goroutine keeps polling after
 // the last packet before it blocks again.
 const busyPollSpin = 200 * time.Microsecond
+
+// PollFDs appends the descriptors that become readable when the
+// transport has datagrams for Progress (datapath.Pollable); ok is false
+// when the transport cannot be waited for that way. For engines with
+// Config.ManualProgress: a goroutine that found nothing to progress can
+// sleep in poll(2) on them. It must leave poll(2) before Close.
+func (e *Engine) PollFDs(dst []unix.PollFd) ([]unix.PollFd, bool) {
+	if p, ok := e.tr.(datapath.Pollable); ok {
+		return p.PollFDs(dst)
+	}
+	return dst, false
+}
 
 // Progress runs the receive side once for an engine with
 // Config.ManualProgress: it takes one batch from the transport (waiting for

@@ -95,6 +95,7 @@ func newBatchState(n int) batchState {
 type Transport struct {
 	conn  *net.UDPConn
 	raw   syscall.RawConn
+	fd    int // the socket's descriptor, for PollFDs (valid until Close)
 	local netip.AddrPort
 	is4   bool // AF_INET socket: destinations must be IPv4
 	batch int
@@ -115,7 +116,10 @@ type Transport struct {
 	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach atomic.Uint64 }
 }
 
-var _ datapath.Transport = (*Transport)(nil)
+var (
+	_ datapath.Transport = (*Transport)(nil)
+	_ datapath.Pollable  = (*Transport)(nil)
+)
 
 // Listen opens a UDP socket bound to addr (port 0 picks a free port). An
 // IPv4 address opens an AF_INET socket; an IPv6 one (including ::) a
@@ -147,7 +151,9 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 		conn.Close()
 		return nil, fmt.Errorf("udp listen %s: %w", addr, err)
 	}
+	sockFD := -1
 	_ = raw.Control(func(fd uintptr) {
+		sockFD = int(fd)
 		for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
 			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[0], opts.SocketBuffer) != nil {
 				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, o[1], opts.SocketBuffer)
@@ -161,7 +167,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 		}
 	})
 	t := &Transport{
-		conn: conn, raw: raw, batch: opts.Batch,
+		conn: conn, raw: raw, fd: sockFD, batch: opts.Batch,
 		local: conn.LocalAddr().(*net.UDPAddr).AddrPort(),
 		is4:   network == "udp4",
 		rx:    newBatchState(opts.Batch),
@@ -199,6 +205,15 @@ func (t *Transport) BatchSize() int { return t.batch }
 func (t *Transport) Stats() Stats {
 	return Stats{RxPackets: t.stats.rxPackets.Load(), TxPackets: t.stats.txPackets.Load(),
 		RxTruncated: t.stats.rxTrunc.Load(), TxErrors: t.stats.txErr.Load(), Unreachable: t.stats.unreach.Load()}
+}
+
+// PollFDs implements datapath.Pollable: the socket is readable when a
+// datagram (or an ICMP error, POLLERR) is queued.
+func (t *Transport) PollFDs(dst []unix.PollFd) ([]unix.PollFd, bool) {
+	if t.closed.Load() || t.fd < 0 {
+		return dst, false
+	}
+	return append(dst, unix.PollFd{Fd: int32(t.fd), Events: unix.POLLIN}), true
 }
 
 // Close closes the socket; a blocked Receive returns datapath.ErrClosed.
