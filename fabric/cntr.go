@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/mr"
 	"github.com/xdpfab/xdpfab/wait"
@@ -50,6 +51,7 @@ func (d *Domain) CntrOpen(attr CntrAttr, context any) (*Cntr, error) {
 		return nil, fmt.Errorf("cntr open: flags %#x: %w", uint64(attr.Flags), fi.EBADFLAGS)
 	}
 	c := &Cntr{FIDBase: fi.NewFIDBase(fi.ClassCntr, context), dom: d, attr: attr}
+	c.progress.auto = d.attr.Progress != ProgressManual
 	if attr.WaitObj != fi.WaitNone {
 		obj, err := wait.NewObject(attr.WaitObj)
 		if err != nil {
@@ -98,11 +100,33 @@ func (c *Cntr) Wait(threshold uint64, timeoutMs int) error {
 		return c.value.Load() >= threshold || c.errs.Load() != errs0 || c.closed.Load()
 	}
 	var err error
+	var engs [assistMax]*reliable.Engine
 	if c.progress.manual() {
 		if !c.progress.spin(timeoutMs, ready) {
 			err = fi.ETIMEDOUT
 		}
+	} else if assisted, ok := c.progress.beginAssist(&engs); ok && timeoutMs != 0 {
+		// Auto progress: wait by receiving, as CQ.SRead does.
+		start := time.Now()
+		held, polled := c.progress.assistWait(start.Add(time.Duration(timeoutMs)*time.Millisecond), timeoutMs < 0, ready)
+		endAssist(assisted)
+		switch {
+		case held:
+		case polled:
+			err = fi.ETIMEDOUT
+		default:
+			left := time.Duration(timeoutMs)*time.Millisecond - time.Since(start)
+			if timeoutMs < 0 {
+				left = -1
+			} else if left < 0 {
+				left = 0
+			}
+			err = c.obj.Wait(left, ready)
+		}
 	} else {
+		if ok {
+			endAssist(assisted)
+		}
 		err = c.obj.Wait(time.Duration(timeoutMs)*time.Millisecond, ready)
 	}
 	switch {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/wait"
 )
@@ -113,6 +114,7 @@ func (d *Domain) CQOpen(attr CQAttr, context any) (*CQ, error) {
 		attr.Format = CQFormatData
 	}
 	cq := &CQ{FIDBase: fi.NewFIDBase(fi.ClassCQ, context), dom: d, attr: attr, ring: make([]cqItem, attr.Size)}
+	cq.progress.auto = d.attr.Progress != ProgressManual
 	switch attr.WaitObj {
 	case fi.WaitNone:
 	case fi.WaitSet:
@@ -342,6 +344,30 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 	var deadline time.Time
 	if timeoutMs >= 0 {
 		deadline = time.Now().Add(timeout)
+	}
+	if timeoutMs != 0 {
+		// Auto progress: wait by receiving (see progressSet.beginAssist),
+		// so the packet that completes an operation wakes this thread
+		// and not the receive goroutine's, which would then wake this
+		// one.
+		var engs [assistMax]*reliable.Engine
+		if assisted, ok := cq.progress.beginAssist(&engs); ok {
+			var n int
+			var err error
+			held, polled := cq.progress.assistWait(deadline, timeoutMs < 0, func() bool {
+				cq.mu.Lock()
+				n, err = cq.readLocked(buf, src)
+				cq.mu.Unlock()
+				return !errors.Is(err, fi.EAGAIN)
+			})
+			endAssist(assisted)
+			switch {
+			case held:
+				return n, err
+			case polled:
+				return 0, fi.EAGAIN
+			}
+		}
 	}
 	for {
 		n, err := cq.ReadFrom(buf, src)

@@ -262,9 +262,7 @@ func (ep *Endpoint) Bind(obj fi.FID, flags fi.Flags) error {
 			}
 			ep.rxCQ, ep.rxSel = o, sel
 		}
-		if ep.manual() {
-			o.progress.add(ep)
-		}
+		o.progress.add(ep)
 	case *Cntr:
 		if o.dom != ep.dom {
 			return fmt.Errorf("ep bind cntr: the counter belongs to another domain: %w", fi.EINVAL)
@@ -286,9 +284,7 @@ func (ep *Endpoint) Bind(obj fi.FID, flags fi.Flags) error {
 			if flags&f != 0 {
 				ep.cntr[k] = o
 				o.ref()
-				if ep.manual() {
-					o.progress.add(ep)
-				}
+				o.progress.add(ep)
 			}
 		}
 	default:
@@ -394,18 +390,16 @@ func (ep *Endpoint) Close() error {
 	eng := ep.eng
 	var sets [2 + numCntrKinds]*progressSet
 	nsets := 0
-	if ep.manual() {
-		for _, cq := range []*CQ{ep.txCQ, ep.rxCQ} {
-			if cq != nil {
-				sets[nsets] = &cq.progress
-				nsets++
-			}
+	for _, cq := range []*CQ{ep.txCQ, ep.rxCQ} {
+		if cq != nil {
+			sets[nsets] = &cq.progress
+			nsets++
 		}
-		for _, c := range ep.cntr {
-			if c != nil {
-				sets[nsets] = &c.progress
-				nsets++
-			}
+	}
+	for _, c := range ep.cntr {
+		if c != nil {
+			sets[nsets] = &c.progress
+			nsets++
 		}
 	}
 	ep.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfab/xdpfab/datapath/reliable"
 )
 
 // Progress is enum fi_progress: who makes the datapath move.
@@ -15,7 +17,15 @@ type Progress int
 // Progress modes, numbered as in fabric.h.
 const (
 	ProgressUnspec Progress = iota // FI_PROGRESS_UNSPEC: the provider's choice, ProgressAuto
-	ProgressAuto                   // FI_PROGRESS_AUTO: a goroutine per endpoint receives and completes
+	// ProgressAuto (FI_PROGRESS_AUTO): a goroutine per endpoint receives
+	// and completes. A goroutine blocked in SRead or Cntr.Wait takes over
+	// the receiving meanwhile when it can (its endpoints' transports can
+	// be polled, no busy polling): it sleeps in poll(2) on their sockets
+	// and processes what arrives itself, so the packet that completes its
+	// operation wakes its thread directly instead of the receive
+	// goroutine's, which would then have to wake it. The receive goroutine
+	// resumes within about 1 ms after the last such reader returns.
+	ProgressAuto
 	// ProgressManual (FI_PROGRESS_MANUAL): no receive goroutine; reading a
 	// CQ or counter (Read, ReadFrom, SRead, Cntr.Read, Cntr.Wait) processes
 	// the incoming packets of the endpoints bound to it, on the caller's
@@ -44,8 +54,9 @@ const spinBeforeSleep = 100 * time.Microsecond
 // and the endpoint set at least this often, whatever wakes it or not.
 const sleepSlice = 100 * time.Millisecond
 
-// progressSet is the endpoints whose manual progress reading one CQ or
-// counter drives, and the readers sleeping on them.
+// progressSet is the endpoints bound to one CQ or counter, whose progress
+// its readers drive (manual progress) or assist (auto progress, in SRead
+// and Cntr.Wait: beginAssist), and the readers sleeping on them.
 //
 // A reader that found nothing for spinBeforeSleep sleeps in poll(2) on the
 // descriptors of every endpoint's transport (datapath.Pollable) and on the
@@ -56,9 +67,13 @@ const sleepSlice = 100 * time.Millisecond
 // it for writing after waking the sleepers, so no transport is closed, and
 // no eventfd either, under a poll on its descriptor.
 type progressSet struct {
-	n   atomic.Int32 // len(eps), read without the lock
-	mu  sync.Mutex
-	eps []*Endpoint // guarded by mu
+	// auto: the domain has auto progress, so the endpoints have receive
+	// goroutines and readers only assist them (Engine.Assist); else
+	// readers drive the endpoints (Engine.Progress). Set at open.
+	auto bool
+	n    atomic.Int32 // len(eps), read without the lock
+	mu   sync.Mutex
+	eps  []*Endpoint // guarded by mu
 
 	pollMu   sync.RWMutex
 	closed   bool         // guarded by pollMu: nobody sleeps any more
@@ -142,13 +157,64 @@ func (s *progressSet) kick() {
 }
 
 // manual reports whether reads must drive progress.
-func (s *progressSet) manual() bool { return s.n.Load() > 0 }
+func (s *progressSet) manual() bool { return !s.auto && s.n.Load() > 0 }
+
+// assistMax is the most endpoints one reader assists; a CQ or counter
+// with more bound waits for its wait object instead.
+const assistMax = 4
+
+// beginAssist makes the calling reader assist every endpoint's receive
+// goroutine (auto progress: Engine.BeginAssist) and returns the engines it
+// assists, to hand to endAssist; ok false (no endpoint, too many, one not
+// enabled or busy polling, a transport that cannot be polled) means the
+// reader waits for its wait object as usual.
+func (s *progressSet) beginAssist(dst *[assistMax]*reliable.Engine) (engines []*reliable.Engine, ok bool) {
+	if !s.auto || s.n.Load() == 0 {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.eps) > assistMax {
+		return nil, false
+	}
+	var fds [8]unix.PollFd
+	engines = dst[:0]
+	for _, ep := range s.eps {
+		eng := ep.engine()
+		ok := eng != nil
+		if ok {
+			_, ok = eng.PollFDs(fds[:0])
+		}
+		if !ok || !eng.BeginAssist() {
+			endAssist(engines)
+			return nil, false
+		}
+		engines = append(engines, eng)
+	}
+	return engines, len(engines) > 0
+}
+
+// endAssist ends what beginAssist began.
+func endAssist(engines []*reliable.Engine) {
+	for _, eng := range engines {
+		eng.EndAssist()
+	}
+}
 
 // run processes what each endpoint's transport has received, without
 // blocking, and returns the packets handled. No lock of the set is held
 // while an endpoint progresses (its completions take the endpoint's and the
 // CQ's locks, and Bind/Close take the set's lock under the endpoint's).
 func (s *progressSet) run() int {
+	if s.auto {
+		return 0
+	}
+	return s.drive()
+}
+
+// drive runs every endpoint once without waiting: Progress for manual
+// progress, Assist (when no other goroutine receives) for auto.
+func (s *progressSet) drive() int {
 	if s.n.Load() == 0 {
 		return 0
 	}
@@ -162,7 +228,12 @@ func (s *progressSet) run() int {
 		}
 		s.mu.Unlock()
 		for _, ep := range chunk[:k] {
-			if eng := ep.engine(); eng != nil {
+			eng := ep.engine()
+			switch {
+			case eng == nil:
+			case s.auto:
+				total += eng.Assist()
+			default:
 				n, _ := eng.Progress(false)
 				total += n
 			}
@@ -215,7 +286,9 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 			if timeoutMs >= 0 {
 				slice = min(slice, deadline.Sub(now))
 			}
-			s.sleep(slice, intr0, done)
+			if held, _ := s.sleep(slice, intr0, done); held {
+				return true
+			}
 			now = time.Now()
 			lastBusy, lastYield = now, now
 			continue
@@ -227,17 +300,60 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 	}
 }
 
+// assistWait is spin for a reader assisting auto-progress endpoints
+// (beginAssist): it processes what has arrived (Engine.Assist) and, as
+// soon as a round finds nothing, sleeps in poll(2) on the endpoints'
+// descriptors, until done holds, the deadline passes (unless forever) or
+// interrupt is called; held reports done. ok false means the transports
+// cannot be polled (any more): the caller waits for its wait object for
+// the rest of its time instead.
+func (s *progressSet) assistWait(deadline time.Time, forever bool, done func() bool) (held, ok bool) {
+	intr0 := s.intr.Load()
+	for {
+		if s.drive() > 0 {
+			if done() {
+				return true, true
+			}
+			continue
+		}
+		if done() {
+			return true, true
+		}
+		now := time.Now()
+		if s.intr.Load() != intr0 || (!forever && !now.Before(deadline)) {
+			return done(), true
+		}
+		slice := sleepSlice
+		if !forever {
+			slice = min(slice, deadline.Sub(now))
+		}
+		held, slept := s.sleep(slice, intr0, done)
+		switch {
+		case held:
+			return true, true
+		case !slept:
+			return done(), false
+		}
+	}
+}
+
 // sleep waits in poll(2), at most d, for a datagram on any endpoint's
-// transport or a wake-up. It returns at once when done already holds, an
-// interrupt came, or some endpoint's transport cannot be polled.
-func (s *progressSet) sleep(d time.Duration, intr0 uint64, done func() bool) {
+// transport or a wake-up. It returns at once, held true, when done holds:
+// done may consume what it found (an SRead's completions), so the caller
+// must not ask again but return. It returns at once when an interrupt
+// came, and with slept false, without waiting, when it cannot sleep: the
+// set is closed or some endpoint's transport cannot be polled.
+func (s *progressSet) sleep(d time.Duration, intr0 uint64, done func() bool) (held, slept bool) {
 	s.sleepers.Add(1)
 	defer s.sleepers.Add(-1)
 	// Registered as a sleeper first, then checked: a change made after
 	// this check sees the sleeper and kicks (wake), one made before it is
 	// seen here.
-	if done() || s.intr.Load() != intr0 {
-		return
+	if done() {
+		return true, true
+	}
+	if s.intr.Load() != intr0 {
+		return false, true
 	}
 	s.pollMu.RLock()
 	defer s.pollMu.RUnlock()
@@ -245,7 +361,7 @@ func (s *progressSet) sleep(d time.Duration, intr0 uint64, done func() bool) {
 	wakeFD := s.wakeFD - 1
 	s.fdMu.Unlock()
 	if s.closed || wakeFD < 0 {
-		return
+		return false, false
 	}
 	var buf [8]unix.PollFd
 	fds := append(buf[:0], unix.PollFd{Fd: int32(wakeFD), Events: unix.POLLIN})
@@ -255,19 +371,20 @@ func (s *progressSet) sleep(d time.Duration, intr0 uint64, done func() bool) {
 	for _, ep := range eps {
 		eng := ep.engine()
 		if eng == nil {
-			return
+			return false, false
 		}
 		var ok bool
 		if fds, ok = eng.PollFDs(fds); !ok {
-			return
+			return false, false
 		}
 	}
 	ms := int((d + time.Millisecond - 1) / time.Millisecond)
 	if _, err := unix.Poll(fds, ms); err != nil && err != unix.EINTR {
-		return
+		return false, false
 	}
 	if fds[0].Revents != 0 {
 		var b [8]byte
 		_, _ = unix.Read(wakeFD, b[:])
 	}
+	return false, true
 }

@@ -94,7 +94,9 @@ func TestBenchLocal(t *testing.T) {
 
 	// --count bounds each phase: the batched phase posts one burst of 50,
 	// FI_MORE on all but the last.
-	code, stdout, stderr = xdpfab("bench", "local", "--duration", "300ms", "--count", "50")
+	// --duration is long enough for 50 round trips per phase even on a
+	// loaded machine under -race; --count ends each phase long before.
+	code, stdout, stderr = xdpfab("bench", "local", "--duration", "12s", "--count", "50")
 	require.Equal(t, exitOK, code, stderr)
 	for _, want := range []string{"xdpfab bench: 127.0.0.1:", "key 0xbe7c4",
 		"send 8 B, 64 in flight", "RMA write 4 KiB, 64 in flight",

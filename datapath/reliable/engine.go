@@ -390,9 +390,15 @@ type Engine struct {
 	rxAcks  []*rxPeer
 	rxCompl []Completion
 	// rxDelivered is how many completions the last batch delivered
-	// (receiveLoop reads it after progress returns).
+	// (receiveLoop reads it with rxMu still held).
 	rxDelivered int
 	ackBuf      []byte
+
+	// Readers assisting the receive goroutine (BeginAssist), and when the
+	// last one ended (e.now()).
+	assisters   atomic.Int32
+	lastAssist  atomic.Int64
+	assistTimer *time.Timer // receiveLoop's
 
 	tmCompl []Completion // timer goroutine's completions
 
@@ -436,6 +442,9 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	e.wg.Add(1)
 	go e.timerLoop()
 	if !cfg.ManualProgress {
+		e.lastAssist.Store(-int64(time.Hour)) // never assisted
+		e.assistTimer = time.NewTimer(time.Hour)
+		e.assistTimer.Stop()
 		e.wg.Add(1)
 		go e.receiveLoop()
 	}
@@ -1106,8 +1115,23 @@ func (e *Engine) receiveLoop() {
 	for {
 		// BusyPoll spins only while traffic is hot (busyPollSpin since the
 		// last packet) and blocks otherwise, so an idle engine burns no core.
+		if e.assisted() {
+			// CQ readers receive for this goroutine (Assist) and sleep on
+			// the transport's descriptors themselves; look again when
+			// they may have stopped.
+			e.assistTimer.Reset(assistHold)
+			select {
+			case <-e.assistTimer.C:
+			case <-e.done:
+				return
+			}
+			continue
+		}
 		wait := !e.cfg.BusyPoll || e.now()-lastActive > int64(busyPollSpin)
-		n, err := e.progress(wait)
+		e.rxMu.Lock()
+		n, err := e.progressLocked(wait)
+		delivered := e.rxDelivered
+		e.rxMu.Unlock()
 		if err != nil {
 			select {
 			case <-e.done:
@@ -1131,10 +1155,64 @@ func (e *Engine) receiveLoop() {
 		// request (sched_wakeup call graphs of `xdpfab bench serve`). A
 		// busy-polling loop yields on every round, or it would keep its
 		// P from other goroutines until preempted.
-		if e.cfg.BusyPoll || (n > 0 && e.rxDelivered > 0) {
+		if e.cfg.BusyPoll || (n > 0 && delivered > 0) {
 			runtime.Gosched()
 		}
 	}
+}
+
+// assistHold is how long the receive goroutine leaves the transport to
+// assisting readers after the last one stopped (EndAssist), and how often
+// it looks while they assist: a reader that stops reading leaves received
+// packets waiting at most about this long (twice it at worst) before the
+// receive goroutine takes over again.
+const assistHold = time.Millisecond
+
+// assisted reports whether CQ readers receive for the receive goroutine
+// now or did within assistHold.
+func (e *Engine) assisted() bool {
+	return e.assisters.Load() > 0 || e.now()-e.lastAssist.Load() < int64(assistHold)
+}
+
+// BeginAssist announces a goroutine that waits for this engine's
+// completions and will call Assist, sleeping on PollFDs in between, for an
+// engine with auto progress and without BusyPoll; EndAssist ends it. While
+// a reader assists, and assistHold after, the receive goroutine does not
+// receive: the packet that completes the reader's operation wakes the
+// reader's thread, which processes it itself, instead of the receive
+// goroutine's, which would then have to wake the reader (a second
+// cross-thread wake-up per completion). It reports false, and EndAssist
+// must not be called, when the engine cannot be assisted (manual progress,
+// BusyPoll, a transport that cannot be polled).
+func (e *Engine) BeginAssist() bool {
+	if e.cfg.ManualProgress || e.cfg.BusyPoll {
+		return false
+	}
+	if _, ok := e.tr.(datapath.Pollable); !ok {
+		return false
+	}
+	e.assisters.Add(1)
+	return true
+}
+
+// EndAssist ends a BeginAssist.
+func (e *Engine) EndAssist() {
+	e.lastAssist.Store(e.now())
+	e.assisters.Add(-1)
+}
+
+// Assist processes one batch of what the transport has received, without
+// waiting, if no other goroutine is receiving for the engine at the
+// moment; it returns the packets processed. For readers between
+// BeginAssist and EndAssist, and for Progress callers of manual engines
+// alike it must not be called from OnComplete or the Handler.
+func (e *Engine) Assist() int {
+	if !e.rxMu.TryLock() {
+		return 0
+	}
+	n, _ := e.progressLocked(false)
+	e.rxMu.Unlock()
+	return n
 }
 
 // busyPollSpin is how long a BusyPoll receive goroutine keeps polling after
@@ -1175,6 +1253,11 @@ func (e *Engine) Progress(wait bool) (int, error) {
 func (e *Engine) progress(wait bool) (int, error) {
 	e.rxMu.Lock()
 	defer e.rxMu.Unlock()
+	return e.progressLocked(wait)
+}
+
+// progressLocked is progress with e.rxMu held.
+func (e *Engine) progressLocked(wait bool) (int, error) {
 	for i := range e.rxPkts {
 		e.rxPkts[i].Buf = e.rxPkts[i].Buf[:cap(e.rxPkts[i].Buf)]
 	}
