@@ -2,8 +2,10 @@ package fabric_test
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -120,6 +122,79 @@ func TestManualCloseUnderSleeper(t *testing.T) {
 		require.NoError(t, err)
 	case <-time.After(sleepLimit):
 		t.Fatal("Endpoint.Close hung under a sleeping reader")
+	}
+	require.ErrorIs(t, reader.Wait(t, sleepLimit), fi.EAGAIN)
+}
+
+// TestAutoSReadAssists: with auto progress, an SRead with nothing queued
+// sleeps in poll(2) on the endpoint's socket and receives the response
+// itself (the receive goroutine stands back meanwhile); once the reader
+// has returned, the receive goroutine serves requests again.
+func TestAutoSReadAssists(t *testing.T) {
+	a := newNode(t, nodeOpts{})
+	b := newNode(t, nodeOpts{})
+	connect(t, a, b)
+	one := binary.LittleEndian.AppendUint64(nil, 1)
+
+	buf := make([]fabric.CQEntry, 1)
+	reader := testenv.StartSleeper(func() error {
+		n, err := a.txCQ.SRead(buf, 60_000)
+		if err == nil && n != 1 {
+			t.Errorf("SRead: %d entries", n)
+		}
+		return err
+	})
+	reader.WaitInPoll(t, sleepLimit)
+	old := make([]byte, 8)
+	require.NoError(t, a.ep.FetchAtomic(one, 1, mr.Desc{}, old, mr.Desc{}, a.peer, 0, b.region.Key(),
+		fatomic.UINT64, fatomic.SUM, "assisted"))
+	require.NoError(t, reader.Wait(t, sleepLimit))
+	require.Equal(t, "assisted", buf[0].Context)
+	require.Equal(t, uint64(0), binary.LittleEndian.Uint64(old))
+
+	// Nobody reads a's CQs now: a's receive goroutine serves b's request.
+	require.NoError(t, b.ep.FetchAtomic(one, 1, mr.Desc{}, old, mr.Desc{}, b.peer, 0, a.region.Key(),
+		fatomic.UINT64, fatomic.SUM, "served"))
+	require.Equal(t, "served", waitComp(t, b.txCQ).Context)
+	require.Equal(t, uint64(0), binary.LittleEndian.Uint64(old))
+	// Target memory is written with atomics by a's engine.
+	require.Equal(t, uint64(1), atomic.LoadUint64((*uint64)(unsafe.Pointer(&a.mem[0]))))
+}
+
+// TestAutoCloseUnderAssistingReader: closing an auto-progress endpoint
+// while a reader of its CQ sleeps in poll(2) on its socket neither hangs
+// nor leaves the reader polling a closed descriptor.
+func TestAutoCloseUnderAssistingReader(t *testing.T) {
+	f, err := fabric.OpenFabric("", nil)
+	require.NoError(t, err)
+	d, err := f.Domain(fabric.DomainAttr{}, nil)
+	require.NoError(t, err)
+	defer d.Close()
+	cq, err := d.CQOpen(fabric.CQAttr{WaitObj: fi.WaitUnspec}, nil)
+	require.NoError(t, err)
+	defer cq.Close()
+	v, err := d.AVOpen(av.Attr{}, nil)
+	require.NoError(t, err)
+	defer v.Close()
+	ep, err := d.Endpoint(fabric.EPAttr{}, nil)
+	require.NoError(t, err)
+	require.NoError(t, ep.Bind(v, 0))
+	require.NoError(t, ep.Bind(cq, fi.TRANSMIT|fi.RECV))
+	require.NoError(t, ep.Enable())
+
+	buf := make([]fabric.CQEntry, 1)
+	reader := testenv.StartSleeper(func() error {
+		_, err := cq.SRead(buf, 2000)
+		return err
+	})
+	reader.WaitInPoll(t, sleepLimit)
+	closed := make(chan error, 1)
+	go func() { closed <- ep.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(sleepLimit):
+		t.Fatal("Endpoint.Close hung under an assisting reader")
 	}
 	require.ErrorIs(t, reader.Wait(t, sleepLimit), fi.EAGAIN)
 }

@@ -64,3 +64,44 @@ func TestManualProgress(t *testing.T) {
 		require.NoError(t, target.Wait(t, compTimeout))
 	})
 }
+
+// TestAutoProgressReaderAssists: with auto progress (the default), per
+// transport, an SRead with nothing queued sleeps in poll(2) on its
+// endpoint's descriptors and receives the response itself, a pipelined
+// run with readers on both sides executes every fetch-add exactly once,
+// and once nobody reads, the receive goroutine serves requests again.
+func TestAutoProgressReaderAssists(t *testing.T) {
+	testenv.RequirePriv(t)
+	const total = 2000
+	forEachTransport(t, func(t *testing.T, tc transportCase) {
+		net := newNet(t, tc, netOpts{})
+		a, b := net.nodes[sideA][0], net.target()
+		key := b.region.Key()
+		const off = 64
+
+		buf := make([]fabric.CQEntry, 1)
+		reader := testenv.StartSleeper(func() error {
+			_, err := a.txCQ.SRead(buf, 60_000)
+			return err
+		})
+		reader.WaitInPoll(t, compTimeout)
+		old := make([]byte, 8)
+		require.NoError(t, a.ep.FetchAtomic(one, 1, mr.Desc{}, old, mr.Desc{}, a.peers[0], 0, key,
+			fatomic.UINT64, fatomic.SUM, "first"))
+		require.NoError(t, reader.Wait(t, compTimeout))
+		require.Equal(t, "first", buf[0].Context)
+
+		target := testenv.StartSleeper(func() error { return b.rcntr.Wait(1+total, 60_000) })
+		fetched, err := fetchAdds{n: a, peer: a.peers[0], key: key, off: off, total: total, depth: 16,
+			timeout: compTimeout}.run()
+		require.NoError(t, err)
+		checkPermutation(t, [][]uint64{fetched})
+		require.NoError(t, target.Wait(t, compTimeout))
+
+		// Nobody reads B's CQs or counter: its receive goroutine serves.
+		require.NoError(t, a.ep.FetchAtomic(one, 1, mr.Desc{}, old, mr.Desc{}, a.peers[0], off, key,
+			fatomic.UINT64, fatomic.SUM, "last"))
+		require.Equal(t, "last", waitComp(t, a.txCQ).Context)
+		require.Equal(t, uint64(total), binary.LittleEndian.Uint64(old))
+	})
+}
