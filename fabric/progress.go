@@ -172,14 +172,21 @@ func (s *progressSet) beginAssist(dst *[assistMax]*reliable.Engine) (engines []*
 	if !s.auto || s.n.Load() == 0 {
 		return nil, false
 	}
+	// The endpoints are copied out: ep.engine takes the endpoint's lock,
+	// which Bind holds while it takes s.mu (add).
+	var eps [assistMax]*Endpoint
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.eps) > assistMax {
+	k := len(s.eps)
+	if k <= assistMax {
+		copy(eps[:], s.eps)
+	}
+	s.mu.Unlock()
+	if k > assistMax {
 		return nil, false
 	}
 	var fds [8]unix.PollFd
 	engines = dst[:0]
-	for _, ep := range s.eps {
+	for _, ep := range eps[:k] {
 		eng := ep.engine()
 		ok := eng != nil
 		if ok {
