@@ -483,7 +483,10 @@ func TestCloseCancels(t *testing.T) {
 // request until earlier ones completed; execution follows posting order.
 func TestMoreAndFence(t *testing.T) {
 	tgt := newTestTarget(4096)
-	ini, c, target := pair(t, netOpts{}, tgt)
+	// MoreHold far beyond the test: the 8 posts must leave together
+	// however slowly a loaded -race run makes them (200 µs, the default,
+	// flushed the first ones early under a CPU hog).
+	ini, c, target := pair(t, netOpts{cfg: Config{MoreHold: time.Minute}}, tgt)
 	peer := Peer{target.LocalAddr(), 2}
 	before := ini.Stats().TxRequests
 	for i := 0; i < 8; i++ {
