@@ -122,7 +122,7 @@ bench_pair() {
 	tail -n 1 "$tmp/serve.out"
 }
 
-step "xdpfab bench between the namespaces (auto progress: blocking receive goroutines)"
+step "xdpfab bench between the namespaces (auto progress, the default)"
 bench_pair
 
 step "the same with FI_PROGRESS_MANUAL (the CQ readers drive the datapath)"
