@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/mr"
 	"github.com/xdpfab/xdpfab/wait"
@@ -99,35 +98,29 @@ func (c *Cntr) Wait(threshold uint64, timeoutMs int) error {
 	ready := func() bool {
 		return c.value.Load() >= threshold || c.errs.Load() != errs0 || c.closed.Load()
 	}
+	timeout := time.Duration(timeoutMs) * time.Millisecond
+	deadline := time.Now().Add(timeout)
 	var err error
-	var engs [assistMax]*reliable.Engine
 	if c.progress.manual() {
 		if !c.progress.spin(timeoutMs, ready) {
 			err = fi.ETIMEDOUT
 		}
-	} else if assisted, ok := c.progress.beginAssist(&engs); ok && timeoutMs != 0 {
-		// Auto progress: wait by receiving, as CQ.SRead does.
-		start := time.Now()
-		held, polled := c.progress.assistWait(start.Add(time.Duration(timeoutMs)*time.Millisecond), timeoutMs < 0, ready)
-		endAssist(assisted)
+	} else {
+		// Auto progress: wait by receiving where possible, as SRead does.
+		var held, waited bool
+		if timeoutMs != 0 {
+			held, waited = c.progress.assistedWait(deadline, timeoutMs < 0, ready)
+		}
 		switch {
 		case held:
-		case polled:
+		case waited:
 			err = fi.ETIMEDOUT
 		default:
-			left := time.Duration(timeoutMs)*time.Millisecond - time.Since(start)
-			if timeoutMs < 0 {
-				left = -1
-			} else if left < 0 {
-				left = 0
+			if timeoutMs > 0 {
+				timeout = max(time.Until(deadline), 0)
 			}
-			err = c.obj.Wait(left, ready)
+			err = c.obj.Wait(timeout, ready)
 		}
-	} else {
-		if ok {
-			endAssist(assisted)
-		}
-		err = c.obj.Wait(time.Duration(timeoutMs)*time.Millisecond, ready)
 	}
 	switch {
 	case c.value.Load() >= threshold:

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/wait"
 )
@@ -350,23 +349,19 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 		// so the packet that completes an operation wakes this thread
 		// and not the receive goroutine's, which would then wake this
 		// one.
-		var engs [assistMax]*reliable.Engine
-		if assisted, ok := cq.progress.beginAssist(&engs); ok {
-			var n int
-			var err error
-			held, polled := cq.progress.assistWait(deadline, timeoutMs < 0, func() bool {
-				cq.mu.Lock()
-				n, err = cq.readLocked(buf, src)
-				cq.mu.Unlock()
-				return !errors.Is(err, fi.EAGAIN)
-			})
-			endAssist(assisted)
-			switch {
-			case held:
-				return n, err
-			case polled:
-				return 0, fi.EAGAIN
-			}
+		var n int
+		var err error
+		held, waited := cq.progress.assistedWait(deadline, timeoutMs < 0, func() bool {
+			cq.mu.Lock()
+			n, err = cq.readLocked(buf, src)
+			cq.mu.Unlock()
+			return !errors.Is(err, fi.EAGAIN)
+		})
+		switch {
+		case held:
+			return n, err
+		case waited:
+			return 0, fi.EAGAIN
 		}
 	}
 	for {

@@ -184,21 +184,32 @@ func (s *progressSet) beginAssist(dst *[assistMax]*reliable.Engine) (engines []*
 	if k > assistMax {
 		return nil, false
 	}
-	var fds [8]unix.PollFd
 	engines = dst[:0]
 	for _, ep := range eps[:k] {
 		eng := ep.engine()
-		ok := eng != nil
-		if ok {
-			_, ok = eng.PollFDs(fds[:0])
-		}
-		if !ok || !eng.BeginAssist() {
+		if eng == nil || !eng.BeginAssist() {
 			endAssist(engines)
 			return nil, false
 		}
 		engines = append(engines, eng)
 	}
 	return engines, len(engines) > 0
+}
+
+// assistedWait is the auto-progress wait of SRead and Cntr.Wait: the
+// reader assists its endpoints (beginAssist) and waits in assistWait until
+// done holds (held), the deadline passes unless forever (waited, not held),
+// or an interrupt. waited false and held false: the reader cannot assist,
+// or the transports stopped being pollable; the caller waits for its wait
+// object for the rest of its time instead.
+func (s *progressSet) assistedWait(deadline time.Time, forever bool, done func() bool) (held, waited bool) {
+	var engs [assistMax]*reliable.Engine
+	assisted, ok := s.beginAssist(&engs)
+	if !ok {
+		return false, false
+	}
+	defer endAssist(assisted)
+	return s.assistWait(deadline, forever, done)
 }
 
 // endAssist ends what beginAssist began.

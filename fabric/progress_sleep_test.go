@@ -92,38 +92,7 @@ func TestManualCntrWaitWokenByAdd(t *testing.T) {
 // CQ sleeps in poll(2) on the endpoint's socket wakes the reader before
 // the socket closes, and neither hangs; the reader then times out.
 func TestManualCloseUnderSleeper(t *testing.T) {
-	f, err := fabric.OpenFabric("", nil)
-	require.NoError(t, err)
-	d, err := f.Domain(fabric.DomainAttr{Progress: fabric.ProgressManual}, nil)
-	require.NoError(t, err)
-	defer d.Close()
-	cq, err := d.CQOpen(fabric.CQAttr{WaitObj: fi.WaitUnspec}, nil)
-	require.NoError(t, err)
-	defer cq.Close()
-	ep, err := d.Endpoint(fabric.EPAttr{}, nil)
-	require.NoError(t, err)
-	v, err := d.AVOpen(av.Attr{}, nil)
-	require.NoError(t, err)
-	defer v.Close()
-	require.NoError(t, ep.Bind(v, 0))
-	require.NoError(t, ep.Bind(cq, fi.TRANSMIT|fi.RECV))
-	require.NoError(t, ep.Enable())
-
-	buf := make([]fabric.CQEntry, 1)
-	reader := testenv.StartSleeper(func() error {
-		_, err := cq.SRead(buf, 2000)
-		return err
-	})
-	reader.WaitInPoll(t, sleepLimit)
-	closed := make(chan error, 1)
-	go func() { closed <- ep.Close() }()
-	select {
-	case err := <-closed:
-		require.NoError(t, err)
-	case <-time.After(sleepLimit):
-		t.Fatal("Endpoint.Close hung under a sleeping reader")
-	}
-	require.ErrorIs(t, reader.Wait(t, sleepLimit), fi.EAGAIN)
+	closeUnderSleeper(t, fabric.ProgressManual)
 }
 
 // TestAutoSReadAssists: with auto progress, an SRead with nothing queued
@@ -165,19 +134,26 @@ func TestAutoSReadAssists(t *testing.T) {
 // while a reader of its CQ sleeps in poll(2) on its socket neither hangs
 // nor leaves the reader polling a closed descriptor.
 func TestAutoCloseUnderAssistingReader(t *testing.T) {
+	closeUnderSleeper(t, fabric.ProgressAuto)
+}
+
+// closeUnderSleeper closes an endpoint of a domain with progress p while a
+// reader of its CQ sleeps in poll(2) on its socket: Close must return and
+// the reader must then time out.
+func closeUnderSleeper(t *testing.T, p fabric.Progress) {
 	f, err := fabric.OpenFabric("", nil)
 	require.NoError(t, err)
-	d, err := f.Domain(fabric.DomainAttr{}, nil)
+	d, err := f.Domain(fabric.DomainAttr{Progress: p}, nil)
 	require.NoError(t, err)
 	defer d.Close()
 	cq, err := d.CQOpen(fabric.CQAttr{WaitObj: fi.WaitUnspec}, nil)
 	require.NoError(t, err)
 	defer cq.Close()
+	ep, err := d.Endpoint(fabric.EPAttr{}, nil)
+	require.NoError(t, err)
 	v, err := d.AVOpen(av.Attr{}, nil)
 	require.NoError(t, err)
 	defer v.Close()
-	ep, err := d.Endpoint(fabric.EPAttr{}, nil)
-	require.NoError(t, err)
 	require.NoError(t, ep.Bind(v, 0))
 	require.NoError(t, ep.Bind(cq, fi.TRANSMIT|fi.RECV))
 	require.NoError(t, ep.Enable())
@@ -194,7 +170,7 @@ func TestAutoCloseUnderAssistingReader(t *testing.T) {
 	case err := <-closed:
 		require.NoError(t, err)
 	case <-time.After(sleepLimit):
-		t.Fatal("Endpoint.Close hung under an assisting reader")
+		t.Fatalf("Endpoint.Close (progress %v) hung under a sleeping reader", p)
 	}
 	require.ErrorIs(t, reader.Wait(t, sleepLimit), fi.EAGAIN)
 }

@@ -1188,7 +1188,8 @@ func (e *Engine) BeginAssist() bool {
 	if e.cfg.ManualProgress || e.cfg.BusyPoll {
 		return false
 	}
-	if _, ok := e.tr.(datapath.Pollable); !ok {
+	var fds [4]unix.PollFd
+	if _, ok := e.PollFDs(fds[:0]); !ok {
 		return false
 	}
 	e.assisters.Add(1)
