@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"strings"
@@ -55,7 +56,10 @@ func TestSpecLayout(t *testing.T) {
 	require.Equal(t, uint32(XdpfabXdpfabCounterCNT_MAX), spec.Maps[XdpfabMapCounters].MaxEntries)
 	ports := spec.Maps[XdpfabMapPorts]
 	require.Equal(t, uint32(2), ports.KeySize)
-	require.Equal(t, uint32(16), ports.ValueSize)
+	require.Equal(t, uint32(32), ports.ValueSize)
+	local := spec.Maps[XdpfabMapLocalAddrs]
+	require.Equal(t, ebpf.Hash, local.Type)
+	require.Equal(t, uint32(16), local.KeySize)
 	require.Equal(t, ebpf.XSKMap, spec.Maps[XdpfabMapXsks].Type)
 	require.Equal(t, uint32(XSKMaxQueues), spec.Maps[XdpfabMapXsks].MaxEntries)
 
@@ -129,11 +133,18 @@ var (
 	stranger4 = netip.MustParseAddrPort("10.200.0.9:5000")
 	self4     = netip.MustParseAddr("10.200.0.2")
 	self6     = netip.MustParseAddr("fd00::2")
+	// Another address of this host (in local_addrs), and one of another
+	// host whose traffic reaches this one (forwarded or bridged).
+	alsoSelf4 = netip.MustParseAddr("10.201.0.2")
+	otherHost = netip.MustParseAddr("10.251.0.77")
+	other6    = netip.MustParseAddr("fd00::77")
 )
 
 const (
-	portStrict = 4791
-	portLoose  = 4792
+	portStrict = 4791 // bound to every local address (wildcard), strict
+	portLoose  = 4792 // wildcard, not strict
+	portBound4 = 4793 // bound to self4, strict
+	portBound6 = 4794 // bound to self6, strict
 	portOther  = 9999
 	avID       = 1
 	domainID   = 3
@@ -162,6 +173,13 @@ func loadTestObjects(t *testing.T) *XdpfabObjects {
 
 	for port, flags := range map[uint16]uint32{portStrict: PortStrict, portLoose: 0} {
 		require.NoError(t, objs.Ports.Put(htons(port), XdpfabPortConfig{AvId: avID, DomainId: domainID, Flags: flags}))
+	}
+	for port, addr := range map[uint16]netip.Addr{portBound4: self4, portBound6: self6} {
+		require.NoError(t, objs.Ports.Put(htons(port), XdpfabPortConfig{AvId: avID, DomainId: domainID,
+			Flags: PortStrict | PortBoundAddr, Addr: addr.As16()}))
+	}
+	for _, a := range []netip.Addr{self4, self6, alsoSelf4} {
+		require.NoError(t, objs.LocalAddrs.Put(XdpfabLocalAddr{Addr: a.As16()}, uint32(0)))
 	}
 	for ap, fiAddr := range map[netip.AddrPort]uint64{peer4: 42, peer6: 43} {
 		require.NoError(t, objs.AvMap.Put(avKey(avID, ap), XdpfabAvValue{FiAddr: fiAddr, AuthKeyId: 7}))
@@ -242,6 +260,12 @@ func udp(src netip.AddrPort, dport uint16, payload []byte) frame {
 	return frame{src: src, dst: netip.AddrPortFrom(dst, dport), payload: payload}
 }
 
+// to readdresses f to dst, keeping its port.
+func to(f frame, dst netip.Addr) frame {
+	f.dst = netip.AddrPortFrom(dst, f.dst.Port())
+	return f
+}
+
 const (
 	cntTotal     = XdpfabXdpfabCounterCNT_RX_TOTAL
 	cntNotIP     = XdpfabXdpfabCounterCNT_PASS_NOT_IP
@@ -249,9 +273,12 @@ const (
 	cntFrag      = XdpfabXdpfabCounterCNT_PASS_FRAGMENT
 	cntMalformed = XdpfabXdpfabCounterCNT_PASS_MALFORMED
 	cntOtherPort = XdpfabXdpfabCounterCNT_PASS_OTHER_PORT
+	cntOtherHost = XdpfabXdpfabCounterCNT_PASS_OTHER_HOST
 	cntKnown     = XdpfabXdpfabCounterCNT_PEER_KNOWN
 	cntUnknown   = XdpfabXdpfabCounterCNT_PEER_UNKNOWN
 	cntDropPeer  = XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER
+	cntNoCsum    = XdpfabXdpfabCounterCNT_DROP_NO_CSUM
+	cntBadCsum   = XdpfabXdpfabCounterCNT_PASS_BAD_CSUM
 	cntReqOK     = XdpfabXdpfabCounterCNT_REQ_OK
 	cntBadHdr    = XdpfabXdpfabCounterCNT_REQ_BAD_HEADER
 	cntNoKey     = XdpfabXdpfabCounterCNT_REQ_MR_NO_KEY
@@ -328,6 +355,38 @@ func TestProgram(t *testing.T) {
 		{"ipv6 udp length beyond ip", withUDPLen(udp(peer6, portStrict, msg), 8+len(msg)+1), xdpPass, nil, []Counter{cntMalformed}},
 		{"ipv6 tcp", frame{src: peer6, dst: netip.AddrPortFrom(self6, portStrict), proto: 6, payload: tcpish}, xdpPass, nil, []Counter{cntNotUDP}},
 		{"ip version mismatch", withVersion6In4(udp(peer4, portStrict, msg)), xdpPass, nil, []Counter{cntMalformed}},
+
+		// Destination address: only the port's bound address, or for a
+		// wildcard port any address of this host, is xdpfab's; traffic
+		// for other hosts passes untouched, even from strangers to a
+		// strict port.
+		{"bound port, own address", udp(peer4, portBound4, msg), xdpPass, known(vetted, rOK, 0, 0), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"bound port, other host", to(udp(peer4, portBound4, msg), otherHost), xdpPass, nil, []Counter{cntOtherHost}},
+		{"bound port, other host, stranger", to(udp(stranger4, portBound4, msg), otherHost), xdpPass, nil, []Counter{cntOtherHost}},
+		{"bound port, another own address", to(udp(peer4, portBound4, msg), alsoSelf4), xdpPass, nil, []Counter{cntOtherHost}},
+		{"bound port, own address, stranger", udp(stranger4, portBound4, msg), xdpDrop, nil, []Counter{cntDropPeer}},
+		{"bound port, vlan other host", withVLAN(to(udp(peer4, portBound4, msg), otherHost)), xdpPass, nil, []Counter{cntOtherHost}},
+		{"bound ipv6 port, own address", udp(peer6, portBound6, msg), xdpPass,
+			&wantMeta{fiAddr: 43, authKey: 7, flags: vetted}, []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"bound ipv6 port, other host", to(udp(peer6, portBound6, msg), other6), xdpPass, nil, []Counter{cntOtherHost}},
+		{"ipv4 bound port, ipv6 datagram", udp(peer6, portBound4, msg), xdpPass, nil, []Counter{cntOtherHost}},
+		{"wildcard port, own address", udp(peer4, portStrict, msg), xdpPass, known(vetted, rOK, 0, 0), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"wildcard port, another own address", to(udp(peer4, portStrict, msg), alsoSelf4), xdpPass, known(vetted, rOK, 0, 0), []Counter{cntKnown, cntReqOK, cntNoXSK}},
+		{"wildcard port, other host", to(udp(peer4, portStrict, msg), otherHost), xdpPass, nil, []Counter{cntOtherHost}},
+		{"wildcard port, other host, stranger", to(udp(stranger4, portStrict, msg), otherHost), xdpPass, nil, []Counter{cntOtherHost}},
+		{"wildcard ipv6 port, other host", to(udp(peer6, portLoose, msg), other6), xdpPass, nil, []Counter{cntOtherHost}},
+
+		// UDP checksum: absent (0) is dropped, wrong passes to the stack
+		// (which drops it, or keeps it when an in-host sender left it to
+		// offload) without metadata; the AV check comes first.
+		{"ipv4 no checksum", withCsum(udp(peer4, portStrict, msg), 0), xdpDrop, nil, []Counter{cntKnown, cntNoCsum}},
+		{"ipv6 no checksum", withCsum(udp(peer6, portStrict, msg), 0), xdpDrop, nil, []Counter{cntKnown, cntNoCsum}},
+		{"ipv4 bad checksum", withBadCsum(udp(peer4, portStrict, msg)), xdpPass, nil, []Counter{cntKnown, cntBadCsum}},
+		{"ipv6 bad checksum", withBadCsum(udp(peer6, portStrict, msg)), xdpPass, nil, []Counter{cntKnown, cntBadCsum}},
+		{"bad checksum, loose port, stranger", withBadCsum(udp(stranger4, portLoose, msg)), xdpPass, nil, []Counter{cntUnknown, cntBadCsum}},
+		{"bad checksum, strict port, stranger", withBadCsum(udp(stranger4, portStrict, msg)), xdpDrop, nil, []Counter{cntDropPeer}},
+		{"vlan ipv4 bad checksum", withVLAN(withBadCsum(udp(peer4, portStrict, msg))), xdpPass, nil, []Counter{cntKnown, cntBadCsum}},
+		{"ipv4 options bad checksum", withOptions(withBadCsum(udp(peer4, portStrict, msg)), 8), xdpPass, nil, []Counter{cntKnown, cntBadCsum}},
 
 		// Peers.
 		{"known peer msg, strict port", udp(peer4, portStrict, msg), xdpPass, known(vetted, rOK, 0, 0), []Counter{cntKnown, cntReqOK, cntNoXSK}},
@@ -424,7 +483,8 @@ func TestProgram(t *testing.T) {
 				require.Len(t, res.meta, MetaLen)
 				m, ok := ParseMeta(res.meta)
 				require.True(t, ok, "metadata magic")
-				require.Equal(t, *tc.meta, wantMeta{fiAddr: m.FiAddr, flags: m.Flags, reason: Reason(m.Reason),
+				require.NotZero(t, m.Flags&MetaCsumOK, "only datagrams with a verified checksum get metadata")
+				require.Equal(t, *tc.meta, wantMeta{fiAddr: m.FiAddr, flags: m.Flags &^ MetaCsumOK, reason: Reason(m.Reason),
 					badOps: m.BadOps, region: m.RegionId, authKey: m.AuthKeyId})
 			}
 			want := make([]uint64, len(before))
@@ -438,6 +498,51 @@ func TestProgram(t *testing.T) {
 			}
 			require.Equal(t, counterMap(want), counterMap(delta), "counters moved")
 		})
+	}
+}
+
+// TestProgramChecksum checks the program's UDP checksum over every
+// payload length the chunked sum treats differently (256- and 32-byte
+// chunks, 4-byte words, 1 to 3 trailing bytes), IPv4 and IPv6: intact the
+// datagram gets metadata marked checksum-OK, with one byte changed anywhere
+// in the payload it passes to the stack unmarked.
+func TestProgramChecksum(t *testing.T) {
+	objs := loadTestObjects(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var lens []int
+	for n := 0; n <= 80; n++ {
+		lens = append(lens, n)
+	}
+	for _, base := range []int{256, 288, 512, 544, 1024, 3072} {
+		for d := -5; d <= 5; d++ {
+			lens = append(lens, base+d)
+		}
+	}
+	lens = append(lens, 3300)
+	for _, src := range []netip.AddrPort{peer4, peer6} {
+		for _, n := range lens {
+			payload := make([]byte, n)
+			for i := range payload {
+				payload[i] = byte(rng.Uint32())
+			}
+			f := udp(src, portLoose, payload)
+			res := run(t, objs.XdpfabXdp, f.build())
+			require.Equal(t, uint32(xdpPass), res.action)
+			m, ok := ParseMeta(res.meta)
+			require.True(t, ok, "%v, %d bytes: intact datagram gets metadata", src, n)
+			require.NotZero(t, m.Flags&MetaCsumOK, "%v, %d bytes", src, n)
+			if n == 0 {
+				continue
+			}
+			bad := f.build()
+			bad[len(bad)-n+rng.IntN(n)] ^= byte(1 + rng.IntN(255))
+			before := readCounters(t, objs.Counters)
+			res = run(t, objs.XdpfabXdp, bad)
+			after := readCounters(t, objs.Counters)
+			require.Equal(t, uint32(xdpPass), res.action)
+			require.Empty(t, res.meta, "%v, %d bytes: corrupted datagram gets no metadata", src, n)
+			require.Equal(t, uint64(1), after[cntBadCsum]-before[cntBadCsum])
+		}
 	}
 }
 
@@ -491,6 +596,15 @@ func repeat(op wireOp, n int) []wireOp {
 		ops[i] = op
 	}
 	return ops
+}
+
+func withCsum(f frame, c uint16) frame { f.csum = &c; return f }
+
+// withBadCsum gives f the checksum it should have, off by one.
+func withBadCsum(f frame) frame {
+	b := f.build()
+	c := binary.BigEndian.Uint16(b[len(b)-len(f.payload)-2:]) ^ 1
+	return withCsum(f, c)
 }
 
 func withVLAN(f frame) frame           { f.vlan = true; return f }
@@ -564,6 +678,9 @@ func BenchmarkProgram(b *testing.B) {
 	require.NoError(b, spec.LoadAndAssign(&objs, nil))
 	defer objs.Close()
 	require.NoError(b, objs.Ports.Put(htons(portStrict), XdpfabPortConfig{AvId: avID, DomainId: domainID, Flags: PortStrict}))
+	require.NoError(b, objs.Ports.Put(htons(portBound4), XdpfabPortConfig{AvId: avID, DomainId: domainID,
+		Flags: PortStrict | PortBoundAddr, Addr: self4.As16()}))
+	require.NoError(b, objs.LocalAddrs.Put(XdpfabLocalAddr{Addr: self4.As16()}, uint32(0)))
 	require.NoError(b, objs.AvMap.Put(avKey(avID, peer4), XdpfabAvValue{FiAddr: 42}))
 	require.NoError(b, objs.MrMap.Put(XdpfabMrKey{DomainId: domainID, Key: keyRW},
 		XdpfabMrValue{Base: 0x1000, Len: 0x1000, Access: remoteRead | remoteWrite, RegionId: 9, Flags: 1}))
@@ -573,7 +690,13 @@ func BenchmarkProgram(b *testing.B) {
 		frame frame
 	}{
 		{"other-udp", udp(peer4, portOther, request(msgOp(16)))},
+		// The destination check: a bound port compares the address, a
+		// wildcard port looks it up in local_addrs.
+		{"other-host-bound", to(udp(peer4, portBound4, request(msgOp(16))), otherHost)},
+		{"other-host-wildcard", to(udp(peer4, portStrict, request(msgOp(16))), otherHost)},
+		{"strict-drop-bound", udp(stranger4, portBound4, request(msgOp(16)))},
 		{"strict-drop", udp(stranger4, portStrict, request(msgOp(16)))},
+		{"msg-bound", udp(peer4, portBound4, request(msgOp(16)))},
 		{"msg", udp(peer4, portStrict, request(msgOp(16)))},
 		{"rma-write-1op", udp(peer4, portStrict, request(writeOp(keyRW, 0x1000, 64)))},
 		{"rma-read-16ops", udp(peer4, portStrict, request(repeat(readOp(keyRW, 0x1000, 8), 16)...))},

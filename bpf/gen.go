@@ -24,4 +24,4 @@
 // both FI_REMOTE_READ and FI_REMOTE_WRITE.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target bpfel -type av_key -type av_value -type mr_key -type mr_value -type xdpfab_counter -type xdpfab_reason -type port_config -type xdp_meta Xdpfab xdpfab.c -- -I.
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target bpfel -type av_key -type av_value -type mr_key -type mr_value -type xdpfab_counter -type xdpfab_reason -type port_config -type local_addr -type xdp_meta Xdpfab xdpfab.c -- -I.

@@ -14,8 +14,10 @@ const (
 
 	MetaPeerUnknown = 0x1 // XDP_META_PEER_UNKNOWN: source not in the AV, FiAddr is FI_ADDR_NOTAVAIL
 	MetaVetted      = 0x2 // XDP_META_VETTED: a request was vetted, see Reason and BadOps
+	MetaCsumOK      = 0x4 // XDP_META_CSUM_OK: the UDP checksum was present and verified
 
-	PortStrict = 0x1 // PORT_STRICT: drop datagrams from peers not in the AV
+	PortStrict    = 0x1 // PORT_STRICT: drop datagrams from peers not in the AV
+	PortBoundAddr = 0x2 // PORT_BOUND_ADDR: only datagrams to XdpfabPortConfig.Addr; else to any address in local_addrs
 
 	XSKMaxQueues = 64 // XSK_MAX_QUEUES: entries of the xsks map
 )

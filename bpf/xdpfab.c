@@ -5,9 +5,11 @@
  * xdpfab's XDP program.
  *
  * It parses Ethernet (at most one VLAN tag), IPv4 or IPv6 and UDP, and
- * touches only datagrams to a UDP port listed in the ports map; everything
- * else (ARP, ICMP, TCP, other UDP, IP fragments, IPv6 extension headers,
- * malformed or truncated frames) goes to the kernel stack unchanged.
+ * touches only datagrams to a UDP port listed in the ports map and to the
+ * address that port is bound to (or, for a port bound to every address, to
+ * an address in local_addrs); everything else (ARP, ICMP, TCP, other UDP,
+ * traffic for other hosts, IP fragments, IPv6 extension headers, malformed
+ * or truncated frames) goes to the kernel stack unchanged.
  *
  * For an xdpfab datagram it looks the source (IP, port) up in the AV map of
  * the port's AV: a peer not in the AV is dropped on a strict port and handed
@@ -59,6 +61,15 @@ struct {
 	__type(value, struct port_config);
 } ports SEC(".maps");
 
+/* The namespace's own addresses, for ports bound to every address. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
+	__type(key, struct local_addr);
+	__type(value, __u32);
+} local_addrs SEC(".maps");
+
 /* RX queue index -> AF_XDP socket. */
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -95,6 +106,8 @@ static __always_inline void count(enum xdpfab_counter c)
 /* What the L2-L4 parse found in an xdpfab candidate. */
 struct flow {
 	__u8 saddr[16]; /* v4-mapped for IPv4 */
+	__u8 daddr[16]; /* v4-mapped for IPv4 */
+	__u8 v4;        /* IPv4 (else IPv6) */
 	__u16 sport;    /* network order */
 	__u16 dport;    /* network order */
 	__u32 payload;  /* offset of the UDP payload from data */
@@ -146,6 +159,11 @@ static __always_inline int parse_l2_l4(struct xdp_md *ctx, struct flow *f)
 		f->saddr[10] = 0xff;
 		f->saddr[11] = 0xff;
 		__builtin_memcpy(&f->saddr[12], &ip->saddr, 4);
+		__builtin_memset(f->daddr, 0, 10);
+		f->daddr[10] = 0xff;
+		f->daddr[11] = 0xff;
+		__builtin_memcpy(&f->daddr[12], &ip->daddr, 4);
+		f->v4 = 1;
 		off += ihl;
 		tot -= ihl;
 		udp = data + off;
@@ -167,6 +185,8 @@ static __always_inline int parse_l2_l4(struct xdp_md *ctx, struct flow *f)
 		if (ip6->nexthdr != IPPROTO_UDP)
 			return CNT_PASS_NOT_UDP;
 		__builtin_memcpy(f->saddr, &ip6->saddr, 16);
+		__builtin_memcpy(f->daddr, &ip6->daddr, 16);
+		f->v4 = 0;
 		off += sizeof(*ip6);
 		udp = data + off;
 		if ((void *)(udp + 1) > end || plen < sizeof(*udp))
@@ -182,6 +202,153 @@ static __always_inline int parse_l2_l4(struct xdp_md *ctx, struct flow *f)
 	f->payload = off + sizeof(*udp);
 	f->plen = bpf_ntohs(udp->len) - sizeof(*udp);
 	return -1;
+}
+
+/*
+ * to_us reports whether the datagram is addressed to the port's endpoint:
+ * to its bound address, or, for a port bound to every address, to one the
+ * namespace holds. Anything else reached this host only to be forwarded or
+ * bridged (or by a static neighbour entry): not ours.
+ */
+static __always_inline int to_us(const struct port_config *pc, const struct flow *f)
+{
+	__u64 a0, a1, b0, b1;
+
+	if (!(pc->flags & PORT_BOUND_ADDR))
+		return bpf_map_lookup_elem(&local_addrs, f->daddr) != 0;
+	__builtin_memcpy(&a0, &pc->addr[0], 8);
+	__builtin_memcpy(&a1, &pc->addr[8], 8);
+	__builtin_memcpy(&b0, &f->daddr[0], 8);
+	__builtin_memcpy(&b1, &f->daddr[8], 8);
+	return a0 == b0 && a1 == b1;
+}
+
+/*
+ * Longest UDP datagram (header included) the program checksums: a 4 KiB
+ * AF_XDP frame's worth. A longer one cannot be redirected into a frame
+ * anyway; it passes to the stack like a bad one.
+ */
+#define CSUM_MAX_LEN 4096
+
+enum csum_verdict {
+	CSUM_OK,   /* present and right */
+	CSUM_NONE, /* 0: the sender computed none */
+	CSUM_BAD,  /* wrong, or not checkable here */
+};
+
+/* fold16 folds a 64-bit one's complement accumulator to 16 bits. */
+static __always_inline __u64 fold16(__u64 acc)
+{
+	acc = (acc & 0xffffffff) + (acc >> 32);
+	acc = (acc & 0xffffffff) + (acc >> 32);
+	acc = (acc & 0xffff) + (acc >> 16);
+	acc = (acc & 0xffff) + (acc >> 16);
+	return acc;
+}
+
+/*
+ * udp_csum verifies the UDP checksum of the datagram f describes (RFC 768,
+ * RFC 8200 8.1). Words are summed as loaded (little-endian): the one's
+ * complement sum is byte-order independent up to a swap, and a correct
+ * datagram sums to 0xffff, which a swap leaves alone. The payload goes
+ * through bpf_csum_diff (the kernel's csum_partial) in 256- and 32-byte
+ * chunks, the last bytes by hand.
+ */
+static __always_inline int udp_csum(struct xdp_md *ctx, const struct flow *f)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 off = f->payload - sizeof(struct udphdr);
+	__u32 len = f->plen + sizeof(struct udphdr);
+	__u32 done = 0;
+	__u64 acc = 0;
+	__u32 w[4];
+	struct udphdr *udp;
+
+	udp = data + (off & 0x3fff);
+	if ((void *)(udp + 1) > end)
+		return CSUM_BAD;
+	if (udp->check == 0)
+		return CSUM_NONE;
+	if (len > CSUM_MAX_LEN)
+		return CSUM_BAD;
+
+	/* Pseudo-header: addresses, protocol, UDP length. */
+	if (f->v4) {
+		__builtin_memcpy(&w[0], &f->saddr[12], 4);
+		__builtin_memcpy(&w[1], &f->daddr[12], 4);
+		acc += (__u64)w[0] + w[1];
+	} else {
+		__builtin_memcpy(w, f->saddr, 16);
+		acc += (__u64)w[0] + w[1] + w[2] + w[3];
+		__builtin_memcpy(w, f->daddr, 16);
+		acc += (__u64)w[0] + w[1] + w[2] + w[3];
+	}
+	acc += bpf_htons(IPPROTO_UDP) + bpf_htons((__u16)len);
+
+	for (int i = 0; i < CSUM_MAX_LEN / 256; i++) {
+		void *p = data + ((off + done) & 0x3fff);
+		__s64 r;
+
+		if (len - done < 256)
+			break;
+		if (p + 256 > end)
+			return CSUM_BAD;
+		r = bpf_csum_diff(0, 0, p, 256, 0);
+		if (r < 0)
+			return CSUM_BAD;
+		acc += (__u32)r;
+		done += 256;
+	}
+	for (int i = 0; i < 256 / 32; i++) {
+		void *p = data + ((off + done) & 0x3fff);
+		__s64 r;
+
+		if (len - done < 32)
+			break;
+		if (p + 32 > end)
+			return CSUM_BAD;
+		r = bpf_csum_diff(0, 0, p, 32, 0);
+		if (r < 0)
+			return CSUM_BAD;
+		acc += (__u32)r;
+		done += 32;
+	}
+	for (int i = 0; i < 32 / 4; i++) {
+		__u32 *p = data + ((off + done) & 0x3fff);
+
+		if (len - done < 4)
+			break;
+		if ((void *)(p + 1) > end)
+			return CSUM_BAD;
+		acc += *p;
+		done += 4;
+	}
+	if (len - done > 0) { /* 1 to 3 bytes, zero-padded */
+		__u8 *p = data + ((off + done) & 0x3fff);
+		__u32 rest = len - done;
+
+		if ((void *)(p + 3) > end) {
+			/* The frame may end right after the datagram. */
+			if ((void *)(p + 1) > end)
+				return CSUM_BAD;
+			acc += p[0];
+			if (rest > 1) {
+				if ((void *)(p + 2) > end)
+					return CSUM_BAD;
+				acc += (__u32)p[1] << 8;
+			}
+			if (rest > 2)
+				return CSUM_BAD;
+		} else {
+			acc += p[0];
+			if (rest > 1)
+				acc += (__u32)p[1] << 8;
+			if (rest > 2)
+				acc += (__u32)p[2] << 16;
+		}
+	}
+	return fold16(acc) == 0xffff ? CSUM_OK : CSUM_BAD;
 }
 
 /* Result of vetting a request. */
@@ -518,6 +685,10 @@ int xdpfab_xdp(struct xdp_md *ctx)
 		count(CNT_PASS_OTHER_PORT);
 		return XDP_PASS;
 	}
+	if (!to_us(pc, &f)) {
+		count(CNT_PASS_OTHER_HOST);
+		return XDP_PASS;
+	}
 
 	ak.av_id = pc->av_id;
 	ak.port = f.sport;
@@ -534,6 +705,22 @@ int xdpfab_xdp(struct xdp_md *ctx)
 		count(CNT_PEER_UNKNOWN);
 		flags |= XDP_META_PEER_UNKNOWN;
 	}
+
+	/* Only a datagram that arrived intact reaches user space, which
+	 * would execute a corrupted atomic or RMA payload. A wrong checksum
+	 * goes to the stack, which knows what XDP cannot: whether an in-host
+	 * sender (a kernel socket on veth) left the checksum to offload,
+	 * then delivers it to the endpoint's kernel socket, or not, then
+	 * drops it (UDP InCsumErrors) and the sender retransmits. */
+	switch (udp_csum(ctx, &f)) {
+	case CSUM_NONE:
+		count(CNT_DROP_NO_CSUM);
+		return XDP_DROP;
+	case CSUM_BAD:
+		count(CNT_PASS_BAD_CSUM);
+		return XDP_PASS;
+	}
+	flags |= XDP_META_CSUM_OK;
 
 	vet_request(ctx, &f, pc->domain_id, &v);
 	count_vet(&v);

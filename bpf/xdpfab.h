@@ -55,17 +55,31 @@ struct mr_value {
 
 /*
  * Ports map: UDP destination port (network byte order, the map key) -> how
- * the program treats datagrams to it. Datagrams to any other port are not
- * touched.
+ * the program treats datagrams to it. Only datagrams to the port AND to an
+ * address of this host are xdpfab's: with PORT_BOUND_ADDR the endpoint's
+ * own address, otherwise (a wildcard bind) any address in local_addrs.
+ * Datagrams to any other port or address are not touched.
  */
 struct port_config {
 	__u32 av_id;     /* AV whose peers may send to this port */
 	__u32 domain_id; /* domain whose MR keys requests to this port name */
 	__u32 flags;     /* PORT_* */
 	__u32 pad;       /* zero */
+	__u8 addr[16];   /* with PORT_BOUND_ADDR: the bound address, IPv6 or IPv4-mapped */
 };
 
-#define PORT_STRICT 0x1 /* drop datagrams from peers not in the AV */
+#define PORT_STRICT     0x1 /* drop datagrams from peers not in the AV */
+#define PORT_BOUND_ADDR 0x2 /* addr is the bound address; else the port is bound to every local address */
+
+/*
+ * Local addresses map: the addresses of the network namespace the program
+ * is attached in (IPv6, or IPv4-mapped), kept by user space (xdp package;
+ * the AF_XDP transport follows netlink while it runs). The key is the
+ * whole entry; the value is unused.
+ */
+struct local_addr {
+	__u8 addr[16];
+};
 
 /* Entries of the XSKMAP (one AF_XDP socket per RX queue). */
 #define XSK_MAX_QUEUES 64
@@ -97,6 +111,7 @@ struct xdp_meta {
 
 #define XDP_META_PEER_UNKNOWN 0x1 /* source (IP, port) is not in the AV */
 #define XDP_META_VETTED       0x2 /* a request was vetted: see reason and bad_ops */
+#define XDP_META_CSUM_OK      0x4 /* the UDP checksum was present and verified */
 
 /*
  * Verdict on an RMA or atomic request, in xdp_meta.reason. Anything but
@@ -126,9 +141,12 @@ enum xdpfab_counter {
 	CNT_PASS_FRAGMENT,     /* IP fragment: passed */
 	CNT_PASS_MALFORMED,    /* truncated or inconsistent L2-L4 headers: passed */
 	CNT_PASS_OTHER_PORT,   /* UDP to a port xdpfab does not serve: passed */
+	CNT_PASS_OTHER_HOST,   /* UDP to an xdpfab port but not to its address (forwarded, bridged): passed */
 	CNT_PEER_KNOWN,        /* source found in the AV */
 	CNT_PEER_UNKNOWN,      /* source not in the AV, port not strict: handed up */
 	CNT_DROP_UNKNOWN_PEER, /* source not in the AV, strict port: dropped */
+	CNT_DROP_NO_CSUM,      /* UDP checksum 0 (none sent): dropped */
+	CNT_PASS_BAD_CSUM,     /* UDP checksum wrong (corrupted, or left to offload in-host): passed, the stack decides */
 	CNT_REQ_OK,            /* request vetted and good */
 	CNT_REQ_BAD_HEADER,    /* request header malformed */
 	CNT_REQ_MR_NO_KEY,     /* request names an unknown MR key */

@@ -28,6 +28,11 @@ type XdpfabAvValue struct {
 	Flags     uint32
 }
 
+type XdpfabLocalAddr struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+}
+
 type XdpfabMrKey struct {
 	_        structs.HostLayout
 	DomainId uint32
@@ -51,6 +56,7 @@ type XdpfabPortConfig struct {
 	DomainId uint32
 	Flags    uint32
 	Pad      uint32
+	Addr     [16]uint8
 }
 
 type XdpfabXdpMeta struct {
@@ -73,19 +79,22 @@ const (
 	XdpfabXdpfabCounterCNT_PASS_FRAGMENT     XdpfabXdpfabCounter = 3
 	XdpfabXdpfabCounterCNT_PASS_MALFORMED    XdpfabXdpfabCounter = 4
 	XdpfabXdpfabCounterCNT_PASS_OTHER_PORT   XdpfabXdpfabCounter = 5
-	XdpfabXdpfabCounterCNT_PEER_KNOWN        XdpfabXdpfabCounter = 6
-	XdpfabXdpfabCounterCNT_PEER_UNKNOWN      XdpfabXdpfabCounter = 7
-	XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER XdpfabXdpfabCounter = 8
-	XdpfabXdpfabCounterCNT_REQ_OK            XdpfabXdpfabCounter = 9
-	XdpfabXdpfabCounterCNT_REQ_BAD_HEADER    XdpfabXdpfabCounter = 10
-	XdpfabXdpfabCounterCNT_REQ_MR_NO_KEY     XdpfabXdpfabCounter = 11
-	XdpfabXdpfabCounterCNT_REQ_MR_DISABLED   XdpfabXdpfabCounter = 12
-	XdpfabXdpfabCounterCNT_REQ_MR_RANGE      XdpfabXdpfabCounter = 13
-	XdpfabXdpfabCounterCNT_REQ_MR_ACCESS     XdpfabXdpfabCounter = 14
-	XdpfabXdpfabCounterCNT_PASS_NO_META      XdpfabXdpfabCounter = 15
-	XdpfabXdpfabCounterCNT_REDIRECT_XSK      XdpfabXdpfabCounter = 16
-	XdpfabXdpfabCounterCNT_PASS_NO_XSK       XdpfabXdpfabCounter = 17
-	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 18
+	XdpfabXdpfabCounterCNT_PASS_OTHER_HOST   XdpfabXdpfabCounter = 6
+	XdpfabXdpfabCounterCNT_PEER_KNOWN        XdpfabXdpfabCounter = 7
+	XdpfabXdpfabCounterCNT_PEER_UNKNOWN      XdpfabXdpfabCounter = 8
+	XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER XdpfabXdpfabCounter = 9
+	XdpfabXdpfabCounterCNT_DROP_NO_CSUM      XdpfabXdpfabCounter = 10
+	XdpfabXdpfabCounterCNT_PASS_BAD_CSUM     XdpfabXdpfabCounter = 11
+	XdpfabXdpfabCounterCNT_REQ_OK            XdpfabXdpfabCounter = 12
+	XdpfabXdpfabCounterCNT_REQ_BAD_HEADER    XdpfabXdpfabCounter = 13
+	XdpfabXdpfabCounterCNT_REQ_MR_NO_KEY     XdpfabXdpfabCounter = 14
+	XdpfabXdpfabCounterCNT_REQ_MR_DISABLED   XdpfabXdpfabCounter = 15
+	XdpfabXdpfabCounterCNT_REQ_MR_RANGE      XdpfabXdpfabCounter = 16
+	XdpfabXdpfabCounterCNT_REQ_MR_ACCESS     XdpfabXdpfabCounter = 17
+	XdpfabXdpfabCounterCNT_PASS_NO_META      XdpfabXdpfabCounter = 18
+	XdpfabXdpfabCounterCNT_REDIRECT_XSK      XdpfabXdpfabCounter = 19
+	XdpfabXdpfabCounterCNT_PASS_NO_XSK       XdpfabXdpfabCounter = 20
+	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 21
 )
 
 type XdpfabXdpfabReason uint32
@@ -106,6 +115,7 @@ const (
 const (
 	XdpfabMapAvMap              = "av_map"
 	XdpfabMapCounters           = "counters"
+	XdpfabMapLocalAddrs         = "local_addrs"
 	XdpfabMapMrMap              = "mr_map"
 	XdpfabMapPorts              = "ports"
 	XdpfabMapXsks               = "xsks"
@@ -165,11 +175,12 @@ type XdpfabProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabMapSpecs struct {
-	AvMap    *ebpf.MapSpec `ebpf:"av_map"`
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	MrMap    *ebpf.MapSpec `ebpf:"mr_map"`
-	Ports    *ebpf.MapSpec `ebpf:"ports"`
-	Xsks     *ebpf.MapSpec `ebpf:"xsks"`
+	AvMap      *ebpf.MapSpec `ebpf:"av_map"`
+	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	LocalAddrs *ebpf.MapSpec `ebpf:"local_addrs"`
+	MrMap      *ebpf.MapSpec `ebpf:"mr_map"`
+	Ports      *ebpf.MapSpec `ebpf:"ports"`
+	Xsks       *ebpf.MapSpec `ebpf:"xsks"`
 }
 
 // XdpfabVariableSpecs contains global variables before they are loaded into the kernel.
@@ -200,17 +211,19 @@ func (o *XdpfabObjects) Close() error {
 //
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabMaps struct {
-	AvMap    *ebpf.Map `ebpf:"av_map"`
-	Counters *ebpf.Map `ebpf:"counters"`
-	MrMap    *ebpf.Map `ebpf:"mr_map"`
-	Ports    *ebpf.Map `ebpf:"ports"`
-	Xsks     *ebpf.Map `ebpf:"xsks"`
+	AvMap      *ebpf.Map `ebpf:"av_map"`
+	Counters   *ebpf.Map `ebpf:"counters"`
+	LocalAddrs *ebpf.Map `ebpf:"local_addrs"`
+	MrMap      *ebpf.Map `ebpf:"mr_map"`
+	Ports      *ebpf.Map `ebpf:"ports"`
+	Xsks       *ebpf.Map `ebpf:"xsks"`
 }
 
 func (m *XdpfabMaps) Close() error {
 	return _XdpfabClose(
 		m.AvMap,
 		m.Counters,
+		m.LocalAddrs,
 		m.MrMap,
 		m.Ports,
 		m.Xsks,

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"slices"
 
@@ -21,6 +22,12 @@ type PortConfig struct {
 	AVID     uint32 `json:"av_id"`     // AV whose peers may send to the port
 	DomainID uint32 `json:"domain_id"` // domain whose MR keys the port's requests name
 	Strict   bool   `json:"strict"`    // drop datagrams from peers not in the AV
+	// Addr is the address the port's endpoint is bound to: only datagrams
+	// to it are the endpoint's. The zero Addr (or an unspecified one)
+	// binds every address of the namespace (the local_addrs map, see
+	// SyncLocalAddrs). Datagrams to other addresses (forwarded or bridged
+	// traffic) pass to the stack, counted as pass_other_host.
+	Addr netip.Addr `json:"addr,omitzero"`
 }
 
 // Port is one configured UDP port.
@@ -44,6 +51,10 @@ func (a *Attachment) SetPort(port uint16, cfg PortConfig) error {
 	v := bpf.XdpfabPortConfig{AvId: cfg.AVID, DomainId: cfg.DomainID}
 	if cfg.Strict {
 		v.Flags |= bpf.PortStrict
+	}
+	if cfg.Addr.IsValid() && !cfg.Addr.IsUnspecified() {
+		v.Flags |= bpf.PortBoundAddr
+		v.Addr = cfg.Addr.Unmap().As16() // IPv4-mapped for IPv4, as the program compares
 	}
 	if err := a.PortMap.Put(portKey(port), v); err != nil {
 		if errors.Is(err, unix.E2BIG) {
@@ -78,9 +89,11 @@ func (a *Attachment) Ports() ([]Port, error) {
 	for it.Next(&key, &value) {
 		var b [2]byte
 		binary.NativeEndian.PutUint16(b[:], key)
-		ports = append(ports, Port{Port: binary.BigEndian.Uint16(b[:]), PortConfig: PortConfig{
-			AVID: value.AvId, DomainID: value.DomainId, Strict: value.Flags&bpf.PortStrict != 0,
-		}})
+		cfg := PortConfig{AVID: value.AvId, DomainID: value.DomainId, Strict: value.Flags&bpf.PortStrict != 0}
+		if value.Flags&bpf.PortBoundAddr != 0 {
+			cfg.Addr = netip.AddrFrom16(value.Addr).Unmap()
+		}
+		ports = append(ports, Port{Port: binary.BigEndian.Uint16(b[:]), PortConfig: cfg})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("xdp: %s: list ports: %w", a.Iface, mapErr(err))

@@ -100,7 +100,8 @@ const (
 	pinProg = "prog"
 )
 
-var pinnedMaps = []string{bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap, bpf.XdpfabMapPorts, bpf.XdpfabMapXsks, bpf.XdpfabMapCounters}
+var pinnedMaps = []string{bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap, bpf.XdpfabMapPorts, bpf.XdpfabMapXsks, bpf.XdpfabMapCounters,
+	bpf.XdpfabMapLocalAddrs}
 
 // PinDir is where the program, link and maps of iface are pinned.
 func PinDir(iface string) string { return bpffs.Path(iface) }
@@ -132,6 +133,7 @@ type Attachment struct {
 	PortMap    *ebpf.Map // ports: UDP port (network order) -> bpf.XdpfabPortConfig
 	XSKMap     *ebpf.Map // xsks: RX queue -> AF_XDP socket
 	CounterMap *ebpf.Map // counters: per-CPU, bpf.Counter -> uint64
+	LocalMap   *ebpf.Map // local_addrs: the namespace's addresses (bpf.XdpfabLocalAddr)
 }
 
 // Close releases the handles; it does not detach.
@@ -140,7 +142,7 @@ func (a *Attachment) Close() error {
 	if a.Program != nil {
 		errs = append(errs, a.Program.Close())
 	}
-	for _, m := range []*ebpf.Map{a.AVMap, a.MRMap, a.PortMap, a.XSKMap, a.CounterMap} {
+	for _, m := range []*ebpf.Map{a.AVMap, a.MRMap, a.PortMap, a.XSKMap, a.CounterMap, a.LocalMap} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
@@ -176,6 +178,11 @@ func Attach(iface string, opts Options) (*Attachment, error) {
 		if a, err = attachNew(iface, nl, opts); err != nil {
 			return nil, err
 		}
+	}
+	// Ports bound to every address need the namespace's addresses.
+	if err := a.SyncLocalAddrs(nil); err != nil {
+		a.Close()
+		return nil, err
 	}
 	for port, cfg := range opts.Ports {
 		if err := a.SetPort(port, cfg); err != nil {
@@ -266,7 +273,7 @@ func attachNew(iface string, nl netlink.Link, opts Options) (_ *Attachment, err 
 	}()
 	maps := map[string]*ebpf.Map{
 		bpf.XdpfabMapAvMap: objs.AvMap, bpf.XdpfabMapMrMap: objs.MrMap, bpf.XdpfabMapPorts: objs.Ports,
-		bpf.XdpfabMapXsks: objs.Xsks, bpf.XdpfabMapCounters: objs.Counters,
+		bpf.XdpfabMapXsks: objs.Xsks, bpf.XdpfabMapCounters: objs.Counters, bpf.XdpfabMapLocalAddrs: objs.LocalAddrs,
 	}
 	for _, name := range pinnedMaps {
 		if err := maps[name].Pin(filepath.Join(dir, name)); err != nil {
@@ -283,6 +290,7 @@ func attachNew(iface string, nl netlink.Link, opts Options) (_ *Attachment, err 
 	return &Attachment{
 		Iface: iface, Ifindex: nl.Attrs().Index, Program: objs.XdpfabXdp,
 		AVMap: objs.AvMap, MRMap: objs.MrMap, PortMap: objs.Ports, XSKMap: objs.Xsks, CounterMap: objs.Counters,
+		LocalMap: objs.LocalAddrs,
 	}, nil
 }
 
@@ -508,7 +516,7 @@ func Open(iface string) (*Attachment, error) {
 		dst  **ebpf.Map
 	}{
 		{bpf.XdpfabMapAvMap, &a.AVMap}, {bpf.XdpfabMapMrMap, &a.MRMap}, {bpf.XdpfabMapPorts, &a.PortMap},
-		{bpf.XdpfabMapXsks, &a.XSKMap}, {bpf.XdpfabMapCounters, &a.CounterMap},
+		{bpf.XdpfabMapXsks, &a.XSKMap}, {bpf.XdpfabMapCounters, &a.CounterMap}, {bpf.XdpfabMapLocalAddrs, &a.LocalMap},
 	} {
 		if *m.dst, err = ebpf.LoadPinnedMap(filepath.Join(dir, m.name), nil); err != nil {
 			a.Close()

@@ -83,9 +83,6 @@ type Options struct {
 	Local netip.AddrPort
 	// Bind selects copy or zero-copy AF_XDP (auto: zero-copy if possible).
 	Bind xsk.BindMode
-	// UDPChecksum computes UDP checksums on IPv4 too (zero is legal there
-	// and saves a pass over the payload).
-	UDPChecksum bool
 }
 
 // Stats are the transport's own counters.
@@ -95,6 +92,8 @@ type Stats struct {
 	TxNoHop         uint64 // packets sent through the kernel socket: next hop not resolved yet
 	TxNoFrame       uint64 // packets dropped: every TX frame in flight
 	RxQueueFull     uint64 // packets dropped: the transport's queue was full
+	RxBadChecksum   uint64 // packets dropped: not marked checksum-verified by the XDP program
+	RxOtherHost     uint64 // packets dropped: to the port but not to the transport's address
 }
 
 // Transport is an AF_XDP datapath.Transport for one local port.
@@ -105,7 +104,6 @@ type Transport struct {
 	resolver *nexthop.Resolver
 	closed   atomic.Bool
 	closing  chan struct{}
-	udpCsum  bool
 	q        rxQueue
 	timer    *time.Timer // Receive's FallbackPoll wait (one Receive at a time)
 	// The kernel-socket check's state (receiveKernel), owned by Receive
@@ -119,6 +117,7 @@ type Transport struct {
 	resolving map[netip.Addr]bool // guarded by hopMu
 
 	rxXSK, rxKernel, txXSK, txNoHop, txNoFrame atomic.Uint64
+	rxBadCsum, rxOtherHost                     atomic.Uint64
 }
 
 var (
@@ -138,7 +137,12 @@ func Open(opts Options) (*Transport, error) {
 		}
 		opts.Iface = iface
 	}
-	t := &Transport{udpCsum: opts.UDPChecksum, resolving: map[netip.Addr]bool{}, closing: make(chan struct{})}
+	if !opts.Local.Addr().IsValid() || opts.Local.Addr().IsUnspecified() {
+		// Frames this transport builds need a source address, and the
+		// receive side serves one destination address.
+		return nil, fmt.Errorf("afxdp: local address %v: an interface address is needed: %w", opts.Local.Addr(), fi.EINVAL)
+	}
+	t := &Transport{resolving: map[netip.Addr]bool{}, closing: make(chan struct{})}
 	nl, err := netlink.NewHandle()
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: netlink: %w", err)
@@ -211,8 +215,11 @@ func InterfaceOf(addr netip.Addr) (string, error) {
 
 // Configure sets the program's entry for the transport's port: the AV
 // whose peers may send (strict: others are dropped in XDP) and the domain
-// whose MR keys requests name.
+// whose MR keys requests name. The entry is bound to the transport's
+// address (cfg.Addr is ignored): datagrams to the port but another address
+// are not this transport's and pass to the stack.
 func (t *Transport) Configure(cfg xdp.PortConfig) error {
+	cfg.Addr = t.local.Addr()
 	return t.dev.att.SetPort(t.local.Port(), cfg)
 }
 
@@ -366,14 +373,13 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 				continue
 			}
 			ep := udpframe.Endpoints{SrcMAC: hop.SrcMAC, DstMAC: hop.DstMAC, Src: t.local,
-				Dst: netip.AddrPortFrom(p.Addr.Addr().Unmap(), p.Addr.Port()), UDPChecksum: t.udpCsum}
+				Dst: netip.AddrPortFrom(p.Addr.Addr().Unmap(), p.Addr.Port())}
 			hl := ep.HeaderLen()
 			if hl+len(p.Buf) > len(buf) || hl+len(p.Buf)-udpframe.EthLen > hop.MTU {
 				s.ReturnTxFrame(addr)
 				return fmt.Errorf("afxdp: %d-byte datagram exceeds the MTU %d: %w", len(p.Buf), hop.MTU, fi.EMSGSIZE)
 			}
-			copy(buf[hl:], p.Buf)
-			n, err := udpframe.Build(buf, &ep, len(p.Buf))
+			n, err := udpframe.BuildCopy(buf, &ep, p.Buf)
 			if err != nil {
 				s.ReturnTxFrame(addr)
 				continue
@@ -425,7 +431,8 @@ func (t *Transport) Stats() Stats {
 	drops := t.q.drops
 	t.q.mu.Unlock()
 	return Stats{RxXSK: t.rxXSK.Load(), RxKernel: t.rxKernel.Load(), TxXSK: t.txXSK.Load(),
-		TxNoHop: t.txNoHop.Load(), TxNoFrame: t.txNoFrame.Load(), RxQueueFull: drops}
+		TxNoHop: t.txNoHop.Load(), TxNoFrame: t.txNoFrame.Load(), RxQueueFull: drops,
+		RxBadChecksum: t.rxBadCsum.Load(), RxOtherHost: t.rxOtherHost.Load()}
 }
 
 // Close implements datapath.Transport: it wakes a blocked Receive, removes
