@@ -123,6 +123,7 @@ const (
 	XdpfabProgXskProbe          = "xsk_probe"
 	XdpfabVarUnusedXdpMeta      = "unused_xdp_meta"
 	XdpfabVarUnusedXdpfabReason = "unused_xdpfab_reason"
+	XdpfabVarVetMr              = "vet_mr"
 )
 
 // LoadXdpfab returns the embedded CollectionSpec for Xdpfab.
@@ -189,6 +190,7 @@ type XdpfabMapSpecs struct {
 type XdpfabVariableSpecs struct {
 	UnusedXdpMeta      *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
 	UnusedXdpfabReason *ebpf.VariableSpec `ebpf:"unused_xdpfab_reason"`
+	VetMr              *ebpf.VariableSpec `ebpf:"vet_mr"`
 }
 
 // XdpfabObjects contains all objects after they have been loaded into the kernel.
@@ -236,6 +238,7 @@ func (m *XdpfabMaps) Close() error {
 type XdpfabVariables struct {
 	UnusedXdpMeta      *ebpf.Variable `ebpf:"unused_xdp_meta"`
 	UnusedXdpfabReason *ebpf.Variable `ebpf:"unused_xdpfab_reason"`
+	VetMr              *ebpf.Variable `ebpf:"vet_mr"`
 }
 
 // XdpfabPrograms contains all programs after they have been loaded into the kernel.

@@ -2,6 +2,7 @@ package fabric
 
 import (
 	fatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/datapath"
 	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
@@ -31,11 +32,11 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 		// before any byte lands, so a transfer that runs past the region
 		// leaves memory untouched rather than written up to the edge.
 		if d.Flags&wire.OpFirst != 0 && d.Count != 0 {
-			if _, err := ep.lookup(in.AuthKey, d.RKey, d.Addr, uint64(d.Count), fi.REMOTE_WRITE); err != nil {
+			if _, err := ep.lookup(in, d.RKey, d.Addr, uint64(d.Count), fi.REMOTE_WRITE); err != nil {
 				return 0, ep.failSegment(in, fi.ErrnoOf(err))
 			}
 		}
-		span, err := ep.lookup(in.AuthKey, d.RKey, d.Addr, uint64(d.Len), fi.REMOTE_WRITE)
+		span, err := ep.lookup(in, d.RKey, d.Addr, uint64(d.Len), fi.REMOTE_WRITE)
 		if err != nil {
 			return 0, ep.failSegment(in, fi.ErrnoOf(err))
 		}
@@ -58,7 +59,7 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 		if int(d.RespLen) > len(resp) {
 			return 0, ep.failSegment(in, fi.EMSGSIZE)
 		}
-		span, err := ep.lookup(in.AuthKey, d.RKey, d.Addr, uint64(d.RespLen), fi.REMOTE_READ)
+		span, err := ep.lookup(in, d.RKey, d.Addr, uint64(d.RespLen), fi.REMOTE_READ)
 		if err != nil {
 			return 0, ep.failSegment(in, fi.ErrnoOf(err))
 		}
@@ -171,7 +172,7 @@ func (ep *Endpoint) executeAtomic(in *reliable.Incoming, resp []byte) (int, fi.E
 		}
 		result = resp[:n]
 	}
-	span, err := ep.lookup(in.AuthKey, d.RKey, d.Addr, uint64(n), access)
+	span, err := ep.lookup(in, d.RKey, d.Addr, uint64(n), access)
 	if err != nil {
 		return 0, fi.ErrnoOf(err)
 	}
@@ -264,8 +265,14 @@ func (ep *Endpoint) pieces(s *mr.Span) [][]byte {
 // presenting none. With FI_MR_ENDPOINT a region serves only the endpoints
 // it is bound to, and a request naming another endpoint's region is
 // refused as an unknown key.
-func (ep *Endpoint) lookup(authDigest uint32, key, addr, length uint64, access fi.Flags) (mr.Span, error) {
-	span, err := ep.dom.mrs.LookupAuth(key, addr, length, access, authDigest)
+func (ep *Endpoint) lookup(in *reliable.Incoming, key, addr, length uint64, access fi.Flags) (mr.Span, error) {
+	var span mr.Span
+	var err error
+	if ep.trustXDP && in.Meta.Verdict == datapath.VerdictAccepted {
+		span, err = ep.dom.mrs.LookupTrusted(key, addr, length, in.AuthKey)
+	} else {
+		span, err = ep.dom.mrs.LookupAuth(key, addr, length, access, in.AuthKey)
+	}
 	if err != nil {
 		return span, err
 	}
