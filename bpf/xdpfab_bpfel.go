@@ -63,10 +63,8 @@ type XdpfabXdpMeta struct {
 	_         structs.HostLayout
 	FiAddr    uint64
 	AuthKeyId uint32
-	RegionId  uint32
-	BadOps    uint16
-	Reason    uint8
 	Flags     uint8
+	Pad       [7]uint8
 	Magic     uint32
 }
 
@@ -85,45 +83,25 @@ const (
 	XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER XdpfabXdpfabCounter = 9
 	XdpfabXdpfabCounterCNT_DROP_NO_CSUM      XdpfabXdpfabCounter = 10
 	XdpfabXdpfabCounterCNT_PASS_BAD_CSUM     XdpfabXdpfabCounter = 11
-	XdpfabXdpfabCounterCNT_REQ_OK            XdpfabXdpfabCounter = 12
-	XdpfabXdpfabCounterCNT_REQ_BAD_HEADER    XdpfabXdpfabCounter = 13
-	XdpfabXdpfabCounterCNT_REQ_MR_NO_KEY     XdpfabXdpfabCounter = 14
-	XdpfabXdpfabCounterCNT_REQ_MR_DISABLED   XdpfabXdpfabCounter = 15
-	XdpfabXdpfabCounterCNT_REQ_MR_RANGE      XdpfabXdpfabCounter = 16
-	XdpfabXdpfabCounterCNT_REQ_MR_ACCESS     XdpfabXdpfabCounter = 17
-	XdpfabXdpfabCounterCNT_PASS_NO_META      XdpfabXdpfabCounter = 18
-	XdpfabXdpfabCounterCNT_REDIRECT_XSK      XdpfabXdpfabCounter = 19
-	XdpfabXdpfabCounterCNT_PASS_NO_XSK       XdpfabXdpfabCounter = 20
-	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 21
-)
-
-type XdpfabXdpfabReason uint32
-
-const (
-	XdpfabXdpfabReasonREASON_OK          XdpfabXdpfabReason = 0
-	XdpfabXdpfabReasonREASON_BAD_HEADER  XdpfabXdpfabReason = 1
-	XdpfabXdpfabReasonREASON_MR_NO_KEY   XdpfabXdpfabReason = 2
-	XdpfabXdpfabReasonREASON_MR_DISABLED XdpfabXdpfabReason = 3
-	XdpfabXdpfabReasonREASON_MR_RANGE    XdpfabXdpfabReason = 4
-	XdpfabXdpfabReasonREASON_MR_ACCESS   XdpfabXdpfabReason = 5
-	XdpfabXdpfabReasonREASON_MAX         XdpfabXdpfabReason = 6
+	XdpfabXdpfabCounterCNT_PASS_NO_META      XdpfabXdpfabCounter = 12
+	XdpfabXdpfabCounterCNT_REDIRECT_XSK      XdpfabXdpfabCounter = 13
+	XdpfabXdpfabCounterCNT_PASS_NO_XSK       XdpfabXdpfabCounter = 14
+	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 15
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	XdpfabMapAvMap              = "av_map"
-	XdpfabMapCounters           = "counters"
-	XdpfabMapLocalAddrs         = "local_addrs"
-	XdpfabMapMrMap              = "mr_map"
-	XdpfabMapPorts              = "ports"
-	XdpfabMapXsks               = "xsks"
-	XdpfabProgXdpfabXdp         = "xdpfab_xdp"
-	XdpfabProgXskProbe          = "xsk_probe"
-	XdpfabVarUnusedXdpMeta      = "unused_xdp_meta"
-	XdpfabVarUnusedXdpfabReason = "unused_xdpfab_reason"
-	XdpfabVarVetMr              = "vet_mr"
+	XdpfabMapAvMap         = "av_map"
+	XdpfabMapCounters      = "counters"
+	XdpfabMapLocalAddrs    = "local_addrs"
+	XdpfabMapMrMap         = "mr_map"
+	XdpfabMapPorts         = "ports"
+	XdpfabMapXsks          = "xsks"
+	XdpfabProgXdpfabXdp    = "xdpfab_xdp"
+	XdpfabProgXskProbe     = "xsk_probe"
+	XdpfabVarUnusedXdpMeta = "unused_xdp_meta"
 )
 
 // LoadXdpfab returns the embedded CollectionSpec for Xdpfab.
@@ -188,9 +166,7 @@ type XdpfabMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabVariableSpecs struct {
-	UnusedXdpMeta      *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
-	UnusedXdpfabReason *ebpf.VariableSpec `ebpf:"unused_xdpfab_reason"`
-	VetMr              *ebpf.VariableSpec `ebpf:"vet_mr"`
+	UnusedXdpMeta *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
 }
 
 // XdpfabObjects contains all objects after they have been loaded into the kernel.
@@ -236,9 +212,7 @@ func (m *XdpfabMaps) Close() error {
 //
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabVariables struct {
-	UnusedXdpMeta      *ebpf.Variable `ebpf:"unused_xdp_meta"`
-	UnusedXdpfabReason *ebpf.Variable `ebpf:"unused_xdpfab_reason"`
-	VetMr              *ebpf.Variable `ebpf:"vet_mr"`
+	UnusedXdpMeta *ebpf.Variable `ebpf:"unused_xdp_meta"`
 }
 
 // XdpfabPrograms contains all programs after they have been loaded into the kernel.

@@ -3,7 +3,6 @@ package fabric
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"sync"
 
 	fatomic "github.com/xdpfab/xdpfab/atomic"
@@ -89,8 +88,6 @@ type Endpoint struct {
 	// segFail is the errno of each peer's segmented RMA transfer that
 	// failed part way (receive goroutine only; see segmentFailed).
 	segFail map[reliable.Peer]fi.Errno
-
-	trustXDP bool // MEASUREMENT KNOB (issue 11 item 10)
 }
 
 // Counter kinds an endpoint can bind (fi_ep_bind flags).
@@ -162,7 +159,6 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 	d.mu.Unlock()
 
 	ep := &Endpoint{FIDBase: fi.NewFIDBase(fi.ClassEP, context), dom: d, attr: attr, tr: attr.Transport}
-	ep.trustXDP = os.Getenv("XDPFAB_TRUST_XDP") == "1" // MEASUREMENT KNOB
 	if ep.tr == nil {
 		tr, err := d.openTransport(port)
 		if err != nil {

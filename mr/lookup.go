@@ -265,27 +265,3 @@ func AuthDigest(key []byte) uint32 {
 	}
 	return h
 }
-
-// LookupTrusted is MEASUREMENT ONLY (issue 11 item 10): what is left of
-// LookupAuth when the XDP program's verdict is trusted: find the region,
-// honour Close and the auth key, skip the access and range checks.
-func (t *Table) LookupTrusted(key, addr, length uint64, authDigest uint32) (Span, error) {
-	m := t.index.Load().find(key)
-	if m == nil {
-		return Span{}, errUnknownKey
-	}
-	if m.state.Load() != stComplete|stEnabled {
-		return Span{}, errUnknownKey
-	}
-	if m.authDigest != authDigest {
-		return Span{}, errAuthKeyDenied
-	}
-	sp := Span{MR: m, Addr: addr, Len: length}
-	if length == 0 {
-		return sp, nil
-	}
-	if sp.First = m.piece(addr, addr+length); sp.First == nil {
-		return Span{}, errOutOfRange
-	}
-	return sp, nil
-}

@@ -225,11 +225,6 @@ func attachNew(iface string, nl netlink.Link, opts Options) (_ *Attachment, err 
 	if err != nil {
 		return nil, err
 	}
-	if os.Getenv("XDPFAB_VET_MR") == "0" { // MEASUREMENT KNOB (item 10)
-		if err := spec.Variables["vet_mr"].Set(uint32(0)); err != nil {
-			return nil, err
-		}
-	}
 	copts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
 	for name, m := range map[string]*ebpf.Map{bpf.XdpfabMapAvMap: opts.AVMap, bpf.XdpfabMapMrMap: opts.MRMap} {
 		if m == nil {

@@ -1,22 +1,32 @@
 // Package afxdp is the AF_XDP datapath.Transport: xdpfab packets arrive
 // through the XDP program's XSKMAP redirect into AF_XDP sockets, with the
-// kernel's verdict (sender's fi_addr from the AV map, MR vetting) in the
-// metadata in front of each packet, and leave as frames this package builds
-// itself (Ethernet/IP/UDP headers, next-hop MAC from the neighbour table).
+// kernel's verdict (sender's fi_addr from the AV map, UDP checksum
+// verified) in the metadata in front of each packet, and leave as frames
+// this package builds itself (Ethernet/IP/UDP headers with a UDP checksum,
+// next-hop MAC from the neighbour table).
 //
 // Model. Open needs xdpfab attached on the interface (xdp.Attach or
-// `xdpfab attach`). The kernel lets one AF_XDP socket bind a queue, so the
-// sockets belong to a device shared by all of the process's transports on
-// the interface: one socket per RX queue (every queue the kernel accepts a
-// socket on, up to the XSKMAP's 64), each in the XSKMAP slot of its queue,
-// and one receive goroutine that hands every packet to the transport of
-// its UDP destination port through a bounded, preallocated per-transport
-// queue. Each transport also binds an ordinary kernel UDP socket to its
-// address and port: that reserves the port, and receives whatever the
-// program passes to the stack (a non-strict unknown peer, IP fragments, no
-// socket on a queue), so no packet is lost to the choice of path.
-// Configure writes the port's entry in the program's ports map (which AV
-// and domain it serves, strict or not); until then the program passes the
+// `xdpfab attach`) and a local address of the interface (not a wildcard:
+// frames need a source address). The kernel lets one AF_XDP socket bind a
+// queue, so the sockets belong to a device shared by all of the process's
+// transports on the interface: one socket per RX queue (every queue the
+// kernel accepts a socket on, up to the XSKMAP's 64), each in the XSKMAP
+// slot of its queue; the transport that receives drains the rings and
+// hands every packet to the transport of its UDP destination port through
+// a bounded, preallocated per-transport queue. A packet goes to a
+// transport only if its destination address is the transport's and the
+// program marked its checksum verified (Stats.RxOtherHost and
+// RxBadChecksum count the rest: a port entry still bound to every address,
+// a program older than checksums). While open, the device keeps the
+// program's local_addrs map equal to the namespace's addresses (netlink;
+// localaddrs.go), for ports bound to every address. Each transport also
+// binds an ordinary kernel UDP socket to its address and port: that
+// reserves the port, and receives whatever the program passes to the stack
+// (a non-strict unknown peer, IP fragments, no socket on a queue, a
+// datagram whose checksum an in-host kernel sender left to offload), so no
+// packet is lost to the choice of path. Configure writes the port's entry
+// in the program's ports map (which AV and domain it serves, strict or
+// not, and the transport's address); until then the program passes the
 // port's traffic to the kernel socket. Close removes the port entry; the
 // last transport on the interface removes the XSKMAP slots and the sockets.
 //
@@ -334,9 +344,6 @@ func metaOf(m bpf.Meta, ok bool) datapath.Meta {
 	dm := datapath.Meta{FIAddr: fi.Addr(m.FiAddr), Verdict: datapath.VerdictAccepted}
 	if m.Flags&bpf.MetaPeerUnknown != 0 {
 		dm.FIAddr = fi.AddrNotAvail
-	}
-	if m.BadOps != 0 {
-		dm.Verdict = datapath.VerdictRejectedMR
 	}
 	return dm
 }

@@ -6,13 +6,11 @@ import (
 	"net/netip"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/internal/testenv"
@@ -107,37 +105,10 @@ func routed(t testing.TB) (*testenv.Netns, *testenv.Veth) {
 		out, err := c.ns.Exec(c.args[0], c.args[1:]...)
 		require.NoError(t, err, out)
 	}
-	do(t, nsA, func() error { return setTxChecksum(ar.NameA, false) })
-	do(t, nsB, func() error { return setTxChecksum(rb.NameB, false) })
+	require.NoError(t, nsA.SetTxChecksum(ar.NameA, false))
+	require.NoError(t, nsB.SetTxChecksum(rb.NameB, false))
 	return nsR, &testenv.Veth{A: nsA, B: nsB, NameA: ar.NameA, NameB: rb.NameB,
 		AddrA: ar.AddrA, AddrB: rb.AddrB, IndexA: ar.IndexA, IndexB: rb.IndexB}
-}
-
-// setTxChecksum turns transmit checksum offload of iface (in the calling
-// thread's namespace) on or off, as `ethtool -K iface tx on|off` does
-// (ETHTOOL_STXCSUM), without needing ethtool installed.
-func setTxChecksum(iface string, on bool) error {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	const ethtoolSTXCSUM = 0x17
-	val := struct{ cmd, data uint32 }{cmd: ethtoolSTXCSUM}
-	if on {
-		val.data = 1
-	}
-	var ifr struct {
-		name [unix.IFNAMSIZ]byte
-		data unsafe.Pointer
-		_    [16]byte // the rest of struct ifreq
-	}
-	copy(ifr.name[:], iface)
-	ifr.data = unsafe.Pointer(&val)
-	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr))); errno != 0 {
-		return errno
-	}
-	return nil
 }
 
 // corruptor attaches, in generic mode on both of R's interfaces, an XDP
