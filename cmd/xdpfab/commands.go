@@ -164,7 +164,11 @@ func cmdStatus(args []string, stdout io.Writer, _ <-chan struct{}) error {
 			if p.Strict {
 				strict = ", strict"
 			}
-			fmt.Fprintf(stdout, "  port %d: av %d, domain %d%s\n", p.Port, p.AVID, p.DomainID, strict)
+			addr := "every address"
+			if p.Addr.IsValid() {
+				addr = p.Addr.String()
+			}
+			fmt.Fprintf(stdout, "  port %d (%s): av %d, domain %d%s\n", p.Port, addr, p.AVID, p.DomainID, strict)
 		}
 		fmt.Fprintf(stdout, "  AV map: %d of %d entries\n", st.AVEntries, st.AVCapacity)
 		fmt.Fprintf(stdout, "  MR map: %d of %d entries\n", st.MREntries, st.MRCapacity)
