@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xdpfab/xdpfab/fi"
@@ -93,6 +94,11 @@ type CQ struct {
 	// signalled after mu is released.
 	obj *wait.Object
 	set *wait.Set
+
+	// signaled is fi_cq_signal's wake-up, remembered until one blocking
+	// read (SRead, or Wait on the CQ's wait set) that finds nothing to
+	// read takes it (takeSignal) and returns at once.
+	signaled atomic.Bool
 }
 
 // CQOpen is fi_cq_open.
@@ -143,6 +149,15 @@ func (d *Domain) CQOpen(attr CQAttr, context any) (*CQ, error) {
 type cqMember CQ
 
 func (m *cqMember) Pending() bool { return (*CQ)(m).pending() }
+
+// TakeSignal implements wait.SignalTaker: fi_cq_signal on a CQ in a wait
+// set also ends one fi_wait on the set.
+func (m *cqMember) TakeSignal() bool { return (*CQ)(m).takeSignal() }
+
+// takeSignal consumes a pending fi_cq_signal.
+func (cq *CQ) takeSignal() bool {
+	return cq.signaled.Load() && cq.signaled.CompareAndSwap(true, false)
+}
 
 func (cq *CQ) pending() bool {
 	cq.mu.Lock()
@@ -309,14 +324,21 @@ func (cq *CQ) ReadErr(flags fi.Flags) (CQErrEntry, error) {
 
 // SRead is fi_cq_sread: Read that blocks until at least one completion (or
 // an error completion, FI_EAVAIL) is queued, timeoutMs milliseconds pass
-// (FI_EAGAIN; negative waits forever) or the CQ is closed. It fails with
-// FI_ENOSYS on a CQ opened with FI_WAIT_NONE; a CQ in a wait set waits for
-// its own completions.
+// (FI_EAGAIN; negative waits forever), Signal is called (FI_EAGAIN) or the
+// CQ is closed. It fails with FI_ENOSYS on a CQ opened with FI_WAIT_NONE;
+// a CQ in a wait set waits for its own completions.
+//
+// A Signal made while no SRead is blocked is remembered, as libfabric's
+// CQs do: the next blocking read that finds nothing to read (an SRead with
+// a non-zero timeout, or a Wait on the CQ's wait set) returns FI_EAGAIN at
+// once and consumes it. One Signal ends one such read; an SRead that finds
+// completions returns them and leaves the signal pending.
 func (cq *CQ) SRead(buf []CQEntry, timeoutMs int) (int, error) {
 	return cq.SReadFrom(buf, nil, timeoutMs)
 }
 
-// SReadFrom is fi_cq_sreadfrom.
+// SReadFrom is fi_cq_sreadfrom: SRead that reports source addresses as
+// ReadFrom does.
 func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error) {
 	if cq.obj == nil {
 		return 0, fmt.Errorf("cq sread: no wait object (%v): %w", cq.attr.WaitObj, fi.ENOSYS)
@@ -324,17 +346,22 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 	if src != nil && len(src) < len(buf) {
 		return 0, fmt.Errorf("cq sreadfrom: %d source slots for %d entries: %w", len(src), len(buf), fi.EINVAL)
 	}
+	// done reads the CQ and reports whether the wait is over: something
+	// was read (or an error), or, with nothing to read, a pending Signal
+	// was taken (n 0, err FI_EAGAIN). A zero timeout is a plain read and
+	// leaves the signal for a read that would block, as libfabric does.
+	var n int
+	var err error
+	done := func() bool {
+		cq.mu.Lock()
+		n, err = cq.readLocked(buf, src)
+		cq.mu.Unlock()
+		return !errors.Is(err, fi.EAGAIN) || (timeoutMs != 0 && cq.takeSignal())
+	}
 	if cq.progress.manual() {
 		// Manual progress: nobody else moves packets, so block by driving
 		// the bound endpoints until something completes.
-		var n int
-		var err error
-		if !cq.progress.spin(timeoutMs, func() bool {
-			cq.mu.Lock()
-			n, err = cq.readLocked(buf, src)
-			cq.mu.Unlock()
-			return !errors.Is(err, fi.EAGAIN)
-		}) {
+		if !cq.progress.spin(timeoutMs, done) {
 			return 0, fi.EAGAIN
 		}
 		return n, err
@@ -349,14 +376,7 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 		// so the packet that completes an operation wakes this thread
 		// and not the receive goroutine's, which would then wake this
 		// one.
-		var n int
-		var err error
-		held, waited := cq.progress.assistedWait(deadline, timeoutMs < 0, func() bool {
-			cq.mu.Lock()
-			n, err = cq.readLocked(buf, src)
-			cq.mu.Unlock()
-			return !errors.Is(err, fi.EAGAIN)
-		})
+		held, waited := cq.progress.assistedWait(deadline, timeoutMs < 0, done)
 		switch {
 		case held:
 			return n, err
@@ -364,9 +384,10 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 			return 0, fi.EAGAIN
 		}
 	}
+	ready := func() bool { return cq.pending() || cq.signaled.Load() }
 	for {
-		n, err := cq.ReadFrom(buf, src)
-		if !errors.Is(err, fi.EAGAIN) {
+		cq.progress.run()
+		if done() {
 			return n, err
 		}
 		if timeoutMs >= 0 {
@@ -375,7 +396,7 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 				return 0, fi.EAGAIN
 			}
 		}
-		if err := cq.obj.Wait(timeout, cq.pending); err != nil {
+		if err := cq.obj.Wait(timeout, ready); err != nil {
 			if errors.Is(err, fi.ETIMEDOUT) || errors.Is(err, fi.EINTR) {
 				return 0, fi.EAGAIN
 			}
@@ -384,14 +405,26 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 	}
 }
 
-// Signal is fi_cq_signal: it wakes a goroutine blocked in SRead, which
-// returns FI_EAGAIN.
+// Signal is fi_cq_signal: it ends one blocking read of the CQ with
+// FI_EAGAIN, the one blocked in SRead now or, if none is, the next one
+// (see SRead). It also signals the exported wait object (the eventfd
+// becomes readable, the condition is broadcast) or the wait set, like a
+// completion, so an application sleeping on those wakes up too.
 func (cq *CQ) Signal() error {
 	if cq.obj == nil {
 		return fmt.Errorf("cq signal: no wait object: %w", fi.ENOSYS)
 	}
-	cq.obj.Interrupt()
-	cq.progress.interrupt() // a reader driving manual progress in SRead
+	cq.mu.Lock()
+	closed := cq.closed
+	cq.mu.Unlock()
+	if closed {
+		return fmt.Errorf("cq signal: closed: %w", fi.EINVAL)
+	}
+	// Published before the wake-ups: a reader that registered as a waiter
+	// (wait.Object, progressSet.sleep) before this sees it when woken, one
+	// that registers after sees it in its first check.
+	cq.signaled.Store(true)
+	cq.signal()
 	return nil
 }
 
