@@ -50,6 +50,11 @@
 //     (datapath.VerdictUnreachable: the peer's host is up but nothing
 //     listens) they complete with FI_ECONNREFUSED at once. Close
 //     completes whatever is still pending with FI_ECANCELED.
+//   - Path checks: from a packet's PathCheckRetries-th retransmission on,
+//     each timer pass that retransmits to a peer tells a transport
+//     implementing datapath.PathChecker that the peer's address looks
+//     dead, once per pass, so a transport that picks next hops itself
+//     re-verifies them long before the peer is declared unreachable.
 //   - Admission: Config.Admit (the fabric layer's AV lookup) decides which
 //     sources may open a session; others are dropped and counted. A new
 //     session is accepted only at sequence numbers 1..Window, and never
@@ -360,6 +365,7 @@ type cachedResp struct {
 type Engine struct {
 	cfg   Config
 	tr    datapath.Transport
+	paths datapath.PathChecker // tr, when it implements it
 	epoch time.Time
 
 	mu        sync.Mutex // guards the initiator state below
@@ -432,6 +438,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	for i := range e.freeOps {
 		e.freeOps[i] = int32(cfg.MaxOps - 1 - i)
 	}
+	e.paths, _ = tr.(datapath.PathChecker)
 	batch := tr.BatchSize()
 	e.rxPkts = make([]datapath.Packet, batch)
 	for i := range e.rxPkts {
@@ -963,6 +970,11 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	}
 }
 
+// PathCheckRetries is how many retransmissions of one packet make the
+// engine ask the transport to check its path to the peer (see the package
+// doc): with the 1 ms initial timeout, about 7 ms without an answer.
+const PathCheckRetries = 3
+
 // retxBurst bounds timer-driven retransmissions per peer per timer pass.
 const retxBurst = 8
 
@@ -1055,6 +1067,7 @@ func (e *Engine) expire(out *[]Completion) int64 {
 	for _, p := range e.peers {
 		burst := 0
 		due := false
+		pathChecked := false
 		for seq := p.base; seq != p.nextSeq; seq++ {
 			s := p.slot(seq)
 			if !s.inUse {
@@ -1078,6 +1091,10 @@ func (e *Engine) expire(out *[]Completion) int64 {
 				s.deadline = now + int64(s.rto)
 				s.fastRetx = false
 				e.retransmit(p, s)
+				if s.retries >= PathCheckRetries && e.paths != nil && !pathChecked {
+					pathChecked = true
+					e.paths.CheckPath(p.peer.Addr)
+				}
 			}
 			if next == 0 || s.deadline < next {
 				next = s.deadline
