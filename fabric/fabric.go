@@ -16,10 +16,13 @@
 // access checks, with the errno the initiator then gets) and the atomic
 // engine, and the initiator's CQ and counters report completion.
 //
-// Provider choices, as fi_getinfo would report them: FI_EP_RDM endpoints,
-// FI_SOCKADDR_IN/IN6 addresses, auto progress (goroutines; busy polling on
-// request), FI_THREAD_SAFE, mr_mode FI_MR_PROV_KEY|FI_MR_ALLOCATED|FI_MR_LOCAL
-// off by default (see DomainAttr.MRMode), completions delivered when the
+// Provider choices, as fi_getinfo reports them (GetInfo; the full list
+// and how hints match is in getinfo.go's fi_getinfo section): FI_EP_RDM
+// endpoints, FI_SOCKADDR_IN/IN6 addresses, one Info per usable local
+// address (fabric_attr.name its network, domain_attr.name its interface),
+// auto progress (goroutines; busy polling on request) or manual on request,
+// FI_THREAD_SAFE, no mode bits, mr_mode none required (the bits an
+// application sets in DomainAttr.MRMode are enforced), completions delivered when the
 // target has executed the operation (FI_DELIVERY_COMPLETE semantics for
 // every operation, so fetched data is in the caller's buffer before its
 // completion is read).
