@@ -90,11 +90,9 @@ type FabricAttr struct {
 // NIC is struct fid_nic: the interface an Info's address is on.
 type NIC struct {
 	Name     string // device_attr.name: the interface name
-	Driver   string // device_attr.driver, when the kernel says
 	Ifindex  int    // the interface index (in the calling thread's network namespace)
 	LinkAddr string // link_attr.address: the address the Info uses, as text
 	MTU      int    // link_attr.mtu
-	Speed    uint64 // link_attr.speed in bits/s; 0 when unknown
 	Up       bool   // link_attr.state: FI_LINK_UP, else FI_LINK_DOWN
 	// NetworkType is link_attr.network_type: "Ethernet" or "Loopback".
 	NetworkType string
