@@ -146,7 +146,7 @@ func TestQueryAtomicMatchesValid(t *testing.T) {
 	// packet, not a fixed 1500-byte-MTU figure.
 	q, err := a.dom.QueryAtomic(fatomic.UINT8, fatomic.SUM, 0)
 	require.NoError(t, err)
-	require.Equal(t, a.dom.Info().MaxAtomicSize, q.Count)
+	require.Equal(t, a.dom.MaxAtomicSize(), q.Count)
 }
 
 // TestMsgInjectCompletes: FI_INJECT on the *Msg calls frees the source
