@@ -90,6 +90,10 @@ type Endpoint struct {
 	// segFail is the errno of each peer's segmented RMA transfer that
 	// failed part way (receive goroutine only; see segmentFailed).
 	segFail map[reliable.Peer]fi.Errno
+	// cqDataHeld is the receive CQ slot reserved for the remote CQ data
+	// of each peer's write or atomic executing now (receive goroutine
+	// only; see holdCQData).
+	cqDataHeld map[reliable.Peer]*CQ
 }
 
 // Counter kinds an endpoint can bind (fi_ep_bind flags).
@@ -413,6 +417,7 @@ func (ep *Endpoint) Close() error {
 	}
 	if eng != nil {
 		eng.Close() // completes what is pending with FI_ECANCELED, via onComplete
+		ep.releaseAllCQData()
 	}
 	ep.tr.Close()
 	ep.rx.cancelAll(ep)

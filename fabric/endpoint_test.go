@@ -221,13 +221,13 @@ func TestSelectiveCompletion(t *testing.T) {
 		sideOpts{cqFlags: fi.SELECTIVE_COMPLETION, cntrs: fi.RECV})
 
 	require.NoError(t, a.ep.Write([]byte("x"), mr.Desc{}, a.peer, 0, regionKey, "quiet"))
-	require.NoError(t, a.ep.WriteMsg([]byte("y"), mr.Desc{}, a.peer, 1, regionKey, "asked", 0, fi.COMPLETION))
+	require.NoError(t, a.ep.WriteMsg(rmaMsg([]byte("y"), a.peer, 1, regionKey, "asked", 0), fi.COMPLETION))
 	require.Equal(t, "asked", comp(t, a.txCQ).Context, "only the write that asked completes")
 	require.Equal(t, uint64(2), a.cntr[fi.WRITE].Read(), "the counter counts both")
 	require.NoError(t, a.ep.Write([]byte("z"), mr.Desc{}, a.peer, 0, 0xbad, "failed"))
 	e := errComp(t, a.txCQ)
 	require.Equal(t, "failed", e.Context, "errors complete without FI_COMPLETION")
-	require.NoError(t, a.ep.WriteMsg([]byte("z"), mr.Desc{}, a.peer, 0, 0xbad, "failed2", 0, fi.COMPLETION))
+	require.NoError(t, a.ep.WriteMsg(rmaMsg([]byte("z"), a.peer, 0, 0xbad, "failed2", 0), fi.COMPLETION))
 	require.Equal(t, "failed2", errComp(t, a.txCQ).Context)
 	noComp(t, a.txCQ)
 	one := binary.LittleEndian.AppendUint64(nil, 1)
@@ -265,14 +265,14 @@ func TestSelectiveCompletion(t *testing.T) {
 	require.Equal(t, "r", comp(t, d.rxCQ).Context)
 	require.NoError(t, c.ep.Write([]byte("w"), mr.Desc{}, c.peer, 0, regionKey, "w"))
 	require.Equal(t, "w", comp(t, c.txCQ).Context)
-	require.NoError(t, c.ep.WriteMsg([]byte("w"), mr.Desc{}, c.peer, 0, regionKey, "wm", 0, 0))
+	require.NoError(t, c.ep.WriteMsg(rmaMsg([]byte("w"), c.peer, 0, regionKey, "wm", 0), 0))
 	noComp(t, c.txCQ) // the *Msg call's flags replace the defaults
 	require.NoError(t, c.ep.Inject([]byte("i"), c.peer))
 	noComp(t, c.txCQ)
 
 	// Without FI_SELECTIVE_COMPLETION every operation completes.
 	e2, f2 := pair(t, sideOpts{}, sideOpts{})
-	require.NoError(t, e2.ep.WriteMsg([]byte("w"), mr.Desc{}, e2.peer, 0, regionKey, "wm", 0, 0))
+	require.NoError(t, e2.ep.WriteMsg(rmaMsg([]byte("w"), e2.peer, 0, regionKey, "wm", 0), 0))
 	require.Equal(t, "wm", comp(t, e2.txCQ).Context)
 	_ = f2
 }

@@ -25,7 +25,7 @@
 // application sets in DomainAttr.MRMode are enforced), completions delivered when the
 // target has executed the operation (FI_DELIVERY_COMPLETE semantics for
 // every operation, so fetched data is in the caller's buffer before its
-// completion is read).
+// completion is read; see Completion levels).
 //
 // Authorization keys. Every request presents one key, as its digest in the
 // wire header (mr.AuthDigest, docs/protocol.md): the key of its
@@ -53,6 +53,70 @@
 // counts (one request packet), inject_size (InjectSize at most) and the
 // segmenting of messages and RMA follow it; Info and Endpoint.MaxPacket
 // report it. There is no attribute to override it. See mtu.go.
+//
+// Messages and RMA (fi_msg(3), fi_rma(3)). Every call has its Go method:
+// Send, SendV, SendMsg, SendData, Inject, InjectData, Recv, RecvV,
+// RecvMsg; Write, WriteV, WriteMsg, WriteData, InjectWrite,
+// InjectWriteData, Read, ReadV, ReadMsg. iov_limit is IovLimit (8) local
+// buffers per call, FI_EINVAL beyond it or with fewer descriptors than
+// buffers; a vector is gathered into one message or transfer (up to 64 KiB
+// in the op slot's reused buffer, larger ones in a buffer of their own)
+// and scattered on receipt, so the wire never sees the split.
+// rma_iov_limit is RMAIovLimit (1): one remote range per call, whose
+// length must equal the local buffers' (FI_EINVAL otherwise) — MPI's
+// one-sided layer and fabtests post one range, and a single range keeps
+// each call one request that is either accepted whole or not at all.
+//
+// Operation flags. The calls with a flags argument take FI_COMPLETION,
+// FI_MORE, FI_FENCE, FI_INJECT (at most inject_size bytes, FI_EMSGSIZE
+// beyond; the buffers are free at return), FI_REMOTE_CQ_DATA (sends and
+// writes) and the completion levels; a receive takes FI_COMPLETION,
+// FI_MORE, FI_TRANSMIT_COMPLETE and FI_DELIVERY_COMPLETE. Any other flag
+// fails with FI_EBADFLAGS and posts nothing: a flag asking for something
+// xdpfab does not do (FI_MULTICAST, FI_MATCH_COMPLETE, FI_COMMIT_COMPLETE,
+// FI_CLAIM, FI_DISCARD, remote CQ data or FI_INJECT on a read) is never
+// silently ignored. The calls without a flags argument use
+// EPAttr.OpFlags. fi_inject, fi_injectdata, fi_inject_write and
+// fi_inject_writedata never generate a completion at the initiator, not
+// even an error one; counters still count them.
+//
+// Completion levels. Every initiator completion is written when the
+// target has executed the operation and answered (data placed, atomic
+// applied, read data in the caller's buffer): FI_DELIVERY_COMPLETE. That
+// is never later than what FI_INJECT_COMPLETE (buffers reusable: the
+// datapath no longer reads them once every packet of the op is built)
+// and FI_TRANSMIT_COMPLETE (delivered to the peer, no longer tracked)
+// require, so all three are accepted and met by the same, stronger event,
+// as fi_cq(3) allows; FI_FENCE holds an operation until the earlier ones
+// to the same peer have completed, so a fenced operation's completion
+// also says they met delivery complete. Target completions (receives,
+// remote CQ data) are written once the data is in memory.
+//
+// Remote CQ data. fi_senddata/fi_injectdata/fi_sendmsg deliver the data
+// in the receive completion (FI_REMOTE_CQ_DATA set); fi_writedata,
+// fi_inject_writedata and fi_writemsg with FI_REMOTE_CQ_DATA (and atomics
+// with it) make a completion on the target endpoint's receive CQ with
+// FI_RMA|FI_REMOTE_WRITE|FI_REMOTE_CQ_DATA, the data, a nil context and
+// the initiator as source, consuming no posted receive. Its CQ slot is
+// reserved before the first byte lands: when the target's receive CQ has
+// no room the write (or atomic) is refused whole and the initiator's
+// completion fails with FI_EOVERRUN, target memory untouched. Together
+// with the slots posted operations reserve, this means xdpfab's CQs never
+// overrun: fi_cq(3)'s overrun state does not arise.
+//
+// CQs and counters. FI_CQ_FORMAT_UNSPEC is FI_CQ_FORMAT_DATA; CQEntry is
+// the union of the formats and a CQ clears the fields its format lacks
+// (error entries carry them all). Len is set on transmit completions too
+// (the bytes moved), which the page leaves undefined. ReadFrom reports the
+// sender's fi_addr (its user ID on an FI_AV_USER_ID AV), FI_ADDR_NOTAVAIL
+// for a peer not in the AV (EPAttr.AcceptUnknown); for a transmit
+// completion it is the operation's peer. CQAttr.WaitCond FI_CQ_COND_THRESHOLD makes SReadCond's
+// cond a count to wait for. A counter (fi_cntr) counts successes and
+// errors of the operations of the kinds it is bound for, Wait returns
+// FI_EAVAIL when the error count changes and FI_ETIMEDOUT on timeout; a
+// counter may join a wait set (FI_WAIT_SET), where it is pending from an
+// update until the next Read or ReadErr. FI_CNTR_EVENTS_COMP is the only
+// event kind (libfabric 1.17 has no other).
 //
 // fi_av_remove. fi_av(3) leaves operations in progress to a removed
 // address undefined and says all resources associated with it are
