@@ -30,7 +30,8 @@ type CQAttr struct {
 	Format          CQFormat
 	WaitObj         fi.WaitObj
 	SignalingVector int
-	WaitSet         *wait.Set // the set to join with fi.WaitSet
+	WaitCond        CQWaitCond // how SReadCond's cond is read
+	WaitSet         *wait.Set  // the set to join with fi.WaitSet
 }
 
 // DefaultCQSize is the CQ size used when CQAttr.Size is 0.
@@ -114,6 +115,9 @@ func (d *Domain) CQOpen(attr CQAttr, context any) (*CQ, error) {
 	}
 	if attr.Format < CQFormatUnspec || attr.Format > CQFormatTagged {
 		return nil, fmt.Errorf("cq open: format %d: %w", attr.Format, fi.EINVAL)
+	}
+	if attr.WaitCond != CQCondNone && attr.WaitCond != CQCondThreshold {
+		return nil, fmt.Errorf("cq open: wait_cond %d: %w", attr.WaitCond, fi.EINVAL)
 	}
 	if attr.Format == CQFormatUnspec {
 		attr.Format = CQFormatData
@@ -340,29 +344,44 @@ func (cq *CQ) SRead(buf []CQEntry, timeoutMs int) (int, error) {
 // SReadFrom is fi_cq_sreadfrom: SRead that reports source addresses as
 // ReadFrom does.
 func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error) {
+	return cq.sread(buf, src, 1, timeoutMs)
+}
+
+// sread is SRead waiting until threshold entries are queued (see
+// SReadCond), or an error completion heads the queue.
+func (cq *CQ) sread(buf []CQEntry, src []fi.Addr, threshold, timeoutMs int) (int, error) {
 	if cq.obj == nil {
 		return 0, fmt.Errorf("cq sread: no wait object (%v): %w", cq.attr.WaitObj, fi.ENOSYS)
 	}
 	if src != nil && len(src) < len(buf) {
 		return 0, fmt.Errorf("cq sreadfrom: %d source slots for %d entries: %w", len(src), len(buf), fi.EINVAL)
 	}
-	// done reads the CQ and reports whether the wait is over: something
-	// was read (or an error), or, with nothing to read, a pending Signal
-	// was taken (n 0, err FI_EAGAIN). A zero timeout is a plain read and
-	// leaves the signal for a read that would block, as libfabric does.
+	// done reads the CQ once threshold entries are queued (or an error
+	// heads it) and reports whether the wait is over: something was read
+	// (or an error), or, short of that, a pending Signal was taken, which
+	// ends the wait with whatever is queued (FI_EAGAIN when nothing is). A
+	// zero timeout is a plain read and leaves the signal for a read that
+	// would block, as libfabric does.
 	var n int
 	var err error
 	done := func() bool {
 		cq.mu.Lock()
-		n, err = cq.readLocked(buf, src)
-		cq.mu.Unlock()
-		return !errors.Is(err, fi.EAGAIN) || (timeoutMs != 0 && cq.takeSignal())
+		defer cq.mu.Unlock()
+		n, err = cq.readCondLocked(buf, src, threshold)
+		if !errors.Is(err, fi.EAGAIN) {
+			return true
+		}
+		if timeoutMs != 0 && cq.takeSignal() {
+			n, err = cq.readLocked(buf, src)
+			return true
+		}
+		return false
 	}
 	if cq.progress.manual() {
 		// Manual progress: nobody else moves packets, so block by driving
 		// the bound endpoints until something completes.
 		if !cq.progress.spin(timeoutMs, done) {
-			return 0, fi.EAGAIN
+			return cq.readAny(buf, src)
 		}
 		return n, err
 	}
@@ -381,10 +400,10 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 		case held:
 			return n, err
 		case waited:
-			return 0, fi.EAGAIN
+			return cq.readAny(buf, src)
 		}
 	}
-	ready := func() bool { return cq.pending() || cq.signaled.Load() }
+	ready := func() bool { return cq.pendingCond(threshold) || cq.signaled.Load() }
 	for {
 		cq.progress.run()
 		if done() {
@@ -393,12 +412,12 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 		if timeoutMs >= 0 {
 			timeout = time.Until(deadline)
 			if timeout <= 0 {
-				return 0, fi.EAGAIN
+				return cq.readAny(buf, src)
 			}
 		}
 		if err := cq.obj.Wait(timeout, ready); err != nil {
 			if errors.Is(err, fi.ETIMEDOUT) || errors.Is(err, fi.EINTR) {
-				return 0, fi.EAGAIN
+				return cq.readAny(buf, src)
 			}
 			return 0, fmt.Errorf("cq sread: %w", err)
 		}

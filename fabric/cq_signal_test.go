@@ -199,28 +199,58 @@ func testCQSignal(t *testing.T, w fi.WaitObj, prog fabric.Progress, timeoutMs in
 
 // TestCQSignalLeavesCounterWait: fi_cntr has no signal call, and
 // fi_cq_signal on a CQ of the same endpoint does not end fi_cntr_wait, in
-// either progress mode.
+// either progress mode, also when the counter and the CQ share a wait set
+// (the set's Wait takes the CQ's signal; the counter's own wait does not).
 func TestCQSignalLeavesCounterWait(t *testing.T) {
 	for _, prog := range []fabric.Progress{fabric.ProgressAuto, fabric.ProgressManual} {
-		t.Run(fmt.Sprintf("progress%d", prog), func(t *testing.T) {
-			s := newSide(t, sideOpts{dom: fabric.DomainAttr{Progress: prog}, cntrs: fi.WRITE})
-			c := s.cntr[fi.WRITE]
-			done := make(chan error, 1)
-			go func() { done <- c.Wait(1, 300) }()
-			time.Sleep(20 * time.Millisecond)
-			require.NoError(t, s.txCQ.Signal())
-			select {
-			case err := <-done:
-				require.ErrorIs(t, err, fi.ETIMEDOUT)
-			case <-time.After(signalGuard):
-				t.Fatal("counter wait never returned")
-			}
-			require.Zero(t, c.Read())
-			// The signal is still the CQ's.
-			start := time.Now()
-			_, err := s.txCQ.SRead(make([]fabric.CQEntry, 1), 2000)
-			require.ErrorIs(t, err, fi.EAGAIN)
-			require.Less(t, time.Since(start), signalPrompt)
-		})
+		for _, shared := range []bool{false, true} {
+			t.Run(fmt.Sprintf("progress%d/sharedset=%v", prog, shared), func(t *testing.T) {
+				var set *wait.Set
+				cqAttr := fabric.CQAttr{WaitObj: fi.WaitUnspec}
+				cntrAttr := fabric.CntrAttr{WaitObj: fi.WaitUnspec}
+				if shared {
+					var err error
+					set, err = wait.Open(wait.Attr{WaitObj: fi.WaitFD}, nil)
+					require.NoError(t, err)
+					t.Cleanup(func() { require.NoError(t, set.Close()) })
+					cqAttr = fabric.CQAttr{WaitObj: fi.WaitSet, WaitSet: set}
+					cntrAttr = fabric.CntrAttr{WaitObj: fi.WaitSet, WaitSet: set}
+				}
+				s := newSide(t, sideOpts{dom: fabric.DomainAttr{Progress: prog}, txCQ: &cqAttr, noEnable: true})
+				c, err := s.dom.CntrOpen(cntrAttr, nil)
+				require.NoError(t, err)
+				t.Cleanup(func() { // before the side's: the endpoint holds the counter
+					require.NoError(t, s.ep.Close())
+					require.NoError(t, c.Close())
+				})
+				require.NoError(t, s.ep.Bind(c, fi.WRITE))
+				require.NoError(t, s.ep.Enable())
+
+				done := make(chan error, 1)
+				start := time.Now()
+				go func() { done <- c.Wait(1, 300) }()
+				time.Sleep(20 * time.Millisecond)
+				require.NoError(t, s.txCQ.Signal())
+				select {
+				case err := <-done:
+					require.ErrorIs(t, err, fi.ETIMEDOUT)
+					require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
+				case <-time.After(signalGuard):
+					t.Fatal("counter wait never returned")
+				}
+				require.Zero(t, c.Read())
+				if shared {
+					// The set's Wait takes the CQ's signal, once.
+					require.NoError(t, set.Wait(2000))
+					require.ErrorIs(t, set.Wait(int(stillBlocked/time.Millisecond)), fi.ETIMEDOUT)
+					return
+				}
+				// The signal is still the CQ's.
+				start = time.Now()
+				_, err = s.txCQ.SRead(make([]fabric.CQEntry, 1), 2000)
+				require.ErrorIs(t, err, fi.EAGAIN)
+				require.Less(t, time.Since(start), signalPrompt)
+			})
+		}
 	}
 }
