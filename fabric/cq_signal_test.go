@@ -254,3 +254,34 @@ func TestCQSignalLeavesCounterWait(t *testing.T) {
 		}
 	}
 }
+
+// TestCQSignalEndsThresholdWait: a remembered signal ends a threshold
+// wait (fi_cq_sread's cond) with what is queued, short of the threshold,
+// at once; the next threshold wait has no signal to take.
+func TestCQSignalEndsThresholdWait(t *testing.T) {
+	for _, prog := range []fabric.Progress{fabric.ProgressAuto, fabric.ProgressManual} {
+		t.Run(fmt.Sprintf("progress%d", prog), func(t *testing.T) {
+			attr := fabric.CQAttr{WaitObj: fi.WaitUnspec, WaitCond: fabric.CQCondThreshold}
+			s := newSide(t, sideOpts{dom: fabric.DomainAttr{Progress: prog}, txCQ: &attr})
+			self := s.insert(t, s.ep.GetName())
+			require.NoError(t, s.ep.Write([]byte("cond"), mr.Desc{}, self, 0, regionKey, "w"))
+			deadline := time.Now().Add(signalGuard)
+			for s.txCQ.TryWait() == nil { // until the completion is queued
+				require.True(t, time.Now().Before(deadline), "the write never completed")
+				_, _ = s.rxCQ.Read(make([]fabric.CQEntry, 1)) // drives the endpoint under manual progress
+				time.Sleep(100 * time.Microsecond)
+			}
+			require.NoError(t, s.txCQ.Signal())
+			buf := make([]fabric.CQEntry, 4)
+			r := awaitRead(t, startRead(func() (int, error) { return s.txCQ.SReadCond(buf, nil, 3, -1) }), "threshold wait after a signal")
+			require.NoError(t, r.err)
+			require.Equal(t, 1, r.n, "what was queued, short of the threshold")
+			require.Less(t, r.elapsed, signalPrompt)
+			r = awaitRead(t, startRead(func() (int, error) {
+				return s.txCQ.SReadCond(buf, nil, 3, int(stillBlocked/time.Millisecond))
+			}), "second threshold wait")
+			require.ErrorIs(t, r.err, fi.EAGAIN)
+			require.GreaterOrEqual(t, r.elapsed, stillBlocked, "no signal left to take")
+		})
+	}
+}
