@@ -76,7 +76,10 @@ type Options struct {
 	// (source-based policy routing).
 	Src netip.Addr
 	// RecheckInterval is the least time between two Rechecks of one
-	// destination that act (1 s).
+	// destination that act (250 ms). A Recheck made for a spurious reason
+	// (a stall on a loaded host) delays the one a real change needs by up
+	// to this long; a peer that is really gone costs one neighbour
+	// resolution per interval until its user gives up on it.
 	RecheckInterval time.Duration
 	// Probe makes the kernel resolve a next hop. The default sends an
 	// empty datagram to its discard port from a UDP socket opened in the
@@ -112,7 +115,7 @@ func New(opts Options) (*Resolver, error) {
 		opts.Timeout = time.Second
 	}
 	if opts.RecheckInterval <= 0 {
-		opts.RecheckInterval = time.Second
+		opts.RecheckInterval = 250 * time.Millisecond
 	}
 	// Every socket is opened here, on the caller's thread, and so in its
 	// namespace, for good: netlink and UDP sockets stay in the namespace

@@ -25,7 +25,7 @@
 // With Options.PathChecks the transport is a datapath.PathChecker: when
 // the engine finds a peer silent, the kernel's learned neighbour entry for
 // the peer's next hop is deleted and resolved afresh (nexthop.Resolver's
-// Recheck, at most once a second per peer). The kernel does not confirm
+// Recheck, at most every 250 ms per peer). The kernel does not confirm
 // neighbours for UDP traffic, so without that a next hop whose MAC changed
 // silently keeps getting our datagrams for as long as its entry counts as
 // reachable (tens of seconds), and the engine declares the peer
