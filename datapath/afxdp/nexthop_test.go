@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -13,6 +15,8 @@ import (
 
 	fatomic "github.com/xdpfab/xdpfab/atomic"
 	"github.com/xdpfab/xdpfab/av"
+	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/afxdp"
 	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/testenv"
@@ -227,4 +231,48 @@ func TestRouteMovesToOtherLink(t *testing.T) {
 		addRoute(t, n.a, routedB.Masked(), ar2.AddrB.Addr(), ar2.IndexA, true)
 	})
 	t.Logf("route moved: slowest operation %v", slowest)
+}
+
+// TestCloseReleasesResolver: a transport's Close ends its next-hop
+// resolver, with a resolution in flight: no goroutine and no descriptor
+// (netlink, probe socket) stays behind. (Before, every transport leaked
+// its netlink handle.)
+func TestCloseReleasesResolver(t *testing.T) {
+	testenv.RequirePriv(t)
+	a, b := testenv.NewNetns(t), testenv.NewNetns(t)
+	v := testenv.NewVeth(t, a, b, testenv.VethOptions{})
+	attachOne(t, a, v.NameA)
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(ents)
+	}
+	open := func() *afxdp.Transport {
+		var tr *afxdp.Transport
+		require.NoError(t, a.Do(func() error {
+			var err error
+			tr, err = afxdp.Open(afxdp.Options{Iface: v.NameA, Local: netip.AddrPortFrom(v.AddrA.Addr(), testPort)})
+			return err
+		}))
+		return tr
+	}
+	// Warm up what a process opens once.
+	require.NoError(t, open().Close())
+	g0, f0 := runtime.NumGoroutine(), fds()
+	for range 5 {
+		tr := open()
+		// Unresolvable: its resolution is still running at Close.
+		require.NoError(t, tr.Send([]datapath.Packet{{Buf: []byte("x"), Addr: netip.AddrPortFrom(v.AddrB.Addr().Next(), testPort)}}))
+		tr.CheckPath(netip.AddrPortFrom(v.AddrB.Addr(), testPort))
+		require.NoError(t, tr.Close())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > g0 || fds() > f0 {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("goroutines %d (before %d), fds %d (before %d):\n%s",
+				runtime.NumGoroutine(), g0, fds(), f0, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
