@@ -92,7 +92,7 @@ type Options struct {
 type Resolver struct {
 	opts  Options
 	nl    *netlink.Handle     // bound to the namespace
-	sub   *nl.NetlinkSocket   // notifications, nil if they could not be had
+	sub   *nl.NetlinkSocket   // neighbour, route and link notifications
 	probe *net.UDPConn        // the default Probe's socket, or nil
 	done  chan struct{}       // closed by Close
 	wg    sync.WaitGroup      // resolutions, rechecks and the watch goroutine
