@@ -206,9 +206,10 @@ func (d *Domain) localAddr() netip.Addr {
 	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
-// udpListen opens the kernel UDP socket transport.
+// udpListen opens the kernel UDP socket transport, with next-hop checks
+// for silent peers (udp.Options.PathChecks).
 func udpListen(local netip.AddrPort) (datapath.Transport, error) {
-	return udp.Listen(local, udp.Options{})
+	return udp.Listen(local, udp.Options{PathChecks: true})
 }
 
 // GetName is fi_getname: the endpoint's address in the AV's binary format

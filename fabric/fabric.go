@@ -111,7 +111,10 @@
 // sender's fi_addr (its user ID on an FI_AV_USER_ID AV), FI_ADDR_NOTAVAIL
 // for a peer not in the AV (EPAttr.AcceptUnknown); for a transmit
 // completion it is the operation's peer. CQAttr.WaitCond FI_CQ_COND_THRESHOLD makes SReadCond's
-// cond a count to wait for. A counter (fi_cntr) counts successes and
+// cond a count to wait for. fi_cq_signal is remembered until one blocking
+// read that finds nothing takes it (CQ.SRead, or fi_wait on the CQ's wait
+// set), as libfabric's CQs do, so a signal made just before the read is
+// not lost. A counter (fi_cntr) counts successes and
 // errors of the operations of the kinds it is bound for, Wait returns
 // FI_EAVAIL when the error count changes and FI_ETIMEDOUT on timeout; a
 // counter may join a wait set (FI_WAIT_SET), where it is pending from an
