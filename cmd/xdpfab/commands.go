@@ -15,11 +15,11 @@ import (
 
 func cmdAttach(args []string, stdout io.Writer, _ <-chan struct{}) error {
 	fs := newFlagSet("attach")
-	modeName := fs.String("mode", "auto", "attach mode: auto (native, else generic), native or generic")
+	modeName := fs.String("mode", "auto", "attach `MODE`: auto (native, else generic), native or generic")
 	var ports portList
-	fs.Var(&ports, "port", "UDP port the program handles (repeatable)")
-	avID := fs.Uint("av-id", 0, "AV id of the --port ports")
-	domainID := fs.Uint("domain-id", 0, "domain id of the --port ports")
+	fs.Var(&ports, "port", "UDP `PORT` the program handles (repeatable); it belongs to no process and stays until detach")
+	avID := fs.Uint("av-id", 0, "AV `ID` of the --port ports")
+	domainID := fs.Uint("domain-id", 0, "domain `ID` of the --port ports")
 	strict := fs.Bool("strict", false, "drop datagrams to the --port ports from peers not in the AV")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -97,7 +97,7 @@ const notAttachedAnywhere = "xdpfab is not attached to any interface of this net
 func cmdStatus(args []string, stdout io.Writer, _ <-chan struct{}) error {
 	fs := newFlagSet("status")
 	out := outputFlag("text")
-	fs.Var(&out, "o", "output format: text or json")
+	fs.Var(&out, "o", "output `FORMAT`: text or json")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -182,10 +182,10 @@ type statsRecord struct {
 func cmdStats(args []string, stdout io.Writer, stop <-chan struct{}) error {
 	fs := newFlagSet("stats")
 	out := outputFlag("text")
-	fs.Var(&out, "o", "output format: text or json (one JSON object per interface and sample)")
-	watch := fs.Bool("watch", false, "print counters and rates every --interval until interrupted")
+	fs.Var(&out, "o", "output `FORMAT`: text or json (one JSON object per interface and sample)")
+	watch := fs.Bool("watch", false, "print counters and rates every --interval until interrupted (or --count samples)")
 	interval := fs.Duration("interval", time.Second, "sampling interval with --watch")
-	count := fs.Int("count", 0, "with --watch, stop after this many samples (0: until interrupted)")
+	count := fs.Int("count", 0, "with --watch, stop after `N` samples (0: until interrupted)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
