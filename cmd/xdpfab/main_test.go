@@ -43,31 +43,6 @@ func cleanupIn(ns *testenv.Netns, iface string) {
 	})
 }
 
-func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{
-		{},
-		{"frobnicate"},
-		{"attach"},
-		{"attach", "a", "b"},
-		{"attach", "eth0", "--mode", "turbo"},
-		{"attach", "eth0", "--port", "0"},
-		{"attach", "eth0", "--port", "70000"},
-		{"attach", "eth0", "--bogus"},
-		{"detach"},
-		{"status", "a", "b"},
-		{"status", "-o", "yaml"},
-		{"stats", "--interval", "0s"},
-		{"-n"},
-	} {
-		code, _, stderr := xdpfab(args...)
-		require.Equal(t, exitUsage, code, "args %q", args)
-		require.Contains(t, stderr, "usage:", "args %q", args)
-	}
-	code, stdout, _ := xdpfab("help")
-	require.Equal(t, exitOK, code)
-	require.Contains(t, stdout, "xdpfab [-n NETNS] attach IFACE")
-}
-
 func TestAttachStatusStatsDetach(t *testing.T) {
 	for _, mode := range []string{"native", "generic"} {
 		t.Run(mode, func(t *testing.T) {
