@@ -504,7 +504,9 @@ func (a *Attachment) DeletePort(port uint16) error {
 // and records it as the calling process's: if the process dies, the AV
 // entries with that id are removed. ReleaseAVID gives it back once the
 // entries are gone.
-func (a *Attachment) NewAVID() (uint32, error) { return a.newID(func(o *Owner) *[]uint32 { return &o.AVIDs }) }
+func (a *Attachment) NewAVID() (uint32, error) {
+	return a.newID(func(o *Owner) *[]uint32 { return &o.AVIDs })
+}
 
 // ReleaseAVID drops the calling process's claim on an av_id from NewAVID.
 func (a *Attachment) ReleaseAVID(id uint32) error {
