@@ -1,13 +1,44 @@
 // Package xdp loads xdpfab's XDP program (package bpf) onto one network
-// interface, pins it, finds it again from other processes, and removes it.
+// interface, pins it, finds it again from other processes, removes it, and
+// keeps track of which live process owns what in its maps.
 //
 // Model. Attach loads the collection, attaches the program to the
 // interface with a bpf_link and pins the link, the program and the maps
-// under /sys/fs/bpf/xdpfab/IFACE/ (PinDir). The pinned link keeps the
-// program attached after the attaching process exits; a process that did
-// not attach calls Open to get the same maps (AV, MR, ports, XSKs,
-// counters). Detach removes the link, the pins and any stale netlink
-// attachment of xdpfab's program, leaving the interface as it was.
+// under /sys/fs/bpf/xdpfab/NETNS/IFINDEX/ (PinDir), where NETNS is the
+// inode number of the interface's network namespace (NetnsID: what
+// `ls -l /proc/PID/ns/net` and `lsns` show) and IFINDEX its index there.
+// The pinned link keeps the program attached after the attaching process
+// exits; a process that did not attach calls Open to get the same maps
+// (AV, MR, ports, XSKs, counters). Detach removes the link, the pins, the
+// owner records and any stale netlink attachment of xdpfab's program,
+// leaving the interface as it was.
+//
+// Namespaces. bpffs is one per host, shared by every network namespace,
+// and every container has an eth0: so nothing is keyed by interface name.
+// Every call acts in the calling thread's network namespace (callers
+// switching namespaces lock the OS thread; `xdpfab -n NETNS` switches only
+// the network namespace) and sees only that namespace's attachments: a pin
+// directory is this namespace's only while its link is attached to the
+// device of that ifindex here, running the link's program (a namespace
+// number can be reused after its namespace is destroyed). Attach, Open,
+// Detach, Attached and Status never find, replace, detach or clean up a
+// live program of another namespace, also on an interface of the same
+// name. The one exception is garbage: pins whose link is attached to
+// nothing (its interface was deleted, e.g. with its namespace, where no
+// one can detach any more) hold no running program, only memory, and the
+// next Attach or Detach in any namespace removes them.
+//
+// Owners. Ports set with SetPort, AV entries under an av_id from NewAVID
+// and MR entries under a domain_id from NewDomainID belong to the calling
+// process, recorded in /run/xdpfab/NETNS/IFINDEX/prog-ID/ in a file the
+// process holds an flock on for as long as it owns anything there (owner.go
+// gives the reasons). When the process dies, however it dies, the kernel
+// drops the lock; the next Open, Attach, SetPort, NewAVID, NewDomainID or
+// Status removes what it owned and shows no trace of it. Ports of
+// Options.Ports (`xdpfab attach --port`) belong to nobody and stay until
+// DeletePort or Detach; named AVs' entries stay with the AV, as after a
+// normal close. The ids NewAVID and NewDomainID hand out are unique among
+// the processes sharing the attachment, so their entries never mix.
 //
 // Provider choices:
 //   - ModeAuto tries native (driver) XDP and falls back to generic (SKB).
@@ -15,28 +46,28 @@
 //     (in a compatible mode) it reuses the pinned objects and only applies
 //     the ports; a leftover from a crash (pins without a live link, or an
 //     xdpfab program attached through netlink with no pins) is cleaned up
-//     first. Any other XDP program is left alone and reported (fi.EBUSY).
+//     first. Any other XDP program is left alone and reported (fi.EBUSY),
+//     before anything is created.
 //   - Attach and Detach serialise on an flock of /sys/fs/bpf/xdpfab, so
-//     processes racing to attach one interface share one program.
+//     processes racing to attach one interface share one program. A Detach
+//     or Open that finds nothing creates nothing and mounts nothing.
 //   - AF_XDP sockets are registered per RX queue (SetXSK); the kernel does
 //     not let user space read an XSKMAP, so BoundQueues asks a probe
-//     program (bpf's xsk_probe) run with BPF_PROG_TEST_RUN.
-//   - Pins are keyed by interface name, so an interface name must be unique
-//     across the network namespaces of one bpffs; Open checks that the
-//     pinned link is attached to the interface of that name in the caller's
-//     namespace.
+//     program (bpf's xsk_probe) run with BPF_PROG_TEST_RUN. A dead
+//     process's sockets leave the XSKMAP by themselves.
+//   - Detach takes the interface by name, in the caller's namespace: an
+//     interface that is gone cannot be named (fi.ENODEV); its pins are
+//     garbage swept as above.
 //   - bpffs must be the host's: under `ip netns exec`, /sys is remounted and
 //     a bpffs mounted there would vanish with the command (and the program
 //     with it), so Attach refuses that case (use `xdpfab -n NETNS`, which
 //     switches only the network namespace).
 //
-// Errors wrap fi errnos: fi.ENODEV (no such interface), fi.EPERM (not
-// privileged), fi.EBUSY (another XDP program, or xdpfab in another mode),
-// fi.EOPNOTSUPP (the kernel or driver lacks a feature), fi.ENOENT (xdpfab
-// is not attached), fi.EINVAL (bad arguments).
-//
-// Functions that talk netlink or attach act in the calling thread's network
-// namespace: callers switching namespaces must lock the OS thread.
+// Errors wrap fi errnos: fi.ENODEV (no such interface in this namespace),
+// fi.EPERM (not privileged), fi.EBUSY (another XDP program, or xdpfab in
+// another mode), fi.EOPNOTSUPP (the kernel or driver lacks a feature),
+// fi.ENOENT (xdpfab is not attached in this namespace), fi.EINVAL (bad
+// arguments).
 package xdp
 
 import (
