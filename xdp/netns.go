@@ -188,10 +188,10 @@ func sweepDefunct() error {
 // removeIfEmpty removes dir if nothing is left in it.
 func removeIfEmpty(dir string) { _ = unix.Rmdir(dir) }
 
-// Attached opens xdpfab's attachment on every interface of the calling
+// OpenAll opens xdpfab's attachment on every interface of the calling
 // thread's network namespace that has one, in ifindex order. Attachments
 // of other namespaces are invisible.
-func Attached() ([]*Attachment, error) {
+func OpenAll() ([]*Attachment, error) {
 	ns, err := CurrentNetns()
 	if err != nil {
 		return nil, err

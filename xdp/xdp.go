@@ -21,9 +21,9 @@
 // directory is this namespace's only while its link is attached to the
 // device of that ifindex here, running the link's program (a namespace
 // number can be reused after its namespace is destroyed). Attach, Open,
-// Detach, Attached and Status never find, replace, detach or clean up a
-// live program of another namespace, also on an interface of the same
-// name. The one exception is garbage: pins whose link is attached to
+// Detach, Attached, OpenAll and Status never find, replace, detach or
+// clean up a live program of another namespace, also on an interface of
+// the same name. The one exception is garbage: pins whose link is attached to
 // nothing (its interface was deleted, e.g. with its namespace, where no
 // one can detach any more) hold no running program, only memory, and the
 // next Attach or Detach in any namespace removes them.
@@ -594,6 +594,29 @@ func open(ns NetnsID, nl netlink.Link) (*Attachment, error) {
 		}
 	}
 	return a, nil
+}
+
+// Attached reports whether xdpfab's program is attached to iface (in the
+// calling thread's network namespace) with a live pinned link, as Open
+// needs, without loading the program or its maps. Reading the pin needs
+// the privileges Open needs; without them it fails.
+func Attached(iface string) (bool, error) {
+	nl, err := findLink(iface)
+	if err != nil {
+		return false, err
+	}
+	if attachedProgName(nl) != ProgramName {
+		return false, nil
+	}
+	ns, err := CurrentNetns()
+	if err != nil {
+		return false, err
+	}
+	st, err := inspectPins(pinDir(ns, nl.Attrs().Index), nl.Attrs().Index)
+	if err != nil {
+		return false, fmt.Errorf("xdp: %s: %w", iface, err)
+	}
+	return st == pinsLive, nil
 }
 
 // Detach removes xdpfab's program from iface, an interface of the calling

@@ -81,7 +81,7 @@ func openAll(pos []string) ([]*xdp.Attachment, error) {
 		}
 		return []*xdp.Attachment{a}, nil
 	}
-	return xdp.Attached()
+	return xdp.OpenAll()
 }
 
 func closeAll(as []*xdp.Attachment) {
