@@ -65,6 +65,25 @@ func statusIn(t *testing.T, ns *testenv.Netns, a *xdp.Attachment) *xdp.Status {
 	return st
 }
 
+func attachedIn(t *testing.T, ns *testenv.Netns) bool {
+	t.Helper()
+	var ok bool
+	require.NoError(t, ns.Do(func() (err error) { ok, err = xdp.Attached(sameName); return err }))
+	return ok
+}
+
+func openAllIn(t *testing.T, ns *testenv.Netns) []*xdp.Attachment {
+	t.Helper()
+	var as []*xdp.Attachment
+	require.NoError(t, ns.Do(func() (err error) { as, err = xdp.OpenAll(); return err }))
+	t.Cleanup(func() {
+		for _, a := range as {
+			a.Close()
+		}
+	})
+	return as
+}
+
 // progOn returns the id of the XDP program netlink reports on sameName in ns.
 func progOn(t *testing.T, ns *testenv.Netns) uint32 {
 	t.Helper()
@@ -87,9 +106,12 @@ func TestSameNameNamespaces(t *testing.T) {
 	require.Equal(t, idA, progOn(t, w.a))
 	require.Zero(t, progOn(t, w.c), "attaching in A puts nothing in C")
 
-	// C has no xdpfab: Open there does not find A's.
+	// C has no xdpfab: Open, Attached and OpenAll there do not find A's.
 	_, err := openIn(t, w.c)
 	require.ErrorIs(t, err, fi.ENOENT)
+	require.True(t, attachedIn(t, w.a))
+	require.False(t, attachedIn(t, w.c))
+	require.Empty(t, openAllIn(t, w.c))
 
 	// Attach in C loads a program of its own and leaves A's alone.
 	c := attachIn(t, w.c, xdp.Options{Mode: xdp.ModeGeneric, Ports: map[uint16]xdp.PortConfig{portC: {AVID: 9}}})
@@ -106,6 +128,13 @@ func TestSameNameNamespaces(t *testing.T) {
 	oc, err := openIn(t, w.c)
 	require.NoError(t, err)
 	require.Equal(t, idC, progID(t, oc.Program))
+	for ns, id := range map[*testenv.Netns]uint32{w.a: idA, w.c: idC} {
+		all := openAllIn(t, ns)
+		require.Len(t, all, 1, "each namespace lists its own only")
+		require.Equal(t, id, progID(t, all[0].Program))
+		require.Equal(t, sameName, all[0].Iface)
+		require.True(t, attachedIn(t, ns))
+	}
 	stA, stC := statusIn(t, w.a, oa), statusIn(t, w.c, oc)
 	require.Equal(t, []xdp.PortStatus{{Port: xdp.Port{Port: portA, PortConfig: xdp.PortConfig{AVID: avA, Strict: true}}}}, stA.Ports)
 	require.Equal(t, []xdp.PortStatus{{Port: xdp.Port{Port: portC, PortConfig: xdp.PortConfig{AVID: 9}}}}, stC.Ports)
@@ -123,6 +152,9 @@ func TestSameNameNamespaces(t *testing.T) {
 	require.Equal(t, idA, progOn(t, w.a), "detach in C did not touch A")
 	require.ErrorIs(t, w.c.Do(func() error { return xdp.Detach(sameName) }), fi.ENOENT,
 		"a second detach in C finds nothing, in particular not A's")
+	require.False(t, attachedIn(t, w.c))
+	require.Empty(t, openAllIn(t, w.c))
+	require.Len(t, openAllIn(t, w.a), 1)
 	require.Equal(t, idA, progOn(t, w.a))
 	oa2, err := openIn(t, w.a)
 	require.NoError(t, err, "A's pins stay")
