@@ -137,6 +137,11 @@ func (a *Attachment) withRegistry(create bool, fn func(r *registry) error) error
 			break
 		}
 		if !create {
+			// Detach removed the records: this process's is gone too.
+			if own := mine.m[dir]; own != nil {
+				own.f.Close()
+				delete(mine.m, dir)
+			}
 			return nil
 		}
 		if try == 3 {

@@ -479,8 +479,8 @@ func clearStaleNetlink(iface string, nl netlink.Link) error {
 	}
 	if err := netlink.LinkSetXdpFdWithFlags(fresh, -1, flags); err != nil {
 		if errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("xdp: %s: xdpfab program (id %d) is attached through a bpf_link that xdpfab did not pin (held by another process): %w",
-				iface, x.ProgId, fi.EBUSY)
+			return fmt.Errorf("xdp: %s: xdpfab program (id %d) is attached through a bpf_link that xdpfab did not pin here (held by another process, or pinned by an older xdpfab in /sys/fs/bpf/xdpfab/%s: detach with that version, or remove that pin): %w",
+				iface, x.ProgId, iface, fi.EBUSY)
 		}
 		return fmt.Errorf("xdp: %s: remove stale xdpfab program (id %d): %w", iface, x.ProgId, mapErr(err))
 	}
