@@ -334,9 +334,19 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.xdpAtt != nil {
+		// The MR map is shared with the other processes on the
+		// interface: a domain_id unique among them, recorded as this
+		// process's so its keys go if it dies.
+		if d.id, err = d.xdpAtt.NewDomainID(); err != nil {
+			d.xdpAtt.Close()
+			return nil, fmt.Errorf("domain: %w", err)
+		}
+	}
 	t, err := mr.NewTable(mr.Config{Mode: attr.MRMode, DomainID: d.id, AuthKey: attr.AuthKey, Owner: d, Mirror: mirror})
 	if err != nil {
 		if d.xdpAtt != nil {
+			_ = d.xdpAtt.ReleaseDomainID(d.id)
 			d.xdpAtt.Close()
 		}
 		return nil, fmt.Errorf("domain: %w", err)
@@ -346,7 +356,8 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 	return d, nil
 }
 
-// ID returns the xdpfab-wide domain id (the domain_id of the MR map).
+// ID returns the domain id (the domain_id of its MR map entries): on
+// AF_XDP unique among the processes sharing the interface's MR map.
 func (d *Domain) ID() uint32 { return d.id }
 
 // Info reports the domain as fi_getinfo does (the same builder as
@@ -443,6 +454,7 @@ func (d *Domain) Close() error {
 		return fmt.Errorf("domain close: %w", err)
 	}
 	if d.xdpAtt != nil {
+		_ = d.xdpAtt.ReleaseDomainID(d.id) // its MRs are closed: no key carries it
 		d.xdpAtt.Close()
 	}
 	d.closed = true
