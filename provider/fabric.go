@@ -12,6 +12,7 @@ import (
 
 	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/wait"
 )
 
 // provFabric is the Go side of a struct xf_fabric.
@@ -73,20 +74,19 @@ func xfgo_fabric_close(h C.uintptr_t) (ret C.int) {
 	return 0
 }
 
-//export xfgo_fabric_domain
-func xfgo_fabric_domain(h C.uintptr_t, info *C.struct_fi_info, out **C.struct_fid_domain, context unsafe.Pointer) (ret C.int) {
-	defer catch(&ret)
-	return -C.FI_ENOSYS
-}
-
-//export xfgo_fabric_eq_open
-func xfgo_fabric_eq_open(h C.uintptr_t, attr *C.struct_fi_eq_attr, out **C.struct_fid_eq, context unsafe.Pointer) (ret C.int) {
-	defer catch(&ret)
-	return -C.FI_ENOSYS
-}
-
 //export xfgo_fabric_trywait
 func xfgo_fabric_trywait(fids **C.struct_fid, count C.int) (ret C.int) {
 	defer catch(&ret)
-	return -C.FI_ENOSYS
+	if count < 0 || (fids == nil && count > 0) {
+		return -C.FI_EINVAL
+	}
+	var objs []wait.TryWaiter
+	for _, f := range unsafe.Slice(fids, count) {
+		w, ok := goObject(C.xf_fid_handle(f)).(wait.TryWaiter)
+		if !ok {
+			return -C.FI_EINVAL
+		}
+		objs = append(objs, w)
+	}
+	return errno[C.int](wait.TryWait(objs...))
 }

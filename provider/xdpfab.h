@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -54,8 +55,62 @@ struct xf_fabric {
 	uintptr_t h;
 };
 
+struct xf_domain {
+	struct fid_domain domain;
+	uintptr_t h;
+};
+
+struct xf_ep {
+	struct fid_ep ep;
+	uintptr_t h;
+};
+
+struct xf_av {
+	struct fid_av av;
+	uintptr_t h;
+};
+
+struct xf_eq {
+	struct fid_eq eq;
+	uintptr_t h;
+};
+
+/* A later fi_cq_read served without entering Go would put a
+ * single-producer ring (Go producing formatted entries, C consuming) here,
+ * after h; the fid layout already leaves the ops to C. */
+struct xf_cq {
+	struct fid_cq cq;
+	uintptr_t h;
+	int format;
+};
+
+struct xf_cntr {
+	struct fid_cntr cntr;
+	uintptr_t h;
+};
+
+struct xf_mr {
+	struct fid_mr mr;
+	uintptr_t h;
+};
+
 struct fid_fabric *xf_fabric_new(uintptr_t h, void *context);
 void xf_fabric_free(struct fid_fabric *f);
+struct fid_domain *xf_domain_new(uintptr_t h, void *context);
+struct fid_ep *xf_ep_new(uintptr_t h, void *context);
+struct fid_av *xf_av_new(uintptr_t h, void *context);
+struct fid_eq *xf_eq_new(uintptr_t h, void *context);
+struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format);
+struct fid_cntr *xf_cntr_new(uintptr_t h, void *context);
+struct fid_mr *xf_mr_new(uintptr_t h, void *context, uint64_t key);
+void xf_mr_set_key(struct fid_mr *mr, uint64_t key);
+void xf_free(void *p);
+
+/* The Go handle of one of xdpfab's fids (0 for anything else) and its
+ * class. */
+uintptr_t xf_fid_handle(struct fid *fid);
+/* The Go handle of an MR descriptor (fi_mr_desc), 0 for NULL or foreign. */
+uintptr_t xf_desc_handle(void *desc);
 
 /* Empty slots: -FI_ENOSYS, never NULL. */
 int xf_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
