@@ -257,7 +257,7 @@ const (
 	primaryCaps = fi.MSG | fi.RMA | fi.ATOMIC | fi.READ | fi.WRITE | fi.SEND | fi.RECV |
 		fi.REMOTE_READ | fi.REMOTE_WRITE
 	secondaryCaps = fi.SOURCE | fi.RMA_EVENT | fi.DIRECTED_RECV | fi.LOCAL_COMM | fi.REMOTE_COMM
-	mrModeUsed    = mr.ModeVirtAddr | mr.ModeAllocated | mr.ModeProvKey
+	mrModeUsed    = mr.ModeVirtAddr | mr.ModeProvKey
 )
 
 // Sizes reported as getinfo's attributes.
