@@ -55,7 +55,7 @@ var cases = []fabtestCase{
 	{name: "fi_rdm_pingpong"},
 	{name: "fi_rdm_pingpong", args: []string{"-I", "10000", "-S", "64"}},
 	{name: "fi_rdm_atomic", args: []string{"-o", "sum", "-z", "uint64"}},
-	{name: "fi_rdm_atomic", args: []string{"-o", "all"}},
+	{name: "fi_rdm_atomic", args: []string{"-o", "all", "-I", "20"}},
 	{name: "fi_rma_bw", args: []string{"-e", "rdm", "-o", "write"}},
 	{name: "fi_rma_bw", args: []string{"-e", "rdm", "-o", "read"}},
 	{name: "fi_rma_bw", args: []string{"-e", "rdm", "-o", "writedata"}},
@@ -191,7 +191,7 @@ func attach(t *testing.T, ns *testenv.Netns, iface string, mode xdp.Mode, port u
 }
 
 // caseTimeout bounds one fabtests run.
-const caseTimeout = 90 * time.Second
+const caseTimeout = 180 * time.Second
 
 // runCase runs c and returns nil when every process exited 0.
 func runCase(t *testing.T, provDir, bin string, a, b *testenv.Netns, c fabtestCase) (error, string) {
