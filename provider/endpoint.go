@@ -193,7 +193,7 @@ func xfgo_ep_send(h C.uintptr_t, buf unsafe.Pointer, length C.size_t, desc C.uin
 	case modeInject:
 		err = pe.ep.Inject(b, fi.Addr(dest))
 	case modeInjectData:
-		err = fmt.Errorf("fi_injectdata: the Go library has no InjectData yet: %w", fi.ENOSYS)
+		err = pe.ep.InjectData(b, uint64(data), fi.Addr(dest))
 	case modeMsg:
 		f := fi.Flags(flags)
 		if f&^(fi.COMPLETION|fi.MORE|fi.REMOTE_CQ_DATA|fi.TRANSMIT_COMPLETE|fi.DELIVERY_COMPLETE|fi.INJECT_COMPLETE) != 0 {
@@ -244,15 +244,15 @@ func xfgo_ep_rma(h C.uintptr_t, write C.int, buf unsafe.Pointer, length C.size_t
 	case modePlain:
 		err = pe.ep.Write(b, mrDesc(desc), fi.Addr(peer), uint64(addr), uint64(key), ctxOf(context))
 	case modeData:
-		err = pe.ep.WriteMsg(b, mrDesc(desc), fi.Addr(peer), uint64(addr), uint64(key), ctxOf(context), uint64(data),
-			pe.opFlags|fi.REMOTE_CQ_DATA)
+		err = pe.ep.WriteData(b, mrDesc(desc), uint64(data), fi.Addr(peer), uint64(addr), uint64(key), ctxOf(context))
 	case modeInject:
 		err = pe.ep.InjectWrite(b, fi.Addr(peer), uint64(addr), uint64(key))
 	case modeInjectData:
-		err = fmt.Errorf("fi_inject_writedata: the Go library has no InjectWriteData yet: %w", fi.ENOSYS)
+		err = pe.ep.InjectWriteData(b, uint64(data), fi.Addr(peer), uint64(addr), uint64(key))
 	case modeMsg:
-		err = pe.ep.WriteMsg(b, mrDesc(desc), fi.Addr(peer), uint64(addr), uint64(key), ctxOf(context), uint64(data),
-			fi.Flags(flags))
+		err = pe.ep.WriteMsg(&fabric.MsgRMA{MsgIOV: [][]byte{b}, Desc: []mr.Desc{mrDesc(desc)}, Addr: fi.Addr(peer),
+			RMAIOV: []fabric.RMAIov{{Addr: uint64(addr), Len: len(b), Key: uint64(key)}}, Context: ctxOf(context),
+			Data: uint64(data)}, fi.Flags(flags))
 	default:
 		return -C.FI_EINVAL
 	}

@@ -360,7 +360,7 @@ func buildInfo(r *request, c candidate) (*C.struct_fi_info, error) {
 	tx.msg_order = C.FI_ORDER_SAS | C.FI_ORDER_RAR | C.FI_ORDER_RAW | C.FI_ORDER_WAR | C.FI_ORDER_WAW |
 		C.FI_ORDER_SAR | C.FI_ORDER_SAW | C.FI_ORDER_RAS | C.FI_ORDER_WAS
 	tx.comp_order = C.FI_ORDER_NONE
-	tx.inject_size = C.size_t(di.InjectSize)
+	tx.inject_size = C.size_t(di.TxAttr.InjectSize)
 	tx.size = txSize
 	tx.iov_limit = 1
 	tx.rma_iov_limit = fabric.RMAIovLimit
@@ -387,8 +387,8 @@ func buildInfo(r *request, c candidate) (*C.struct_fi_info, error) {
 	dom.data_progress = progress
 	dom.resource_mgmt = C.FI_RM_ENABLED
 	dom.av_type = avType
-	dom.mr_mode = C.int(di.MRMode)
-	dom.mr_key_size = C.size_t(di.MRKeySize)
+	dom.mr_mode = C.int(di.DomainAttr.MRMode)
+	dom.mr_key_size = C.size_t(di.DomainAttr.MRKeySize)
 	dom.cq_data_size = 8
 	dom.cq_cnt = maxObjects
 	dom.ep_cnt = maxObjects
@@ -397,7 +397,7 @@ func buildInfo(r *request, c candidate) (*C.struct_fi_info, error) {
 	dom.max_ep_tx_ctx = 1
 	dom.max_ep_rx_ctx = 1
 	dom.cntr_cnt = maxObjects
-	dom.mr_iov_limit = C.size_t(di.MRIovLimit)
+	dom.mr_iov_limit = C.size_t(di.DomainAttr.MRIovLimit)
 	dom.caps = C.uint64_t(caps & (fi.LOCAL_COMM | fi.REMOTE_COMM))
 	if dom.caps == 0 {
 		dom.caps = C.FI_LOCAL_COMM | C.FI_REMOTE_COMM
