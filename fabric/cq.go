@@ -29,7 +29,8 @@ type CQAttr struct {
 	Format          CQFormat
 	WaitObj         fi.WaitObj
 	SignalingVector int
-	WaitSet         *wait.Set // the set to join with fi.WaitSet
+	WaitCond        CQWaitCond // how SReadCond's cond is read
+	WaitSet         *wait.Set  // the set to join with fi.WaitSet
 }
 
 // DefaultCQSize is the CQ size used when CQAttr.Size is 0.
@@ -108,6 +109,9 @@ func (d *Domain) CQOpen(attr CQAttr, context any) (*CQ, error) {
 	}
 	if attr.Format < CQFormatUnspec || attr.Format > CQFormatTagged {
 		return nil, fmt.Errorf("cq open: format %d: %w", attr.Format, fi.EINVAL)
+	}
+	if attr.WaitCond != CQCondNone && attr.WaitCond != CQCondThreshold {
+		return nil, fmt.Errorf("cq open: wait_cond %d: %w", attr.WaitCond, fi.EINVAL)
 	}
 	if attr.Format == CQFormatUnspec {
 		attr.Format = CQFormatData
@@ -318,6 +322,12 @@ func (cq *CQ) SRead(buf []CQEntry, timeoutMs int) (int, error) {
 
 // SReadFrom is fi_cq_sreadfrom.
 func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error) {
+	return cq.sread(buf, src, 1, timeoutMs)
+}
+
+// sread is SRead waiting until threshold entries are queued (see
+// SReadCond), or an error completion heads the queue.
+func (cq *CQ) sread(buf []CQEntry, src []fi.Addr, threshold, timeoutMs int) (int, error) {
 	if cq.obj == nil {
 		return 0, fmt.Errorf("cq sread: no wait object (%v): %w", cq.attr.WaitObj, fi.ENOSYS)
 	}
@@ -331,11 +341,11 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 		var err error
 		if !cq.progress.spin(timeoutMs, func() bool {
 			cq.mu.Lock()
-			n, err = cq.readLocked(buf, src)
+			n, err = cq.readCondLocked(buf, src, threshold)
 			cq.mu.Unlock()
 			return !errors.Is(err, fi.EAGAIN)
 		}) {
-			return 0, fi.EAGAIN
+			return cq.readAny(buf, src)
 		}
 		return n, err
 	}
@@ -353,7 +363,7 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 		var err error
 		held, waited := cq.progress.assistedWait(deadline, timeoutMs < 0, func() bool {
 			cq.mu.Lock()
-			n, err = cq.readLocked(buf, src)
+			n, err = cq.readCondLocked(buf, src, threshold)
 			cq.mu.Unlock()
 			return !errors.Is(err, fi.EAGAIN)
 		})
@@ -361,23 +371,30 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 		case held:
 			return n, err
 		case waited:
-			return 0, fi.EAGAIN
+			return cq.readAny(buf, src)
 		}
 	}
+	pending := cq.pending
+	if threshold > 1 {
+		pending = func() bool { return cq.pendingCond(threshold) }
+	}
 	for {
-		n, err := cq.ReadFrom(buf, src)
+		cq.progress.run()
+		cq.mu.Lock()
+		n, err := cq.readCondLocked(buf, src, threshold)
+		cq.mu.Unlock()
 		if !errors.Is(err, fi.EAGAIN) {
 			return n, err
 		}
 		if timeoutMs >= 0 {
 			timeout = time.Until(deadline)
 			if timeout <= 0 {
-				return 0, fi.EAGAIN
+				return cq.readAny(buf, src)
 			}
 		}
-		if err := cq.obj.Wait(timeout, cq.pending); err != nil {
+		if err := cq.obj.Wait(timeout, pending); err != nil {
 			if errors.Is(err, fi.ETIMEDOUT) || errors.Is(err, fi.EINTR) {
-				return 0, fi.EAGAIN
+				return cq.readAny(buf, src)
 			}
 			return 0, fmt.Errorf("cq sread: %w", err)
 		}

@@ -7,22 +7,15 @@ import (
 	"github.com/xdpfab/xdpfab/mr"
 )
 
-// Msg is struct fi_msg: a message's iovecs, their descriptors, the peer,
-// the operation's context and remote CQ data.
-type Msg struct {
-	MsgIOV  [][]byte
-	Desc    []mr.Desc
-	Addr    fi.Addr
-	Context any
-	Data    uint64
-}
-
 // Flags the receive calls with a flags argument take. FI_TRANSMIT_COMPLETE
-// on a receive asks for what xdpfab always does (a receive completes once
-// its data is in the buffer); FI_MORE is a hint.
+// and FI_DELIVERY_COMPLETE on a receive ask for no more than xdpfab does
+// anyway (a receive completes once its data is in the buffer); FI_MORE is
+// a hint. fi_recvmsg's FI_CLAIM and FI_DISCARD need FI_BUFFERED_RECV,
+// which xdpfab does not offer; fi_trecvmsg's are the peek family.
 const (
-	recvMsgFlags  = fi.COMPLETION | fi.MORE | fi.MULTI_RECV | fi.TRANSMIT_COMPLETE
-	trecvMsgFlags = fi.COMPLETION | fi.MORE | fi.PEEK | fi.CLAIM | fi.DISCARD | fi.TRANSMIT_COMPLETE
+	recvMsgFlags  = fi.COMPLETION | fi.MORE | fi.MULTI_RECV | fi.TRANSMIT_COMPLETE | fi.DELIVERY_COMPLETE
+	trecvMsgFlags = fi.COMPLETION | fi.MORE | fi.PEEK | fi.CLAIM | fi.DISCARD | fi.TRANSMIT_COMPLETE |
+		fi.DELIVERY_COMPLETE
 )
 
 // Recv is fi_recv: post buf for the next message from src (FI_ADDR_UNSPEC:
@@ -68,25 +61,13 @@ func (ep *Endpoint) RecvMsg(msg *Msg, flags fi.Flags) error {
 	return wrap("recvmsg", ep.postRecv(nil, msg.MsgIOV, matchSpec{src: msg.Addr}, msg.Context, flags))
 }
 
-// checkRecvIOV validates a receive's iovecs: at most IovLimit, as many
-// descriptors as iovecs (or none), FI_MR_LOCAL's registrations.
+// checkRecvIOV validates a receive's iovecs (checkVec: at most IovLimit,
+// descriptors none or one per iovec) and FI_MR_LOCAL's registrations.
 func (ep *Endpoint) checkRecvIOV(iov [][]byte, desc []mr.Desc) error {
-	if len(iov) > IovLimit {
-		return fmt.Errorf("%d iovecs > iov_limit %d: %w", len(iov), IovLimit, fi.EINVAL)
+	if _, err := checkVec(iov, desc); err != nil {
+		return err
 	}
-	if desc != nil && len(desc) != len(iov) {
-		return fmt.Errorf("%d descriptors for %d iovecs: %w", len(desc), len(iov), fi.EINVAL)
-	}
-	for i, b := range iov {
-		var d mr.Desc
-		if desc != nil {
-			d = desc[i]
-		}
-		if err := ep.checkLocal(d, b, fi.RECV); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ep.checkLocalVec(desc, iov, fi.RECV)
 }
 
 // rxReady checks that the endpoint takes receives.

@@ -27,16 +27,11 @@ func (ep *Endpoint) sendMsg(call string, one []byte, iov [][]byte, desc mr.Desc,
 	meta msgMeta, flags fi.Flags, ctx any, injectCall bool) error {
 	total := len(one)
 	if iov != nil {
-		if len(iov) > IovLimit {
-			return fmt.Errorf("%s: %d iovecs > iov_limit %d: %w", call, len(iov), IovLimit, fi.EINVAL)
+		n, err := checkVec(iov, descs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", call, err)
 		}
-		if descs != nil && len(descs) != len(iov) {
-			return fmt.Errorf("%s: %d descriptors for %d iovecs: %w", call, len(descs), len(iov), fi.EINVAL)
-		}
-		total = 0
-		for _, b := range iov {
-			total += len(b)
-		}
+		total = n
 	}
 	if err := checkMsgSize(call, total); err != nil {
 		return err
@@ -46,20 +41,14 @@ func (ep *Endpoint) sendMsg(call string, one []byte, iov [][]byte, desc mr.Desc,
 		return fmt.Errorf("%s: %d bytes > inject_size %d: %w", call, total, ep.size.injectSize, fi.EMSGSIZE)
 	}
 	if !injectCall {
+		var err error
 		if iov == nil {
-			if err := ep.checkLocal(desc, one, fi.SEND); err != nil {
-				return fmt.Errorf("%s: %w", call, err)
-			}
+			err = ep.checkLocal(desc, one, fi.SEND)
 		} else {
-			for i, b := range iov {
-				var d mr.Desc
-				if descs != nil {
-					d = descs[i]
-				}
-				if err := ep.checkLocal(d, b, fi.SEND); err != nil {
-					return fmt.Errorf("%s: %w", call, err)
-				}
-			}
+			err = ep.checkLocalVec(descs, iov, fi.SEND)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", call, err)
 		}
 	}
 	cqFlags := fi.SEND | fi.MSG
@@ -82,13 +71,6 @@ func (ep *Endpoint) sendMsg(call string, one []byte, iov [][]byte, desc mr.Desc,
 	if err != nil {
 		return wrap(call, err)
 	}
-	if cap(o.scratch) < total {
-		o.scratch = make([]byte, total)
-	}
-	g := o.scratch[:0]
-	for _, b := range iov {
-		g = append(g, b...)
-	}
-	r.Payload = g
+	r.Payload = o.gather(iov, total)
 	return wrap(call, ep.submit(o, &r))
 }

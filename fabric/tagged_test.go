@@ -230,7 +230,7 @@ func TestTaggedBadInput(t *testing.T) {
 		{"trecvv over iov_limit", b.ep.TRecvV(nine, nil, fi.AddrUnspec, 1, 0, nil), fi.EINVAL},
 		{"recvv over iov_limit", b.ep.RecvV(nine, nil, fi.AddrUnspec, nil), fi.EINVAL},
 		{"tsendv desc count", a.ep.TSendV(nine[:2], make([]mr.Desc, 1), a.peer, 1, nil), fi.EINVAL},
-		{"trecvv desc count", b.ep.TRecvV(nine[:2], make([]mr.Desc, 3), fi.AddrUnspec, 1, 0, nil), fi.EINVAL},
+		{"trecvv desc count", b.ep.TRecvV(nine[:3], make([]mr.Desc, 2), fi.AddrUnspec, 1, 0, nil), fi.EINVAL},
 		{"tsendmsg nil", a.ep.TSendMsg(nil, 0), fi.EINVAL},
 		{"trecvmsg nil", b.ep.TRecvMsg(nil, 0), fi.EINVAL},
 		{"recvmsg nil", b.ep.RecvMsg(nil, 0), fi.EINVAL},

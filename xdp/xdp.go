@@ -518,6 +518,21 @@ func Open(iface string) (*Attachment, error) {
 	return a, nil
 }
 
+// Attached reports whether xdpfab's program is attached to iface (in the
+// calling thread's network namespace) with a live pinned link, as Open
+// needs, without loading the program or its maps. Reading the pin needs
+// the privileges Open needs; without them it fails.
+func Attached(iface string) (bool, error) {
+	nl, err := findLink(iface)
+	if err != nil {
+		return false, err
+	}
+	if attachedProgName(nl) != ProgramName {
+		return false, nil
+	}
+	return pinnedLinkLive(iface, nl.Attrs().Index)
+}
+
 // Detach removes xdpfab's program from iface: the pinned link (and with it
 // the attachment), every pin, and a stale netlink attachment of xdpfab's
 // program. It fails with fi.ENOENT when there was nothing to remove. The
