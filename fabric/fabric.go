@@ -139,7 +139,8 @@
 // matched as the pages say (match.go): tagged and untagged traffic in
 // separate queues, posted receives searched in posting order, the first
 // that accepts a message taking it, a sender's messages matched in its
-// send order; tags are 64 bits (mem_tag_format all ones), compared outside
+// send order; tags are 64 bits, all of them compared (mem_tag_format is
+// reported as FI_TAG_GENERIC, any mask is honoured), outside
 // the receive's ignore bits; a receive's source counts only with
 // FI_DIRECTED_RECV in EPAttr.Caps (0 takes every capability, so it
 // counts by default). Messages up to the eager limit (DefaultEagerLimit,

@@ -8,7 +8,7 @@ import (
 )
 
 // Tagged messages (fi_tagged(3)). A tagged message carries a 64-bit tag
-// (mem_tag_format: all 64 bits, one field) that the receiver matches
+// (all 64 bits significant; mem_tag_format FI_TAG_GENERIC) that the receiver matches
 // against its tagged receives: send_tag & ^ignore == recv_tag & ^ignore,
 // the oldest posted receive first (match.go). Tagged and untagged
 // messages use separate queues on both sides of the match, and apart
