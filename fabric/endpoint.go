@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	fatomic "github.com/xdpfab/xdpfab/atomic"
 	"github.com/xdpfab/xdpfab/av"
@@ -40,6 +41,11 @@ type EPAttr struct {
 	// (tx_attr.op_flags), e.g. fi.COMPLETION with a CQ bound with
 	// FI_SELECTIVE_COMPLETION.
 	OpFlags fi.Flags
+	// Caps are the endpoint's capabilities (fi_info caps); 0 takes all
+	// of the provider's (Domain.Info().Caps). Of them the datapath looks
+	// at fi.DIRECTED_RECV: without it a receive's source address is
+	// ignored (any peer matches), as fi_msg(3) and fi_tagged(3) say.
+	Caps fi.Flags
 	// AcceptUnknown lets peers that are not in the bound AV send to the
 	// endpoint (their completions report FI_ADDR_NOTAVAIL as source). By
 	// default only peers in the AV are served: others are dropped.
@@ -83,6 +89,22 @@ type Endpoint struct {
 	authKeys map[fi.Addr]uint32
 
 	rx receiver
+
+	// eagerLimit: longer messages go by rendezvous (rendezvous.go).
+	// Guarded by mu; fixed once enabled.
+	eagerLimit int
+	// hmemP2P is FI_OPT_FI_HMEM_P2P's value (opt.go). Guarded by mu.
+	hmemP2P int
+
+	// Rendezvous sends, by op index, allocated at the first one.
+	rndvMu sync.Mutex
+	rndvs  []rndvSend // guarded by rndvMu
+	// The control queue (rendezvous.go): requests the endpoint makes on
+	// its own, waiting for an engine slot.
+	ctlMu      sync.Mutex
+	ctl        []reliable.Request // guarded by ctlMu, from ctlHead on
+	ctlHead    int
+	ctlPending atomic.Int32 // len(ctl)-ctlHead
 
 	// pieceBuf is scratch for the handler (the engine's receive goroutine
 	// only): the buffers a target span covers.
@@ -128,6 +150,7 @@ type txOp struct {
 	resultV  [IovLimit]IOC
 	nres     int
 	elemSize int
+	rndv     bool // a rendezvous send: its request is the RTS
 }
 
 // Endpoint is fi_endpoint: it opens an endpoint on the domain with its own
@@ -196,6 +219,7 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 		ep.freeOps[i] = int32(attr.TxSize - 1 - i)
 	}
 	ep.rx.init(attr.RxSize)
+	ep.eagerLimit = max(DefaultEagerLimit, size.injectSize)
 	return ep, nil
 }
 
@@ -328,12 +352,18 @@ func (ep *Endpoint) Enable() error {
 		return fmt.Errorf("ep enable: %w", err)
 	}
 	ep.enabledCntr = ep.cntr
+	ep.rx.cq, ep.rx.sel, ep.rx.cntr = ep.rxCQ, ep.rxSel, ep.cntr[cntrRecv]
+	ep.rx.directed = ep.attr.Caps == 0 || ep.attr.Caps&fi.DIRECTED_RECV != 0
 	eng, err := reliable.New(ep.tr, reliable.Config{
 		EndpointID: endpointID,
 		Handler:    ep,
 		OnComplete: ep.onComplete,
 		Admit:      ep.admit,
-		MaxOps:     ep.attr.TxSize,
+		// The user's operations take at most TxSize; the rest is
+		// headroom for the rendezvous protocol's own requests (a push
+		// per iovec of a send, a CTS per receive), which otherwise
+		// wait in the control queue.
+		MaxOps:     2*ep.attr.TxSize + ep.attr.RxSize,
 		MaxPacket:  ep.size.maxPacket,
 		InjectSize: ep.size.injectSize,
 		BusyPoll:   ep.dom.attr.BusyPoll,
@@ -418,10 +448,12 @@ func (ep *Endpoint) Close() error {
 	}
 	if eng != nil {
 		eng.Close() // completes what is pending with FI_ECANCELED, via onComplete
+		ep.dropCtl(nil)
+		ep.cancelRndvSends(nil)
 		ep.releaseAllCQData()
 	}
 	ep.tr.Close()
-	ep.rx.cancelAll(ep)
+	ep.rx.cancelAll()
 
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
@@ -503,6 +535,8 @@ func (ep *Endpoint) ForgetPeers(addrs []netip.AddrPort) {
 	for _, a := range addrs {
 		p := reliable.Peer{Addr: a, EP: endpointID}
 		eng.ForgetPeer(p)
-		ep.rx.forget(ep, p)
+		ep.dropCtl(&p)
+		ep.cancelRndvSends(&p)
+		ep.rx.forget(p)
 	}
 }

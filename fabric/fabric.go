@@ -137,6 +137,32 @@
 // datapath/reliable). A named AV's removals made by
 // another process are not seen by this process's endpoints (idle eviction
 // still applies).
+//
+// Messages and tagged messages (fi_msg(3), fi_tagged(3)). Receives are
+// matched as the pages say (match.go): tagged and untagged traffic in
+// separate queues, posted receives searched in posting order, the first
+// that accepts a message taking it, a sender's messages matched in its
+// send order; tags are 64 bits, all of them compared (mem_tag_format is
+// reported as FI_TAG_GENERIC, any mask is honoured), outside
+// the receive's ignore bits; a receive's source counts only with
+// FI_DIRECTED_RECV in EPAttr.Caps (0 takes every capability, so it
+// counts by default). Messages up to the eager limit (DefaultEagerLimit,
+// FI_OPT_BUFFERED_LIMIT) are sent at once; without a matching receive
+// they wait in a bounded unexpected queue (MaxUnexpectedMsgs messages,
+// MaxUnexpectedBytes bytes), and past the bound the message is refused:
+// the sender's completion is FI_ENORX, nothing of it is kept. Longer
+// messages use a rendezvous (rendezvous.go): only their header waits
+// unexpected, and once matched the data moves once, from the send buffer
+// into the receive buffer. An eager send completes when the target has
+// placed or buffered it (FI_DELIVERY_COMPLETE), a rendezvous send when its
+// data is in the matched receive (which is also FI_MATCH_COMPLETE). A
+// message longer than its receive fills it and completes with FI_ETRUNC.
+// FI_MULTI_RECV buffers (RecvMsg) pack messages without alignment padding
+// and are released below FI_OPT_MIN_MULTI_RECV (DefaultMinMultiRecv). The
+// peek family (FI_PEEK, FI_CLAIM, FI_DISCARD) works on tagged receives
+// (peek.go); fi_cancel on posted receives (cancel.go); fi_getopt and
+// fi_setopt as opt.go says. FI_BUFFERED_RECV and FI_VARIABLE_MSG are not
+// offered.
 package fabric
 
 import (

@@ -84,7 +84,7 @@ func (d *Domain) EndpointFromInfo(info *Info, context any) (*Endpoint, error) {
 			return nil, fmt.Errorf("endpoint: %w: %w", err, fi.EINVAL)
 		}
 	}
-	attr := EPAttr{Type: EPRDM}
+	attr := EPAttr{Type: EPRDM, Caps: info.Caps}
 	if info.EPAttr != nil {
 		attr.Type = info.EPAttr.Type
 	}

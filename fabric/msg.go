@@ -3,8 +3,6 @@ package fabric
 import (
 	"fmt"
 
-	"github.com/xdpfab/xdpfab/datapath/reliable"
-	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/mr"
 )
@@ -25,13 +23,6 @@ type Msg struct {
 // (FI_MULTICAST, FI_MATCH_COMPLETE, FI_COMMIT_COMPLETE, FI_CLAIM, ...).
 const sendMsgFlags = fi.COMPLETION | fi.MORE | fi.INJECT | fi.FENCE | fi.REMOTE_CQ_DATA |
 	fi.INJECT_COMPLETE | fi.TRANSMIT_COMPLETE | fi.DELIVERY_COMPLETE
-
-// Per-call flags of fi_recvmsg. FI_TRANSMIT_COMPLETE and
-// FI_DELIVERY_COMPLETE ask for no more than xdpfab does anyway (a receive
-// completes once its data is in the buffer); FI_MORE is a hint.
-// FI_MULTI_RECV is the multi-receive path's (see recvMsgNotYet); FI_CLAIM
-// and FI_DISCARD need FI_BUFFERED_RECV, which xdpfab does not offer.
-const recvMsgFlags = fi.COMPLETION | fi.MORE | fi.TRANSMIT_COMPLETE | fi.DELIVERY_COMPLETE
 
 // scratchKeep bounds the gather buffer an op slot keeps between
 // operations: vectors up to this size are gathered with no allocation once
@@ -110,30 +101,13 @@ type sendArgs struct {
 }
 
 // send is the one path behind the vector and msg forms of fi_msg(3)'s
-// sends: a vector is gathered into one message.
+// sends: sendMsg (send.go), untagged.
 func (ep *Endpoint) send(call string, a *sendArgs, ctx any, flags fi.Flags) error {
-	n, err := checkVec(a.iov, a.desc)
-	if err != nil {
-		return fmt.Errorf("%s: %w", call, err)
+	iov := a.iov
+	if iov == nil {
+		iov = [][]byte{}
 	}
-	if err := checkMsgSize(call, n); err != nil {
-		return err
-	}
-	if flags&fi.INJECT != 0 && n > ep.size.injectSize {
-		return fmt.Errorf("%s: inject of %d bytes > inject_size %d: %w", call, n, ep.size.injectSize, fi.EMSGSIZE)
-	}
-	if !a.inject {
-		if err := ep.checkLocalVec(a.desc, a.iov, fi.SEND); err != nil {
-			return fmt.Errorf("%s: %w", call, err)
-		}
-	}
-	r := reliable.Request{Opcode: wire.OpMsg, Data: a.data}
-	o, err := ep.begin(&r, a.dest, flags, cntrSend, fi.SEND|fi.MSG, ctx, a.inject)
-	if err != nil {
-		return wrap(call, err)
-	}
-	r.Payload = o.gather(a.iov, n)
-	return wrap(call, ep.submit(o, &r))
+	return ep.sendMsg(call, nil, iov, mr.Desc{}, a.desc, a.dest, msgMeta{data: a.data}, flags, ctx, a.inject)
 }
 
 // SendV is fi_sendv: the buffers of iov, in order, as one message.
@@ -168,87 +142,4 @@ func (ep *Endpoint) InjectData(buf []byte, data uint64, dest fi.Addr) error {
 	iov := [1][]byte{buf}
 	a := sendArgs{iov: iov[:], dest: dest, data: data, inject: true}
 	return ep.send("injectdata", &a, nil, fi.INJECT|fi.REMOTE_CQ_DATA)
-}
-
-// RecvV is fi_recvv: post the buffers of iov (at most IovLimit) to be
-// filled in order by the next message from src (FI_ADDR_UNSPEC: any).
-// The completion's Len is the message's length; Buf is the first buffer's
-// part of it.
-func (ep *Endpoint) RecvV(iov [][]byte, desc []mr.Desc, src fi.Addr, context any) error {
-	return ep.recvVec("recvv", iov, desc, src, context, ep.attr.OpFlags&fi.COMPLETION)
-}
-
-// RecvMsg is fi_recvmsg: RecvV with per-call flags (fi.COMPLETION,
-// fi.MORE, fi.TRANSMIT_COMPLETE, fi.DELIVERY_COMPLETE). Other flags fail
-// with FI_EBADFLAGS.
-func (ep *Endpoint) RecvMsg(msg *Msg, flags fi.Flags) error {
-	if msg == nil {
-		return fmt.Errorf("recvmsg: nil msg: %w", fi.EINVAL)
-	}
-	if err := recvMsgNotYet(flags); err != nil {
-		return fmt.Errorf("recvmsg: %w", err)
-	}
-	if flags&^recvMsgFlags != 0 {
-		return fmt.Errorf("recvmsg: flags %#x: %w", uint64(flags&^recvMsgFlags), fi.EBADFLAGS)
-	}
-	return ep.recvVec("recvmsg", msg.MsgIOV, msg.Desc, msg.Addr, msg.Context, flags)
-}
-
-// recvMsgNotYet refuses the receive flags whose paths are not in this
-// file: FI_MULTI_RECV belongs to the multi-receive buffers.
-func recvMsgNotYet(flags fi.Flags) error {
-	if flags&fi.MULTI_RECV != 0 {
-		return fmt.Errorf("FI_MULTI_RECV: %w", fi.EOPNOTSUPP)
-	}
-	return nil
-}
-
-func (ep *Endpoint) recvVec(call string, iov [][]byte, desc []mr.Desc, src fi.Addr, ctx any, flags fi.Flags) error {
-	if _, err := checkVec(iov, desc); err != nil {
-		return fmt.Errorf("%s: %w", call, err)
-	}
-	if err := ep.checkLocalVec(desc, iov, fi.RECV); err != nil {
-		return fmt.Errorf("%s: %w", call, err)
-	}
-	return wrap(call, ep.postRecv(iov, src, ctx, flags))
-}
-
-// recvIOV is the buffers a posted receive fills, held by value so that a
-// caller's iovec array does not escape (no allocation per receive).
-type recvIOV struct {
-	bufs [IovLimit][]byte
-	n    int
-	size int // bytes in all
-}
-
-func (v *recvIOV) set(iov [][]byte) {
-	v.n = copy(v.bufs[:], iov)
-	v.size = 0
-	for _, b := range iov {
-		v.size += len(b)
-	}
-}
-
-// first is the first buffer (nil for none): what a completion's Buf
-// points into.
-func (v *recvIOV) first() []byte {
-	if v.n == 0 {
-		return nil
-	}
-	return v.bufs[0]
-}
-
-// place copies p to offset off of the message, across the buffers;
-// what falls past their end is dropped (truncation).
-func (v *recvIOV) place(off int, p []byte) {
-	for i := 0; i < v.n && len(p) > 0; i++ {
-		b := v.bufs[i]
-		if off >= len(b) {
-			off -= len(b)
-			continue
-		}
-		k := copy(b[off:], p)
-		p = p[k:]
-		off = 0
-	}
 }

@@ -162,16 +162,36 @@ func (ep *Endpoint) abort(o *txOp) {
 	ep.freeOp(o)
 }
 
-// onComplete turns the engine's completion into the CQ entry or error
-// entry and counter updates the op asked for.
+// onComplete turns the engine's completions into CQ entries and counter
+// updates: of the user's operations, and of the requests the rendezvous
+// protocol makes (rendezvous.go).
 func (ep *Endpoint) onComplete(c reliable.Completion) {
-	o := c.Context.(*txOp)
+	switch x := c.Context.(type) {
+	case *txOp:
+		if x.rndv {
+			ep.rtsDone(x, c.Err)
+		} else {
+			ep.finishOp(x, c.Err, c.Len)
+		}
+	case *rndvSend:
+		ep.pushDone(x, c.Err)
+	case *rxMsg:
+		ep.rx.ctsDone(x, c.Err)
+	}
+	if ep.ctlPending.Load() > 0 {
+		ep.kickCtl()
+	}
+}
+
+// finishOp writes the CQ entry or error entry and counter updates the op
+// asked for, and frees it.
+func (ep *Endpoint) finishOp(o *txOp, errno fi.Errno, n int) {
 	var cntr *Cntr
 	if o.cntr >= 0 {
 		cntr = ep.enabledCntr[o.cntr]
 	}
 	cq := o.cq
-	if c.Err == fi.SUCCESS {
+	if errno == fi.SUCCESS {
 		if o.nres > 0 {
 			scatter(o.resultV[:o.nres], o.result, o.elemSize)
 		}
@@ -179,7 +199,7 @@ func (ep *Endpoint) onComplete(c reliable.Completion) {
 			cntr.Add(1)
 		}
 		if o.wantComp {
-			e := CQEntry{Context: o.ctx, Flags: o.cqFlags, Len: c.Len}
+			e := CQEntry{Context: o.ctx, Flags: o.cqFlags, Len: n}
 			cq.complete(&e, o.dest, true)
 		} else if o.reserved {
 			cq.unreserve()
@@ -189,8 +209,8 @@ func (ep *Endpoint) onComplete(c reliable.Completion) {
 			cntr.AddErr(1)
 		}
 		if o.reserved {
-			e := CQErrEntry{CQEntry: CQEntry{Context: o.ctx, Flags: o.cqFlags}, Err: c.Err,
-				ProvErrno: int(c.Err), Src: o.dest}
+			e := CQErrEntry{CQEntry: CQEntry{Context: o.ctx, Flags: o.cqFlags}, Err: errno,
+				ProvErrno: int(errno), Src: o.dest}
 			cq.completeErr(&e, true)
 		}
 	}
@@ -216,39 +236,23 @@ func checkMsgSize(call string, n int) error {
 	return nil
 }
 
-// Send is fi_send.
+// Send is fi_send. Messages longer than the eager limit go by rendezvous
+// (see rendezvous.go).
 func (ep *Endpoint) Send(buf []byte, desc mr.Desc, dest fi.Addr, context any) error {
-	if err := checkMsgSize("send", len(buf)); err != nil {
-		return err
-	}
-	if err := ep.checkLocal(desc, buf, fi.SEND); err != nil {
-		return fmt.Errorf("send: %w", err)
-	}
-	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf}
-	return wrap("send", ep.post(&r, dest, ep.attr.OpFlags, cntrSend, fi.SEND|fi.MSG, context, false))
+	return ep.sendMsg("send", buf, nil, desc, nil, dest, msgMeta{}, ep.attr.OpFlags, context, false)
 }
 
 // SendData is fi_senddata: Send with remote CQ data, which the receive
 // completion reports in Data with FI_REMOTE_CQ_DATA set.
 func (ep *Endpoint) SendData(buf []byte, desc mr.Desc, data uint64, dest fi.Addr, context any) error {
-	if err := checkMsgSize("senddata", len(buf)); err != nil {
-		return err
-	}
-	if err := ep.checkLocal(desc, buf, fi.SEND); err != nil {
-		return fmt.Errorf("senddata: %w", err)
-	}
-	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf, Data: data}
-	return wrap("senddata", ep.post(&r, dest, ep.attr.OpFlags|fi.REMOTE_CQ_DATA, cntrSend, fi.SEND|fi.MSG, context, false))
+	return ep.sendMsg("senddata", buf, nil, desc, nil, dest, msgMeta{data: data},
+		ep.attr.OpFlags|fi.REMOTE_CQ_DATA, context, false)
 }
 
 // Inject is fi_inject: buf (at most ep.InjectSize() bytes) is copied
 // before the call returns and no completion is generated.
 func (ep *Endpoint) Inject(buf []byte, dest fi.Addr) error {
-	if len(buf) > ep.size.injectSize {
-		return fmt.Errorf("inject: %d bytes > inject_size %d: %w", len(buf), ep.size.injectSize, fi.EMSGSIZE)
-	}
-	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf}
-	return wrap("inject", ep.post(&r, dest, fi.INJECT, cntrSend, fi.SEND|fi.MSG, nil, true))
+	return ep.sendMsg("inject", buf, nil, mr.Desc{}, nil, dest, msgMeta{}, fi.INJECT, nil, true)
 }
 
 // Write is fi_write: buf into the peer's region key at addr.
