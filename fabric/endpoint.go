@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	fatomic "github.com/xdpfab/xdpfab/atomic"
 	"github.com/xdpfab/xdpfab/av"
@@ -30,14 +31,21 @@ type EPAttr struct {
 	// first endpoint and any free port otherwise.
 	Port uint16
 	// TxSize bounds the operations outstanding at once (tx_attr.size);
-	// posting more fails with FI_EAGAIN. Default 4096.
+	// posting more fails with FI_EAGAIN. Default DefaultTxSize, at most
+	// MaxTxSize.
 	TxSize int
-	// RxSize bounds the receives posted at once (rx_attr.size). Default 1024.
+	// RxSize bounds the receives posted at once (rx_attr.size). Default
+	// DefaultRxSize, at most MaxRxSize.
 	RxSize int
 	// OpFlags are the default op flags of calls without a flags argument
 	// (tx_attr.op_flags), e.g. fi.COMPLETION with a CQ bound with
 	// FI_SELECTIVE_COMPLETION.
 	OpFlags fi.Flags
+	// Caps are the endpoint's capabilities (fi_info caps); 0 takes all
+	// of the provider's (Domain.Info().Caps). Of them the datapath looks
+	// at fi.DIRECTED_RECV: without it a receive's source address is
+	// ignored (any peer matches), as fi_msg(3) and fi_tagged(3) say.
+	Caps fi.Flags
 	// AcceptUnknown lets peers that are not in the bound AV send to the
 	// endpoint (their completions report FI_ADDR_NOTAVAIL as source). By
 	// default only peers in the AV are served: others are dropped.
@@ -82,12 +90,32 @@ type Endpoint struct {
 
 	rx receiver
 
+	// eagerLimit: longer messages go by rendezvous (rendezvous.go).
+	// Guarded by mu; fixed once enabled.
+	eagerLimit int
+	// hmemP2P is FI_OPT_FI_HMEM_P2P's value (opt.go). Guarded by mu.
+	hmemP2P int
+
+	// Rendezvous sends, by op index, allocated at the first one.
+	rndvMu sync.Mutex
+	rndvs  []rndvSend // guarded by rndvMu
+	// The control queue (rendezvous.go): requests the endpoint makes on
+	// its own, waiting for an engine slot.
+	ctlMu      sync.Mutex
+	ctl        []reliable.Request // guarded by ctlMu, from ctlHead on
+	ctlHead    int
+	ctlPending atomic.Int32 // len(ctl)-ctlHead
+
 	// pieceBuf is scratch for the handler (the engine's receive goroutine
 	// only): the buffers a target span covers.
 	pieceBuf [mr.IOVLimit][]byte
 	// segFail is the errno of each peer's segmented RMA transfer that
 	// failed part way (receive goroutine only; see segmentFailed).
 	segFail map[reliable.Peer]fi.Errno
+	// cqDataHeld is the receive CQ slot reserved for the remote CQ data
+	// of each peer's write or atomic executing now (receive goroutine
+	// only; see holdCQData).
+	cqDataHeld map[reliable.Peer]*CQ
 }
 
 // Counter kinds an endpoint can bind (fi_ep_bind flags).
@@ -122,6 +150,7 @@ type txOp struct {
 	resultV  [IovLimit]IOC
 	nres     int
 	elemSize int
+	rndv     bool // a rendezvous send: its request is the RTS
 }
 
 // Endpoint is fi_endpoint: it opens an endpoint on the domain with its own
@@ -134,14 +163,14 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 	default:
 		return nil, fmt.Errorf("endpoint: type %d (only FI_EP_RDM): %w", attr.Type, fi.ENOPROTOOPT)
 	}
-	if attr.TxSize < 0 || attr.RxSize < 0 || attr.TxSize > 1<<16 || attr.RxSize > 1<<16 {
-		return nil, fmt.Errorf("endpoint: sizes %d/%d: %w", attr.TxSize, attr.RxSize, fi.EINVAL)
+	if attr.TxSize < 0 || attr.RxSize < 0 || attr.TxSize > MaxTxSize || attr.RxSize > MaxRxSize {
+		return nil, fmt.Errorf("endpoint: sizes %d/%d (at most %d/%d): %w", attr.TxSize, attr.RxSize, MaxTxSize, MaxRxSize, fi.EINVAL)
 	}
 	if attr.TxSize == 0 {
-		attr.TxSize = 4096
+		attr.TxSize = DefaultTxSize
 	}
 	if attr.RxSize == 0 {
-		attr.RxSize = 1024
+		attr.RxSize = DefaultRxSize
 	}
 	if attr.OpFlags&^(fi.COMPLETION|fi.INJECT|fi.FENCE|fi.DELIVERY_COMPLETE|fi.TRANSMIT_COMPLETE|fi.INJECT_COMPLETE) != 0 {
 		return nil, fmt.Errorf("endpoint: op flags %#x: %w", uint64(attr.OpFlags), fi.EBADFLAGS)
@@ -190,6 +219,7 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 		ep.freeOps[i] = int32(attr.TxSize - 1 - i)
 	}
 	ep.rx.init(attr.RxSize)
+	ep.eagerLimit = max(DefaultEagerLimit, size.injectSize)
 	return ep, nil
 }
 
@@ -200,9 +230,10 @@ func (d *Domain) localAddr() netip.Addr {
 	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
-// udpListen opens the kernel UDP socket transport.
+// udpListen opens the kernel UDP socket transport, with next-hop checks
+// for silent peers (udp.Options.PathChecks).
 func udpListen(local netip.AddrPort) (datapath.Transport, error) {
-	return udp.Listen(local, udp.Options{})
+	return udp.Listen(local, udp.Options{PathChecks: true})
 }
 
 // GetName is fi_getname: the endpoint's address in the AV's binary format
@@ -321,12 +352,18 @@ func (ep *Endpoint) Enable() error {
 		return fmt.Errorf("ep enable: %w", err)
 	}
 	ep.enabledCntr = ep.cntr
+	ep.rx.cq, ep.rx.sel, ep.rx.cntr = ep.rxCQ, ep.rxSel, ep.cntr[cntrRecv]
+	ep.rx.directed = ep.attr.Caps == 0 || ep.attr.Caps&fi.DIRECTED_RECV != 0
 	eng, err := reliable.New(ep.tr, reliable.Config{
 		EndpointID: endpointID,
 		Handler:    ep,
 		OnComplete: ep.onComplete,
 		Admit:      ep.admit,
-		MaxOps:     ep.attr.TxSize,
+		// The user's operations take at most TxSize; the rest is
+		// headroom for the rendezvous protocol's own requests (a push
+		// per iovec of a send, a CTS per receive), which otherwise
+		// wait in the control queue.
+		MaxOps:     2*ep.attr.TxSize + ep.attr.RxSize,
 		MaxPacket:  ep.size.maxPacket,
 		InjectSize: ep.size.injectSize,
 		BusyPoll:   ep.dom.attr.BusyPoll,
@@ -411,9 +448,12 @@ func (ep *Endpoint) Close() error {
 	}
 	if eng != nil {
 		eng.Close() // completes what is pending with FI_ECANCELED, via onComplete
+		ep.dropCtl(nil)
+		ep.cancelRndvSends(nil)
+		ep.releaseAllCQData()
 	}
 	ep.tr.Close()
-	ep.rx.cancelAll(ep)
+	ep.rx.cancelAll()
 
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
@@ -495,6 +535,8 @@ func (ep *Endpoint) ForgetPeers(addrs []netip.AddrPort) {
 	for _, a := range addrs {
 		p := reliable.Peer{Addr: a, EP: endpointID}
 		eng.ForgetPeer(p)
-		ep.rx.forget(ep, p)
+		ep.dropCtl(&p)
+		ep.cancelRndvSends(&p)
+		ep.rx.forget(p)
 	}
 }

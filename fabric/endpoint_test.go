@@ -181,27 +181,26 @@ func TestDomainCloseAndInfo(t *testing.T) {
 			MRMode: mr.ModeLocal | mr.ModeProvKey}, nil)
 		require.NoError(t, err)
 		info := d.Info()
-		require.Equal(t, fabric.ProviderName, info.Provider)
+		require.Equal(t, fabric.ProviderName, info.FabricAttr.ProvName)
 		require.Equal(t, tc.format, info.AddrFormat)
-		require.Equal(t, mr.ModeLocal|mr.ModeProvKey, info.MRMode)
-		require.Equal(t, fabric.MaxMsgSize, info.MaxMsgSize)
-		require.Equal(t, fabric.InjectSize, info.InjectSize)
-		require.Equal(t, mr.IOVLimit, info.MRIovLimit)
-		require.Equal(t, mr.KeySize, info.MRKeySize)
-		for _, c := range []fi.Flags{fi.MSG, fi.RMA, fi.ATOMIC, fi.SOURCE, fi.AV_USER_ID, fi.DIRECTED_RECV, fi.RMA_EVENT} {
+		require.Equal(t, mr.ModeLocal|mr.ModeProvKey, info.DomainAttr.MRMode)
+		require.Equal(t, fabric.MaxMsgSize, info.EPAttr.MaxMsgSize)
+		require.Equal(t, fabric.InjectSize, info.TxAttr.InjectSize)
+		require.Equal(t, mr.IOVLimit, info.DomainAttr.MRIovLimit)
+		require.Equal(t, mr.KeySize, info.DomainAttr.MRKeySize)
+		for _, c := range []fi.Flags{fi.MSG, fi.TAGGED, fi.MULTI_RECV, fi.RMA, fi.ATOMIC, fi.SOURCE, fi.AV_USER_ID, fi.DIRECTED_RECV, fi.RMA_EVENT} {
 			require.NotZero(t, info.Caps&c, "caps %#x lack %#x", uint64(info.Caps), uint64(c))
 		}
-		require.Zero(t, info.Caps&fi.TAGGED, "no FI_TAGGED")
 
 		ep, err := d.Endpoint(fabric.EPAttr{}, nil)
 		require.NoError(t, err)
 		if tc.format == fi.FormatSockaddr6 {
 			require.Len(t, ep.GetName(), 28, "sockaddr_in6")
 		}
-		// Info's max_atomic_size is what an endpoint's valid calls allow.
+		// The domain's max_atomic_size is what an endpoint's valid calls allow.
 		n, err := ep.AtomicValid(fatomic.UINT8, fatomic.SUM)
 		require.NoError(t, err)
-		require.Equal(t, info.MaxAtomicSize, n)
+		require.Equal(t, d.MaxAtomicSize(), n)
 		require.ErrorIs(t, d.Close(), fi.EBUSY, "endpoint open")
 		require.NoError(t, ep.Close())
 		require.NoError(t, d.Close())
@@ -222,13 +221,13 @@ func TestSelectiveCompletion(t *testing.T) {
 		sideOpts{cqFlags: fi.SELECTIVE_COMPLETION, cntrs: fi.RECV})
 
 	require.NoError(t, a.ep.Write([]byte("x"), mr.Desc{}, a.peer, 0, regionKey, "quiet"))
-	require.NoError(t, a.ep.WriteMsg([]byte("y"), mr.Desc{}, a.peer, 1, regionKey, "asked", 0, fi.COMPLETION))
+	require.NoError(t, a.ep.WriteMsg(rmaMsg([]byte("y"), a.peer, 1, regionKey, "asked", 0), fi.COMPLETION))
 	require.Equal(t, "asked", comp(t, a.txCQ).Context, "only the write that asked completes")
 	require.Equal(t, uint64(2), a.cntr[fi.WRITE].Read(), "the counter counts both")
 	require.NoError(t, a.ep.Write([]byte("z"), mr.Desc{}, a.peer, 0, 0xbad, "failed"))
 	e := errComp(t, a.txCQ)
 	require.Equal(t, "failed", e.Context, "errors complete without FI_COMPLETION")
-	require.NoError(t, a.ep.WriteMsg([]byte("z"), mr.Desc{}, a.peer, 0, 0xbad, "failed2", 0, fi.COMPLETION))
+	require.NoError(t, a.ep.WriteMsg(rmaMsg([]byte("z"), a.peer, 0, 0xbad, "failed2", 0), fi.COMPLETION))
 	require.Equal(t, "failed2", errComp(t, a.txCQ).Context)
 	noComp(t, a.txCQ)
 	one := binary.LittleEndian.AppendUint64(nil, 1)
@@ -266,14 +265,14 @@ func TestSelectiveCompletion(t *testing.T) {
 	require.Equal(t, "r", comp(t, d.rxCQ).Context)
 	require.NoError(t, c.ep.Write([]byte("w"), mr.Desc{}, c.peer, 0, regionKey, "w"))
 	require.Equal(t, "w", comp(t, c.txCQ).Context)
-	require.NoError(t, c.ep.WriteMsg([]byte("w"), mr.Desc{}, c.peer, 0, regionKey, "wm", 0, 0))
+	require.NoError(t, c.ep.WriteMsg(rmaMsg([]byte("w"), c.peer, 0, regionKey, "wm", 0), 0))
 	noComp(t, c.txCQ) // the *Msg call's flags replace the defaults
 	require.NoError(t, c.ep.Inject([]byte("i"), c.peer))
 	noComp(t, c.txCQ)
 
 	// Without FI_SELECTIVE_COMPLETION every operation completes.
 	e2, f2 := pair(t, sideOpts{}, sideOpts{})
-	require.NoError(t, e2.ep.WriteMsg([]byte("w"), mr.Desc{}, e2.peer, 0, regionKey, "wm", 0, 0))
+	require.NoError(t, e2.ep.WriteMsg(rmaMsg([]byte("w"), e2.peer, 0, regionKey, "wm", 0), 0))
 	require.Equal(t, "wm", comp(t, e2.txCQ).Context)
 	_ = f2
 }
@@ -463,16 +462,18 @@ func TestRxSizeBoundsPostedReceives(t *testing.T) {
 
 // TestUnexpectedMessages: messages sent before any receive is posted wait
 // and are delivered, in order, to the receives posted later, also one
-// whose receive is posted while it is still arriving.
+// whose receive is posted while it is still arriving. Eager sends
+// complete once buffered at the target; a rendezvous one (above the eager
+// limit) once its receive has it.
 func TestUnexpectedMessages(t *testing.T) {
 	a, b := pair(t, sideOpts{}, sideOpts{})
 	msgs := [][]byte{[]byte("first"), bytes.Repeat([]byte("big"), 100_000), []byte("third")}
 	for i, m := range msgs {
 		require.NoError(t, a.ep.Send(m, mr.Desc{}, a.peer, i))
 	}
-	for i := range msgs {
-		require.Equal(t, i, comp(t, a.txCQ).Context, "sends complete once buffered at the target")
-	}
+	require.Equal(t, 0, comp(t, a.txCQ).Context, "eager sends complete once buffered at the target")
+	require.Equal(t, 2, comp(t, a.txCQ).Context)
+	noComp(t, a.txCQ)
 	noComp(t, b.rxCQ)
 	for i, m := range msgs {
 		buf := make([]byte, len(m)+10)
@@ -482,10 +483,14 @@ func TestUnexpectedMessages(t *testing.T) {
 		require.Equal(t, len(m), e.Len)
 		require.Equal(t, m, buf[:e.Len])
 		require.Equal(t, b.peer, src)
+		if i == 1 {
+			require.Equal(t, 1, comp(t, a.txCQ).Context, "the rendezvous send completes once received")
+		}
 	}
-	// A receive posted while a long unexpected message is arriving takes
-	// it: the part buffered so far is copied, the rest lands directly.
-	long := make([]byte, 4<<20)
+	// A receive posted while a long unexpected eager message is arriving
+	// takes it: the part buffered so far is copied, the rest lands
+	// directly.
+	long := make([]byte, fabric.DefaultEagerLimit)
 	for i := range long {
 		long[i] = byte(i / 1000)
 	}
@@ -497,27 +502,42 @@ func TestUnexpectedMessages(t *testing.T) {
 	comp(t, a.txCQ)
 }
 
-// TestUnexpectedLimit: past MaxUnexpectedBytes a message is refused with
-// FI_ENORX at the sender instead of growing memory.
+// TestUnexpectedLimit: past MaxUnexpectedBytes of buffered eager messages
+// a message is refused with FI_ENORX at the sender instead of growing
+// memory; nothing accepted is lost, and once receives drain the queue
+// messages are accepted again.
 func TestUnexpectedLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 64 MiB")
 	}
-	a, b := pair(t, sideOpts{}, sideOpts{})
-	big := make([]byte, fabric.MaxUnexpectedBytes/2)
-	require.NoError(t, a.ep.Send(big, mr.Desc{}, a.peer, 0))
-	require.NoError(t, a.ep.Send(big, mr.Desc{}, a.peer, 1))
-	comp(t, a.txCQ)
-	comp(t, a.txCQ)
-	require.NoError(t, a.ep.Send([]byte("one more"), mr.Desc{}, a.peer, 2))
-	require.Equal(t, fi.ENORX, errComp(t, a.txCQ).Err)
-	// Receiving drains the queue; then messages are accepted again.
-	for range 2 {
-		require.NoError(t, b.ep.Recv(make([]byte, len(big)), mr.Desc{}, fi.AddrUnspec, nil))
-		comp(t, b.rxCQ)
+	a, b := pair(t, sideOpts{noEnable: true}, sideOpts{})
+	require.NoError(t, a.ep.SetOpt(fabric.OptEndpoint, fabric.OptBufferedLimit, uint64(fabric.MaxEagerLimit)))
+	require.NoError(t, a.ep.Enable())
+	n := fabric.MaxUnexpectedBytes / fabric.MaxEagerLimit
+	msg := make([]byte, fabric.MaxEagerLimit)
+	buf := make([]fabric.CQEntry, 1)
+	for i := range n {
+		msg[0] = byte(i)
+		require.NoError(t, a.ep.Send(msg, mr.Desc{}, a.peer, i))
+		block(t, a.txCQ, buf, 1)
+	}
+	require.NoError(t, a.ep.Send([]byte("one more"), mr.Desc{}, a.peer, "over"))
+	e := errComp(t, a.txCQ)
+	require.Equal(t, fi.ENORX, e.Err)
+	require.Equal(t, "over", e.Context)
+	// Receiving drains the queue, every accepted message intact and in
+	// order; then messages are accepted again.
+	rbuf := make([]byte, len(msg))
+	for i := range n {
+		require.NoError(t, b.ep.Recv(rbuf, mr.Desc{}, fi.AddrUnspec, i))
+		c := comp(t, b.rxCQ)
+		require.Equal(t, i, c.Context)
+		require.Equal(t, len(msg), c.Len)
+		require.Equal(t, byte(i), rbuf[0])
 	}
 	require.NoError(t, a.ep.Send([]byte("again"), mr.Desc{}, a.peer, 3))
 	comp(t, a.txCQ)
+	noComp(t, a.txCQ)
 }
 
 // TestUnexpectedCountLimit: past MaxUnexpectedMsgs buffered messages the
@@ -645,7 +665,7 @@ func TestSegmentedWriteOutOfRange(t *testing.T) {
 func TestMRLocal(t *testing.T) {
 	local := fabric.DomainAttr{MRMode: mr.ModeLocal}
 	a, b := pair(t, sideOpts{dom: local}, sideOpts{dom: local})
-	require.Equal(t, mr.ModeLocal, a.dom.Info().MRMode&mr.ModeLocal)
+	require.Equal(t, mr.ModeLocal, a.dom.Info().DomainAttr.MRMode&mr.ModeLocal)
 	buf := a.mem[:64]
 	desc := a.region.Desc()
 	other := make([]byte, 64)
@@ -833,7 +853,7 @@ func putLongDouble(e []byte, v uint64) {
 
 func TestAtomicValidAgreesWithEngine(t *testing.T) {
 	a, _ := pair(t, sideOpts{}, sideOpts{})
-	eng := fatomic.Engine{MaxPayload: a.dom.Info().MaxAtomicSize}
+	eng := fatomic.Engine{MaxPayload: a.dom.MaxAtomicSize()}
 	for dt := range fatomic.Datatype(fatomic.NumDatatypes) {
 		for op := range fatomic.Op(fatomic.NumOps) {
 			for _, tc := range []struct {

@@ -7,3 +7,18 @@ func (cq *CQ) Queued() int {
 	defer cq.mu.Unlock()
 	return cq.n
 }
+
+// PostedReceives reports how many receives wait in the posted queues
+// (tagged and untagged), so tests can tell when one has been matched.
+func (ep *Endpoint) PostedReceives() int {
+	ep.rx.mu.Lock()
+	defer ep.rx.mu.Unlock()
+	return ep.rx.posted.n + ep.rx.tposted.n
+}
+
+// Unexpected reports the messages the unexpected bounds count.
+func (ep *Endpoint) Unexpected() int {
+	ep.rx.mu.Lock()
+	defer ep.rx.mu.Unlock()
+	return ep.rx.unexpMsgs
+}

@@ -162,16 +162,36 @@ func (ep *Endpoint) abort(o *txOp) {
 	ep.freeOp(o)
 }
 
-// onComplete turns the engine's completion into the CQ entry or error
-// entry and counter updates the op asked for.
+// onComplete turns the engine's completions into CQ entries and counter
+// updates: of the user's operations, and of the requests the rendezvous
+// protocol makes (rendezvous.go).
 func (ep *Endpoint) onComplete(c reliable.Completion) {
-	o := c.Context.(*txOp)
+	switch x := c.Context.(type) {
+	case *txOp:
+		if x.rndv {
+			ep.rtsDone(x, c.Err)
+		} else {
+			ep.finishOp(x, c.Err, c.Len)
+		}
+	case *rndvSend:
+		ep.pushDone(x, c.Err)
+	case *rxMsg:
+		ep.rx.ctsDone(x, c.Err)
+	}
+	if ep.ctlPending.Load() > 0 {
+		ep.kickCtl()
+	}
+}
+
+// finishOp writes the CQ entry or error entry and counter updates the op
+// asked for, and frees it.
+func (ep *Endpoint) finishOp(o *txOp, errno fi.Errno, n int) {
 	var cntr *Cntr
 	if o.cntr >= 0 {
 		cntr = ep.enabledCntr[o.cntr]
 	}
 	cq := o.cq
-	if c.Err == fi.SUCCESS {
+	if errno == fi.SUCCESS {
 		if o.nres > 0 {
 			scatter(o.resultV[:o.nres], o.result, o.elemSize)
 		}
@@ -179,7 +199,7 @@ func (ep *Endpoint) onComplete(c reliable.Completion) {
 			cntr.Add(1)
 		}
 		if o.wantComp {
-			e := CQEntry{Context: o.ctx, Flags: o.cqFlags, Len: c.Len}
+			e := CQEntry{Context: o.ctx, Flags: o.cqFlags, Len: n}
 			cq.complete(&e, o.dest, true)
 		} else if o.reserved {
 			cq.unreserve()
@@ -189,8 +209,8 @@ func (ep *Endpoint) onComplete(c reliable.Completion) {
 			cntr.AddErr(1)
 		}
 		if o.reserved {
-			e := CQErrEntry{CQEntry: CQEntry{Context: o.ctx, Flags: o.cqFlags}, Err: c.Err,
-				ProvErrno: int(c.Err), Src: o.dest}
+			e := CQErrEntry{CQEntry: CQEntry{Context: o.ctx, Flags: o.cqFlags}, Err: errno,
+				ProvErrno: int(errno), Src: o.dest}
 			cq.completeErr(&e, true)
 		}
 	}
@@ -216,81 +236,39 @@ func checkMsgSize(call string, n int) error {
 	return nil
 }
 
-// Send is fi_send.
+// Send is fi_send. Messages longer than the eager limit go by rendezvous
+// (see rendezvous.go).
 func (ep *Endpoint) Send(buf []byte, desc mr.Desc, dest fi.Addr, context any) error {
-	if err := checkMsgSize("send", len(buf)); err != nil {
-		return err
-	}
-	if err := ep.checkLocal(desc, buf, fi.SEND); err != nil {
-		return fmt.Errorf("send: %w", err)
-	}
-	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf}
-	return wrap("send", ep.post(&r, dest, ep.attr.OpFlags, cntrSend, fi.SEND|fi.MSG, context, false))
+	return ep.sendMsg("send", buf, nil, desc, nil, dest, msgMeta{}, ep.attr.OpFlags, context, false)
 }
 
 // SendData is fi_senddata: Send with remote CQ data, which the receive
 // completion reports in Data with FI_REMOTE_CQ_DATA set.
 func (ep *Endpoint) SendData(buf []byte, desc mr.Desc, data uint64, dest fi.Addr, context any) error {
-	if err := checkMsgSize("senddata", len(buf)); err != nil {
-		return err
-	}
-	if err := ep.checkLocal(desc, buf, fi.SEND); err != nil {
-		return fmt.Errorf("senddata: %w", err)
-	}
-	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf, Data: data}
-	return wrap("senddata", ep.post(&r, dest, ep.attr.OpFlags|fi.REMOTE_CQ_DATA, cntrSend, fi.SEND|fi.MSG, context, false))
+	return ep.sendMsg("senddata", buf, nil, desc, nil, dest, msgMeta{data: data},
+		ep.attr.OpFlags|fi.REMOTE_CQ_DATA, context, false)
 }
 
 // Inject is fi_inject: buf (at most ep.InjectSize() bytes) is copied
 // before the call returns and no completion is generated.
 func (ep *Endpoint) Inject(buf []byte, dest fi.Addr) error {
-	if len(buf) > ep.size.injectSize {
-		return fmt.Errorf("inject: %d bytes > inject_size %d: %w", len(buf), ep.size.injectSize, fi.EMSGSIZE)
-	}
-	r := reliable.Request{Opcode: wire.OpMsg, Payload: buf}
-	return wrap("inject", ep.post(&r, dest, fi.INJECT, cntrSend, fi.SEND|fi.MSG, nil, true))
+	return ep.sendMsg("inject", buf, nil, mr.Desc{}, nil, dest, msgMeta{}, fi.INJECT, nil, true)
 }
 
 // Write is fi_write: buf into the peer's region key at addr.
 func (ep *Endpoint) Write(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint64, context any) error {
-	return ep.WriteMsg(buf, desc, dest, addr, key, context, 0, ep.attr.OpFlags)
-}
-
-// WriteMsg is fi_writemsg with one local and one remote iovec: Write with
-// explicit flags and remote CQ data. With fi.REMOTE_CQ_DATA the target's
-// receive CQ gets a completion with FI_RMA|FI_REMOTE_WRITE|FI_REMOTE_CQ_DATA
-// and data (consuming no posted receive). fi.INJECT (at most
-// ep.InjectSize() bytes) frees buf at return; the write still completes.
-func (ep *Endpoint) WriteMsg(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint64, context any, data uint64, flags fi.Flags) error {
-	return ep.write(buf, desc, dest, addr, key, context, data, flags, false)
-}
-
-// write is WriteMsg; injectCall marks fi_inject_write, which generates no
-// completion and, taking no descriptor, skips the FI_MR_LOCAL check.
-func (ep *Endpoint) write(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint64, context any, data uint64,
-	flags fi.Flags, injectCall bool) error {
-	if !injectCall {
-		if err := ep.checkLocal(desc, buf, fi.WRITE); err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
-	}
-	if flags&fi.INJECT != 0 && len(buf) > ep.size.injectSize {
-		return fmt.Errorf("write: inject of %d bytes > %d: %w", len(buf), ep.size.injectSize, fi.EMSGSIZE)
-	}
-	if err := checkMsgSize("write", len(buf)); err != nil {
-		return err
-	}
-	// Count tells the target the whole transfer's length so that it can
-	// check the range before the first segment lands (see HandleRequest).
-	r := reliable.Request{Opcode: wire.OpRMAWrite, Payload: buf, RKey: key, Addr: addr, Data: data, Count: uint32(len(buf))}
-	return wrap("write", ep.post(&r, dest, flags, cntrWrite, fi.RMA|fi.WRITE, context, injectCall))
+	iov, d := [1][]byte{buf}, [1]mr.Desc{desc}
+	a := rmaArgs{iov: iov[:], desc: d[:], peer: dest, addr: addr, key: key, rlen: -1}
+	return ep.rmaWrite("write", &a, context, ep.attr.OpFlags)
 }
 
 // InjectWrite is fi_inject_write: buf (at most ep.InjectSize() bytes) is
 // copied before the call returns and no completion is generated. It takes
 // no descriptor, so FI_MR_LOCAL does not apply to buf.
 func (ep *Endpoint) InjectWrite(buf []byte, dest fi.Addr, addr, key uint64) error {
-	return ep.write(buf, mr.Desc{}, dest, addr, key, nil, 0, fi.INJECT, true)
+	iov := [1][]byte{buf}
+	a := rmaArgs{iov: iov[:], peer: dest, addr: addr, key: key, rlen: -1, inject: true}
+	return ep.rmaWrite("inject_write", &a, nil, fi.INJECT)
 }
 
 // Read is fi_read: len(buf) bytes from the peer's region key at addr.

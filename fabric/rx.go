@@ -1,77 +1,136 @@
 package fabric
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
-	"github.com/xdpfab/xdpfab/mr"
 )
 
-// Unexpected-message limits: messages that arrive before a matching
-// receive is posted are buffered up to these bounds; past them the sender's
-// operation fails with FI_ENORX instead of memory growing without bound.
+// Unexpected-message limits. Messages that arrive before a receive that
+// takes them wait in the unexpected queues (tagged and untagged together)
+// up to MaxUnexpectedMsgs messages and MaxUnexpectedBytes bytes of eager
+// data; a rendezvous message (above the eager limit) waits as its header
+// alone, counting as a message and no bytes. Past either bound the
+// message is refused: the sender's operation completes with FI_ENORX and
+// nothing of it is kept, so memory stays bounded and nothing accepted is
+// lost. Later messages are accepted again once receives drain the queue.
+// Messages claimed with FI_PEEK|FI_CLAIM stay counted until received or
+// discarded.
 const (
 	MaxUnexpectedMsgs  = 1024
 	MaxUnexpectedBytes = 64 << 20
 )
 
-// postedRecv is a receive buffer waiting for a message.
+// DefaultMinMultiRecv is FI_OPT_MIN_MULTI_RECV's default: a FI_MULTI_RECV
+// buffer is released once less than this is left in it.
+const DefaultMinMultiRecv = 16 << 10
+
+// postedRecv is a posted receive buffer (fi_recv, fi_trecv and their V
+// and msg forms).
 type postedRecv struct {
-	buf      []byte
-	src      fi.Addr // FI_ADDR_UNSPEC: any source
-	ctx      any
-	wantComp bool // write a success completion (not FI_SELECTIVE_COMPLETION without FI_COMPLETION)
+	next, prev *postedRecv // recvQueue links
+	queued     bool        // in a posted queue
+	spec       matchSpec
+	iov        [IovLimit][]byte
+	niov       int
+	size       int // bytes of iov
+	ctx        any
+	wantComp   bool // write a success completion (not FI_SELECTIVE_COMPLETION without FI_COMPLETION)
+	// FI_MULTI_RECV: messages are packed one after another from used
+	// on; once less than min is left the buffer leaves the queue
+	// (released) and the last of its messages to complete carries
+	// FI_MULTI_RECV.
+	multi    bool
+	min      int
+	used     int
+	pending  int  // messages placed in it, not completed
+	released bool // out of the queue for good: full, or cancelled
 }
 
-// rxMsg is one message being received or buffered.
+// rxMsg is one message being received, or waiting unexpected.
 type rxMsg struct {
-	peer     reliable.Peer
-	src      fi.Addr // what the completion reports (FI_SOURCE)
-	from     fi.Addr // the peer's fi_addr, for directed receives
-	total    int
-	got      int
-	data     []byte      // unexpected: our copy
-	recv     *postedRecv // matched receive, or nil while unexpected
-	complete bool
-	hasData  bool   // sent with FI_REMOTE_CQ_DATA
-	cqData   uint64 // ... this
+	next, prev *rxMsg // msgQueue links
+	peer       reliable.Peer
+	src        fi.Addr // what the completion reports (FI_SOURCE)
+	from       fi.Addr // the peer's fi_addr, for directed receives
+	tagged     bool
+	tag        uint64
+	total      int    // message length
+	got        int    // bytes arrived
+	data       []byte // unexpected eager message: our copy
+	unexp      bool   // counted in the unexpected bounds
+	recv       *postedRecv
+	off, room  int // where it lands in recv, and how much of it fits
+	complete   bool
+	hasData    bool   // sent with FI_REMOTE_CQ_DATA
+	cqData     uint64 // ... this
+	claimed    bool   // FI_PEEK|FI_CLAIM took it, for the receive with claimCtx
+	claimCtx   any
+	discard    bool // FI_DISCARD dropped it while it was still arriving
+
+	// Rendezvous (see rendezvous.go).
+	rndv     bool
+	handle   uint64 // the sender's, from the RTS
+	rid      uint32 // ours, in rcv.rndv while its data is due
+	ctsOut   bool   // its CTS is with the engine
+	finished bool   // its receive completed; free once ctsOut clears
+	cts      [wire.CTSLen]byte
 }
 
 // recvDone is what a finished receive reports, taken out of the rxMsg and
 // postedRecv so that both go back to their pools before the CQ is written.
 type recvDone struct {
-	ctx      any
-	buf      []byte
-	total    int
-	src      fi.Addr
-	wantComp bool
-	hasData  bool
-	cqData   uint64
+	ctx     any
+	flags   fi.Flags
+	buf     []byte
+	len     int
+	olen    int
+	tag     uint64
+	data    uint64
+	src     fi.Addr
+	err     fi.Errno
+	write   bool // write a success completion into its slot (else the slot is returned)
+	unreser int  // further reserved slots to return (a released multi-recv buffer's own)
 }
 
-// receiver matches incoming messages with posted receives in order: the
-// oldest receive whose source matches takes the oldest message, messages
-// arriving without a receive wait in a bounded unexpected queue.
+// receiver matches incoming messages with posted receives (match.go).
+// Every posted receive holds a CQ slot (slots counts them, plus one per
+// message placed in a multi-recv buffer), so that a receive's completion
+// is never dropped.
 type receiver struct {
 	mu sync.Mutex
 	// Guarded by mu.
-	posted     []*postedRecv            // FIFO
-	unexpected []*rxMsg                 // FIFO, complete or still arriving
-	inflight   map[reliable.Peer]*rxMsg // the message each peer is sending now
-	unexpBytes int
-	max        int
-	closed     bool
+	posted, tposted recvQueue
+	unexp, tunexp   msgQueue
+	claimed         msgQueue                 // FI_PEEK|FI_CLAIM
+	inflight        map[reliable.Peer]*rxMsg // the eager message each peer is sending now
+	rndv            map[uint32]*rxMsg        // rendezvous messages whose data is due, by rid
+	nextRid         uint32
+	unexpMsgs       int
+	unexpBytes      int
+	max             int // RxSize
+	slots           int // CQ slots reserved
+	closed          bool
+	minMultiRecv    int
 	// Free lists, so that receiving a message allocates nothing once warm.
 	freeRecvs []*postedRecv
 	freeMsgs  []*rxMsg
+	pool      bufPool
+
+	// Set by Enable before traffic flows, read-only after.
+	cq       *CQ
+	sel      bool // the receive CQ is bound with FI_SELECTIVE_COMPLETION
+	directed bool // FI_DIRECTED_RECV
+	cntr     *Cntr
 }
 
 func (r *receiver) init(size int) {
 	r.inflight = map[reliable.Peer]*rxMsg{}
+	r.rndv = map[uint32]*rxMsg{}
 	r.max = size
+	r.minMultiRecv = DefaultMinMultiRecv
 }
 
 func (r *receiver) newRecv() *postedRecv {
@@ -83,6 +142,11 @@ func (r *receiver) newRecv() *postedRecv {
 	return new(postedRecv)
 }
 
+func (r *receiver) freeRecv(pr *postedRecv) {
+	*pr = postedRecv{}
+	r.freeRecvs = append(r.freeRecvs, pr)
+}
+
 func (r *receiver) newMsg() *rxMsg {
 	if n := len(r.freeMsgs); n > 0 {
 		m := r.freeMsgs[n-1]
@@ -92,83 +156,201 @@ func (r *receiver) newMsg() *rxMsg {
 	return new(rxMsg)
 }
 
+// freeMsg returns m to the free list, its buffer to the pool. A
+// rendezvous message whose CTS the engine still holds stays alive until
+// that completes (ctsDone frees it).
+func (r *receiver) freeMsg(m *rxMsg) {
+	if m.ctsOut {
+		m.finished = true
+		return
+	}
+	r.pool.put(m.data)
+	*m = rxMsg{}
+	r.freeMsgs = append(r.freeMsgs, m)
+}
+
+// dropUnexp takes m out of the unexpected accounting (and queue).
+func (r *receiver) dropUnexp(m *rxMsg) {
+	if !m.unexp {
+		return
+	}
+	if !m.claimed {
+		r.unexpQueue(m.tagged).remove(m)
+	}
+	m.unexp = false
+	r.unexpMsgs--
+	if !m.rndv {
+		r.unexpBytes -= m.total
+	}
+}
+
+// assign matches m with pr: where m lands and how much of it fits. For a
+// multi-recv buffer it takes a further CQ slot (false when the CQ has no
+// room: the message cannot be taken) and may release the buffer.
+func (r *receiver) assign(m *rxMsg, pr *postedRecv) bool {
+	m.recv = pr
+	if !pr.multi {
+		if pr.queued {
+			r.postedQueue(pr.spec.tagged).remove(pr)
+		}
+		m.off, m.room = 0, min(m.total, pr.size)
+		return true
+	}
+	if err := r.cq.reserve(); err != nil {
+		m.recv = nil
+		return false
+	}
+	r.slots++
+	m.off, m.room = pr.used, min(m.total, pr.size-pr.used)
+	pr.used += m.room
+	pr.pending++
+	if pr.size-pr.used < pr.min {
+		pr.released = true
+		if pr.queued {
+			r.postedQueue(pr.spec.tagged).remove(pr)
+		}
+	}
+	return true
+}
+
+// place copies p, bytes [off, off+len(p)) of m, into m's receive,
+// cutting what does not fit.
+func place(m *rxMsg, off int, p []byte) {
+	if off >= m.room {
+		return
+	}
+	if len(p) > m.room-off {
+		p = p[:m.room-off]
+	}
+	pr := m.recv
+	at := m.off + off
+	if pr.niov == 1 {
+		copy(pr.iov[0][at:], p)
+		return
+	}
+	for _, b := range pr.iov[:pr.niov] {
+		if len(p) == 0 {
+			return
+		}
+		if at >= len(b) {
+			at -= len(b)
+			continue
+		}
+		n := copy(b[at:], p)
+		p, at = p[n:], 0
+	}
+}
+
 // finish takes the outcome of the complete, matched message m and returns
-// m and its receive to the free lists. r.mu is held.
+// m (and its receive, unless a multi-recv buffer still in use) to the
+// free lists. r.mu is held.
 func (r *receiver) finish(m *rxMsg) recvDone {
 	pr := m.recv
-	d := recvDone{ctx: pr.ctx, buf: pr.buf, total: m.total, src: m.src, wantComp: pr.wantComp,
-		hasData: m.hasData, cqData: m.cqData}
-	*pr = postedRecv{}
-	*m = rxMsg{}
-	r.freeRecvs = append(r.freeRecvs, pr)
-	r.freeMsgs = append(r.freeMsgs, m)
+	d := recvDone{ctx: pr.ctx, len: m.room, tag: m.tag, data: m.cqData, src: m.src, write: pr.wantComp}
+	d.flags = fi.RECV | fi.MSG
+	if m.tagged {
+		d.flags = fi.RECV | fi.TAGGED
+	}
+	if m.hasData {
+		d.flags |= fi.REMOTE_CQ_DATA
+	}
+	b := pr.iov[0]
+	switch {
+	case pr.multi:
+		d.buf = b[m.off : m.off+m.room]
+	case m.total > m.room:
+		d.buf = b
+	default:
+		d.buf = b[:min(m.room, len(b))]
+	}
+	if m.total > m.room {
+		d.err, d.olen = fi.ETRUNC, m.total-m.room
+	}
+	r.slots--
+	if pr.multi {
+		pr.pending--
+		if pr.released && pr.pending == 0 {
+			// Released and drained: this completion says so, written
+			// even under FI_SELECTIVE_COMPLETION; the buffer's own slot
+			// goes back.
+			d.flags |= fi.MULTI_RECV
+			d.write = true
+			d.unreser = 1
+			r.slots--
+			r.freeRecv(pr)
+		}
+	} else {
+		r.freeRecv(pr)
+	}
+	m.recv = nil
+	r.freeMsg(m)
 	return d
 }
 
-// Recv is fi_recv: post buf for the next message from src (FI_ADDR_UNSPEC:
-// any peer). It fails with FI_EAGAIN when RxSize receives are posted or the
-// receive CQ has no room. On a receive CQ bound with
-// FI_SELECTIVE_COMPLETION it completes successfully only with fi.COMPLETION
-// in EPAttr.OpFlags; a truncated receive always completes.
-func (ep *Endpoint) Recv(buf []byte, desc mr.Desc, src fi.Addr, context any) error {
-	if err := ep.checkLocal(desc, buf, fi.RECV); err != nil {
-		return fmt.Errorf("recv: %w", err)
-	}
-	ep.mu.Lock()
-	cq, sel, enabled := ep.rxCQ, ep.rxSel, ep.enabled && !ep.closed
-	ep.mu.Unlock()
-	if !enabled {
-		return fmt.Errorf("recv: endpoint not enabled: %w", fi.EOPBADSTATE)
-	}
-	if cq == nil {
-		return fmt.Errorf("recv: no receive CQ bound: %w", fi.ENOCQ)
-	}
-	r := &ep.rx
-	r.mu.Lock()
-	if r.closed { // Close ran since the check above
-		r.mu.Unlock()
-		return fmt.Errorf("recv: endpoint closed: %w", fi.EOPBADSTATE)
-	}
-	if len(r.posted) >= r.max {
-		r.mu.Unlock()
-		return fi.EAGAIN
-	}
-	if err := cq.reserve(); err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	pr := r.newRecv()
-	*pr = postedRecv{buf: buf, src: src, ctx: context, wantComp: !sel || ep.attr.OpFlags&fi.COMPLETION != 0}
-	for i, m := range r.unexpected {
-		if src != fi.AddrUnspec && m.from != src {
-			continue
+// complete writes a finished receive's completion into its reserved slot:
+// success, or an error entry (FI_ETRUNC with the overflow length,
+// FI_ECANCELED, ...); remote CQ data and the tag in both.
+func (r *receiver) complete(d *recvDone) {
+	cq := r.cq
+	if d.err != fi.SUCCESS {
+		if r.cntr != nil {
+			r.cntr.AddErr(1)
 		}
-		r.unexpected = append(r.unexpected[:i], r.unexpected[i+1:]...)
-		r.unexpected[len(r.unexpected):][:1][0] = nil // drop the reference in the spare slot
-		r.unexpBytes -= m.total
-		m.recv = pr
-		copy(pr.buf, m.data[:m.got])
-		m.data = nil
-		if m.complete {
-			d := r.finish(m)
-			r.mu.Unlock()
-			ep.completeRecv(cq, &d)
-			return nil
+		e := CQErrEntry{CQEntry: CQEntry{Context: d.ctx, Flags: d.flags, Len: d.len, Buf: d.buf, Data: d.data, Tag: d.tag},
+			OLen: d.olen, Err: d.err, ProvErrno: int(d.err), Src: d.src}
+		cq.completeErr(&e, true)
+	} else {
+		if r.cntr != nil && d.flags&(fi.RECV) != 0 {
+			r.cntr.Add(1)
 		}
-		r.mu.Unlock()
-		return nil
+		if d.write {
+			e := CQEntry{Context: d.ctx, Flags: d.flags, Len: d.len, Buf: d.buf, Data: d.data, Tag: d.tag}
+			cq.complete(&e, d.src, true)
+		} else {
+			cq.unreserve()
+		}
 	}
-	r.posted = append(r.posted, pr)
-	r.mu.Unlock()
-	return nil
+	for range d.unreser {
+		cq.unreserve()
+	}
 }
 
-// deliver places one MSG segment (handler side).
+// deliver handles one MSG op (the handler side, the engine's receive
+// goroutine).
 func (r *receiver) deliver(ep *Endpoint, in *reliable.Incoming) fi.Errno {
+	switch in.Op.MsgProto() {
+	case wire.MsgEager:
+		return r.deliverEager(ep, in)
+	case wire.MsgRTS:
+		return r.deliverRTS(ep, in)
+	case wire.MsgCTS:
+		return ep.handleCTS(in)
+	case wire.MsgData:
+		return r.deliverData(ep, in)
+	}
+	return fi.EINVAL
+}
+
+// newArrival fills m from the first op of a message.
+func (r *receiver) newArrival(ep *Endpoint, m *rxMsg, in *reliable.Incoming, total int) {
+	d := &in.Op
+	*m = rxMsg{peer: in.Peer, total: total}
+	m.from = ep.av.FIAddr(in.Peer.Addr)
+	m.src = ep.av.SourceAddr(in.Peer.Addr)
+	if d.MsgFlags()&wire.MsgTagged != 0 {
+		m.tagged, m.tag = true, d.RKey
+	}
+	if d.Flags&wire.OpCQData != 0 {
+		m.hasData, m.cqData = true, d.Data
+	}
+}
+
+// deliverEager places one segment of an eager message.
+func (r *receiver) deliverEager(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 	d := &in.Op
 	total := int(d.Count)
 	off := int(d.Addr)
-	if off < 0 || off+len(in.Payload) > total {
+	if off < 0 || d.Addr > uint64(total) || off+len(in.Payload) > total {
 		return fi.EINVAL
 	}
 	r.mu.Lock()
@@ -178,35 +360,32 @@ func (r *receiver) deliver(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 			delete(r.inflight, in.Peer)
 		}
 		m = r.newMsg()
-		*m = rxMsg{peer: in.Peer, total: total}
-		m.from = ep.av.FIAddr(in.Peer.Addr)
-		m.src = ep.av.SourceAddr(in.Peer.Addr)
-		if d.Flags&wire.OpCQData != 0 {
-			m.hasData, m.cqData = true, d.Data
-		}
-		if !r.match(m) {
-			if len(r.unexpected) >= MaxUnexpectedMsgs || r.unexpBytes+total > MaxUnexpectedBytes {
-				r.freeMsgs = append(r.freeMsgs, m)
+		r.newArrival(ep, m, in, total)
+		pr := r.findPosted(m)
+		if pr == nil || !r.assign(m, pr) {
+			if r.unexpMsgs >= MaxUnexpectedMsgs || r.unexpBytes+total > MaxUnexpectedBytes {
+				r.freeMsg(m)
 				r.mu.Unlock()
 				return fi.ENORX
 			}
-			m.data = make([]byte, total)
-			r.unexpected = append(r.unexpected, m)
+			m.data = r.pool.get(total)
+			m.unexp = true
+			r.unexpQueue(m.tagged).push(m)
+			r.unexpMsgs++
 			r.unexpBytes += total
 		}
 		if d.Flags&wire.OpLast == 0 {
 			r.inflight[in.Peer] = m
 		}
-	} else if m == nil {
+	} else if m == nil || m.total != total {
 		// Its first segment was refused (no room): refuse the rest too.
 		r.mu.Unlock()
 		return fi.ENORX
 	}
-	if m.recv != nil {
-		if off < len(m.recv.buf) {
-			copy(m.recv.buf[off:], in.Payload)
-		}
-	} else {
+	switch {
+	case m.recv != nil:
+		place(m, off, in.Payload)
+	case !m.discard:
 		copy(m.data[off:], in.Payload)
 	}
 	m.got += len(in.Payload)
@@ -216,121 +395,105 @@ func (r *receiver) deliver(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 	}
 	delete(r.inflight, in.Peer)
 	m.complete = true
-	if m.recv == nil { // unexpected: completes when a receive takes it
+	switch {
+	case m.discard:
+		r.freeMsg(m)
+		r.mu.Unlock()
+		return fi.SUCCESS
+	case m.recv == nil: // unexpected: completes when a receive takes it
 		r.mu.Unlock()
 		return fi.SUCCESS
 	}
 	done := r.finish(m)
 	r.mu.Unlock()
-	ep.mu.Lock()
-	cq := ep.rxCQ
-	ep.mu.Unlock()
-	ep.completeRecv(cq, &done)
+	r.complete(&done)
 	return fi.SUCCESS
 }
 
-// match gives m the oldest posted receive that accepts its source.
-func (r *receiver) match(m *rxMsg) bool {
-	for i, pr := range r.posted {
-		if pr.src == fi.AddrUnspec || pr.src == m.from {
-			r.posted = append(r.posted[:i], r.posted[i+1:]...)
-			r.posted[len(r.posted):][:1][0] = nil
-			m.recv = pr
-			return true
-		}
+// take gives the unexpected (or claimed) message m to pr: what arrived so
+// far is copied over; a complete eager message finishes at once (fin, d
+// to complete), a rendezvous one gets its CTS queued (ep.kickCtl sends
+// it). ok is false when pr, a multi-recv buffer, cannot take it (no CQ
+// room). r.mu is held.
+func (r *receiver) take(ep *Endpoint, m *rxMsg, pr *postedRecv) (d recvDone, fin, ok bool) {
+	if !r.assign(m, pr) {
+		return d, false, false
 	}
-	return false
+	r.dropUnexp(m)
+	if m.claimed {
+		r.claimed.remove(m)
+		m.claimed, m.claimCtx = false, nil
+	}
+	if m.rndv {
+		return r.acceptRndv(ep, m)
+	}
+	place(m, 0, m.data[:m.got])
+	r.pool.put(m.data)
+	m.data = nil
+	if m.complete {
+		return r.finish(m), true, true
+	}
+	return d, false, true
 }
 
-// completeRecv reports a received message on the receive CQ, into the slot
-// its Recv reserved: success, or FI_ETRUNC with the overflow length when
-// the buffer was too small; remote CQ data (fi_senddata) in both.
-func (ep *Endpoint) completeRecv(cq *CQ, d *recvDone) {
-	cntr := ep.enabledCntr[cntrRecv]
-	flags := fi.RECV | fi.MSG
-	if d.hasData {
-		flags |= fi.REMOTE_CQ_DATA
-	}
-	if d.total > len(d.buf) {
-		if cntr != nil {
-			cntr.AddErr(1)
-		}
-		e := CQErrEntry{CQEntry: CQEntry{Context: d.ctx, Flags: flags, Len: len(d.buf), Buf: d.buf, Data: d.cqData},
-			OLen: d.total - len(d.buf), Err: fi.ETRUNC, ProvErrno: int(fi.ETRUNC), Src: d.src}
-		cq.completeErr(&e, true)
-		return
-	}
-	if cntr != nil {
-		cntr.Add(1)
-	}
-	if !d.wantComp {
-		cq.unreserve()
-		return
-	}
-	e := CQEntry{Context: d.ctx, Flags: flags, Len: d.total, Buf: d.buf[:d.total], Data: d.cqData}
-	cq.complete(&e, d.src, true)
-}
-
-// cancelAll drops posted receives at Close, returning their CQ slots, also
-// those of receives matched with a message still arriving. Later Recv
-// calls fail.
-func (r *receiver) cancelAll(ep *Endpoint) {
+// cancelAll drops posted receives and pending messages at Close,
+// returning every CQ slot the receiver holds. Later posts fail.
+func (r *receiver) cancelAll() {
 	r.mu.Lock()
-	slots := len(r.posted)
-	for _, m := range r.inflight {
-		if m.recv != nil {
-			slots++
-		}
-	}
-	r.posted = nil
-	r.unexpected = nil
-	r.unexpBytes = 0
+	slots := r.slots
+	r.posted, r.tposted = recvQueue{}, recvQueue{}
+	r.unexp, r.tunexp, r.claimed = msgQueue{}, msgQueue{}, msgQueue{}
+	r.unexpMsgs, r.unexpBytes, r.slots = 0, 0, 0
 	r.inflight = map[reliable.Peer]*rxMsg{}
+	r.rndv = map[uint32]*rxMsg{}
 	r.closed = true
 	r.mu.Unlock()
-	ep.mu.Lock()
-	cq := ep.rxCQ
-	ep.mu.Unlock()
 	for range slots {
-		cq.unreserve()
+		r.cq.unreserve()
 	}
 }
 
-// forget drops the message peer is sending now, cut short because its
-// address left the AV: a receive it was matched with completes with
-// FI_ECANCELED, a partial unexpected message is discarded.
-func (r *receiver) forget(ep *Endpoint, peer reliable.Peer) {
+// forget drops what peer is sending now, cut short because its address
+// left the AV: a receive its message was matched with completes with
+// FI_ECANCELED, a partial unexpected message is discarded, and so are its
+// rendezvous messages (their data will never come).
+func (r *receiver) forget(peer reliable.Peer) {
+	var dones []recvDone
 	r.mu.Lock()
-	m := r.inflight[peer]
-	if m == nil {
-		r.mu.Unlock()
-		return
-	}
-	delete(r.inflight, peer)
-	if m.recv == nil {
-		for i, u := range r.unexpected {
-			if u == m {
-				r.unexpected = append(r.unexpected[:i], r.unexpected[i+1:]...)
-				r.unexpBytes -= m.total
-				break
+	cut := func(m *rxMsg) {
+		if m.recv == nil {
+			r.dropUnexp(m)
+			if m.claimed {
+				r.claimed.remove(m)
 			}
+			r.freeMsg(m)
+			return
 		}
-		*m = rxMsg{}
-		r.freeMsgs = append(r.freeMsgs, m)
-		r.mu.Unlock()
-		return
+		d := r.finish(m)
+		d.err, d.olen, d.len = fi.ECANCELED, 0, 0
+		dones = append(dones, d)
 	}
-	d := r.finish(m)
+	if m := r.inflight[peer]; m != nil {
+		delete(r.inflight, peer)
+		cut(m)
+	}
+	for rid, m := range r.rndv {
+		if m.peer == peer {
+			delete(r.rndv, rid)
+			cut(m)
+		}
+	}
+	for _, q := range []*msgQueue{&r.unexp, &r.tunexp, &r.claimed} {
+		for m := q.head; m != nil; {
+			next := m.next
+			if m.peer == peer && m.rndv {
+				cut(m)
+			}
+			m = next
+		}
+	}
 	r.mu.Unlock()
-	ep.mu.Lock()
-	cq, cntr := ep.rxCQ, ep.cntr[cntrRecv]
-	ep.mu.Unlock()
-	if cntr != nil {
-		cntr.AddErr(1)
-	}
-	e := CQErrEntry{CQEntry: CQEntry{Context: d.ctx, Flags: fi.RECV | fi.MSG, Buf: d.buf},
-		Err: fi.ECANCELED, ProvErrno: int(fi.ECANCELED), Src: d.src}
-	if cq != nil {
-		cq.completeErr(&e, true)
+	for i := range dones {
+		r.complete(&dones[i])
 	}
 }

@@ -62,6 +62,13 @@ const (
 	SELECTIVE_COMPLETION Flags = 1 << 59 // fi_bind flag
 )
 
+// Tagged-receive and buffered-receive flags (fabric.h): FI_CLAIM shares
+// bit 59 with FI_DIRECTED_RECV, FI_DISCARD bit 58.
+const (
+	CLAIM   Flags = 1 << 59
+	DISCARD Flags = 1 << 58
+)
+
 // Address-vector flags (fi_domain.h).
 const (
 	UNIVERSE  Flags = 1 << 57

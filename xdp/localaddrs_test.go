@@ -24,7 +24,9 @@ func TestPortAddrAndLocalAddrs(t *testing.T) {
 		4793: {AVID: 3, Addr: netip.IPv4Unspecified()},
 		4794: {AVID: 4},
 	}})
-	require.FileExists(t, filepath.Join(xdp.PinDir(p.v.NameB), bpf.XdpfabMapLocalAddrs))
+	var dir string
+	require.NoError(t, p.b.Do(func() error { dir = xdp.PinDir(p.v.NameB); return nil }))
+	require.FileExists(t, filepath.Join(dir, bpf.XdpfabMapLocalAddrs))
 	ports, err := a.Ports()
 	require.NoError(t, err)
 	require.Equal(t, []xdp.Port{

@@ -29,7 +29,7 @@ import (
 // xdpfab bench measures two endpoints through the public fabric API:
 //
 //	bench serve --addr IP[:PORT]    a target: registers a region, receives messages
-//	bench run --peer IP[:PORT]      the client: six timed phases against a target
+//	bench run --peer IP[:PORT]      the client: nine timed phases against a target
 //	bench local                     both ends in this process over loopback
 //
 // The target's region has a fixed key (benchKey) so a client needs only
@@ -77,12 +77,14 @@ const benchUsage = `usage:
 
 serve registers a region with key K (default 0xbe7c4) at IP:PORT (default port 7471)
 and serves until interrupted or for --duration; beside it, a plain kernel UDP echo
-server at IP:PORT+1. run measures six phases, each for a sixth of --duration
+server at IP:PORT+1. run measures nine phases, each for a ninth of --duration
 (default 5s) and at most --count operations: 8 B UDP ping-pong with the echo server,
 one in flight (kernel sockets, no xdpfab: the baseline), uint64 fetch-add round trips
 one in flight (p50/p99 latency), fetch-add at --depth in flight (default 64), the
 same with each burst posted with FI_MORE, 8 B send/recv messages and 4 KiB RMA
-writes at --depth in flight. run's local address defaults to the one the route to
+writes at --depth in flight, and tagged messages (bench_tagged.go): 8 B tagged
+sends at --depth in flight, a tagged ping-pong one in flight, 1 MiB tagged sends
+(rendezvous) 8 in flight. run's local address defaults to the one the route to
 the peer uses. --transport auto takes AF_XDP where xdpfab is attached on the
 address's interface (xdpfab attach), else the kernel UDP socket; --busy-poll makes
 each endpoint's receive goroutine spin while traffic flows (a core per endpoint;
@@ -140,12 +142,12 @@ func parseBenchFlags(sub string, args []string) (*benchOptions, error) {
 	if sub == "serve" {
 		defDuration = 0
 	}
-	fs.DurationVar(&o.duration, "duration", defDuration, "serve: how long to serve (0: until interrupted); run: total time of the six phases")
+	fs.DurationVar(&o.duration, "duration", defDuration, "serve: how long to serve (0: until interrupted); run: total time of the nine phases")
 	if sub != "serve" {
 		fs.StringVar(&o.peer, "peer", "", "the target's IP[:PORT]")
 		fs.IntVar(&o.depth, "depth", 64, "operations in flight in the pipelined phases")
 		fs.Uint64Var(&o.count, "count", 1_000_000, "at most this many operations per phase")
-		fs.Var(&o.out, "o", "output format: text or json")
+		fs.Var(&o.out, "o", "output `FORMAT`: text or json")
 	}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -243,7 +245,7 @@ func openBenchNode(local netip.AddrPort, o *benchOptions, acceptUnknown bool) (_
 	// on this interface) frees the queue some time after its close: the
 	// kernel releases the buffer pool from a workqueue. Wait for it.
 	for deadline := time.Now().Add(xskRebindWait); ; time.Sleep(10 * time.Millisecond) {
-		n.ep, err = n.dom.Endpoint(fabric.EPAttr{AcceptUnknown: acceptUnknown, RxSize: benchRecvs}, nil)
+		n.ep, err = n.dom.Endpoint(fabric.EPAttr{AcceptUnknown: acceptUnknown, RxSize: benchRxSize}, nil)
 		if err == nil || !errors.Is(err, unix.EBUSY) || n.dom.Transport() != fabric.TransportXDP ||
 			time.Now().After(deadline) {
 			break
@@ -333,8 +335,9 @@ type benchTarget struct {
 	mem    []byte
 	region *mr.MR
 	bufs   [][]byte // receive buffers, benchRecvs of them
-	ctxs   []any    // ctxs[i] = i, boxed once
+	ctxs   []any    // ctxs[i] = i, boxed once, for every receive (bench_tagged.go)
 	msgs   uint64   // messages received
+	tagged benchTaggedTarget
 }
 
 func openBenchTarget(local netip.AddrPort, o *benchOptions) (*benchTarget, error) {
@@ -349,9 +352,12 @@ func openBenchTarget(local netip.AddrPort, o *benchOptions) (*benchTarget, error
 		return nil, err
 	}
 	t.bufs = make([][]byte, benchRecvs)
-	t.ctxs = make([]any, benchRecvs)
 	for i := range t.bufs {
 		t.bufs[i] = make([]byte, benchMsgSize)
+	}
+	t.openTagged()
+	t.ctxs = make([]any, t.pingIdx()+1)
+	for i := range t.ctxs {
 		t.ctxs[i] = i
 	}
 	return t, nil
@@ -360,8 +366,8 @@ func openBenchTarget(local netip.AddrPort, o *benchOptions) (*benchTarget, error
 // serve keeps every receive posted until done is closed or, if until is
 // not zero, until then.
 func (t *benchTarget) serve(done <-chan struct{}, until time.Time) error {
-	for i := range t.bufs {
-		if err := t.ep.Recv(t.bufs[i], mr.Desc{}, fi.AddrUnspec, t.ctxs[i]); err != nil {
+	for i := range t.ctxs {
+		if err := t.repost(i); err != nil {
 			return err
 		}
 	}
@@ -385,7 +391,7 @@ func (t *benchTarget) serve(done <-chan struct{}, until time.Time) error {
 			}
 			// A client's oversized message fails alone; repost and go on.
 			if i, ok := e.Context.(int); ok && e.Err == fi.ETRUNC {
-				err = t.ep.Recv(t.bufs[i], mr.Desc{}, fi.AddrUnspec, t.ctxs[i])
+				err = t.repost(i)
 			} else {
 				err = fmt.Errorf("receive: %w", e.Err)
 			}
@@ -394,9 +400,17 @@ func (t *benchTarget) serve(done <-chan struct{}, until time.Time) error {
 			return err
 		}
 		for _, c := range comps[:k] {
-			i := c.Context.(int)
+			i, ok := c.Context.(int)
+			if !ok {
+				continue // not a receive
+			}
 			t.msgs++
-			if err := t.ep.Recv(t.bufs[i], mr.Desc{}, fi.AddrUnspec, t.ctxs[i]); err != nil {
+			if i == t.pingIdx() {
+				if err := t.pong(c.Len); err != nil {
+					return err
+				}
+			}
+			if err := t.repost(i); err != nil {
 				return err
 			}
 		}
@@ -518,6 +532,10 @@ type benchReport struct {
 	FetchAddBatchedRate *phaseResult `json:"fetch_add_batched_rate,omitempty"`
 	SendRate            *phaseResult `json:"send_rate,omitempty"`
 	WriteBandwidth      *phaseResult `json:"write_bandwidth,omitempty"`
+	// The tagged phases (bench_tagged.go).
+	TaggedSendRate  *phaseResult `json:"tagged_send_rate,omitempty"`
+	TaggedPingPong  *phaseResult `json:"tagged_ping_pong,omitempty"`
+	TaggedBandwidth *phaseResult `json:"tagged_bandwidth,omitempty"`
 	// Counter is the target's counter after the run and CounterAdded how
 	// far this run moved it; it equals FetchAdds unless another client
 	// was adding too.
@@ -653,7 +671,7 @@ func (c *benchClient) runPhases(rep *benchReport) error {
 		return fmt.Errorf("reach the target %s with key %#x (is `xdpfab bench serve` running there?): %w",
 			rep.Peer, c.o.key, err)
 	}
-	phase := c.o.duration / 6
+	phase := c.o.duration / 9
 	fetchAdd := func(slot int, _ bool) error {
 		return c.ep.FetchAtomic(c.one, 1, mr.Desc{}, c.results[slot], mr.Desc{}, c.peer, benchCounterOff,
 			c.o.key, fatomic.UINT64, fatomic.SUM, c.ctxs[slot])
@@ -713,6 +731,14 @@ func (c *benchClient) runPhases(rep *benchReport) error {
 			pipe(fmt.Sprintf("send %d B, %d in flight", benchMsgSize, c.o.depth), c.o.depth, benchMsgSize, false, send), false},
 		{fmt.Sprintf("RMA write %d KiB, %d in flight", benchWriteSize/1024, c.o.depth), &rep.WriteBandwidth,
 			pipe(fmt.Sprintf("RMA write %d KiB, %d in flight", benchWriteSize/1024, c.o.depth), c.o.depth, benchWriteSize, false, write), false},
+	}
+	for _, tp := range c.taggedPhases(rep, phase, pipe) {
+		phases = append(phases, struct {
+			name string
+			dst  **phaseResult
+			run  func() (*phaseResult, error)
+			adds bool
+		}{tp.name, tp.dst, tp.run, false})
 	}
 	interrupted := false
 	for _, p := range phases {
@@ -921,7 +947,9 @@ func printReport(w io.Writer, r *benchReport) {
 		bw = fmt.Sprintf("%sB/s (%.2f Gbit/s)", si(p.BytesPerSec), p.BytesPerSec*8/1e9)
 	}
 	row(fmt.Sprintf("RMA write %d KiB, %d in flight", benchWriteSize/1024, r.Depth), r.WriteBandwidth, "ops/s", bw)
+	taggedRows(r, row, rtt)
 	tw.Flush()
+	taggedRatios(w, r)
 	if fa, pp := r.FetchAddLatency, r.UDPPingPong; fa != nil && fa.Latency != nil && pp != nil && pp.Latency != nil {
 		fmt.Fprintf(w, "  fetch-add round trip p50 = %.2f× UDP ping-pong p50\n", fa.Latency.P50/pp.Latency.P50)
 	}

@@ -48,7 +48,8 @@ func checkReport(t *testing.T, r *benchReport) {
 	require.True(t, r.Complete)
 	for name, p := range map[string]*phaseResult{"udp_ping_pong": r.UDPPingPong, "fetch_add_latency": r.FetchAddLatency,
 		"fetch_add_rate": r.FetchAddRate, "fetch_add_batched_rate": r.FetchAddBatchedRate,
-		"send_rate": r.SendRate, "write_bandwidth": r.WriteBandwidth} {
+		"send_rate": r.SendRate, "write_bandwidth": r.WriteBandwidth, "tagged_send_rate": r.TaggedSendRate,
+		"tagged_ping_pong": r.TaggedPingPong, "tagged_bandwidth": r.TaggedBandwidth} {
 		require.NotNil(t, p, name)
 		require.NotZero(t, p.Ops, name)
 		require.Positive(t, p.Seconds, name)

@@ -74,7 +74,7 @@ type Opcode uint8
 
 // Opcodes.
 const (
-	OpMsg           Opcode = 1 // send/recv data (segmented; Addr = byte offset, Count = message length)
+	OpMsg           Opcode = 1 // send/recv data (segmented; Addr = byte offset, Count = message length; see MsgProto)
 	OpRMAWrite      Opcode = 2 // write payload at RKey/Addr
 	OpRMARead       Opcode = 3 // read RespLen bytes at RKey/Addr
 	OpAtomic        Opcode = 4 // fi_atomic: payload = operand
@@ -226,12 +226,12 @@ func (h *Header) parse(b []byte) error {
 type OpDesc struct {
 	Opcode   Opcode
 	Access   uint8  // AccessRead|AccessWrite the op needs; must equal Opcode.Access()
-	Datatype uint8  // enum fi_datatype (atomics)
-	AtomicOp uint8  // enum fi_op (atomics)
+	Datatype uint8  // enum fi_datatype (atomics); MSG: MsgProto
+	AtomicOp uint8  // enum fi_op (atomics); MSG: message flags (MsgTagged)
 	Flags    uint16 // OpFence, OpFirst, OpLast, OpCQData
 	Len      uint32 // payload bytes of this op in this packet
 	RespLen  uint32 // response bytes wanted (RMA_READ, FETCH/COMPARE_ATOMIC), else 0
-	RKey     uint64 // remote key (RMA, atomics)
+	RKey     uint64 // remote key (RMA, atomics); MSG: tag (MsgTagged) or RndvKey (MsgData)
 	Addr     uint64 // remote address (RMA, atomics); byte offset in the message (MSG)
 	Data     uint64 // remote CQ data when OpCQData is set
 	Count    uint32 // atomics: element count; MSG: total message length
@@ -276,6 +276,9 @@ func (d *OpDesc) parse(b []byte) error {
 	}
 	if d.RespLen > MaxPacketLen {
 		return ErrLength
+	}
+	if d.Opcode == OpMsg {
+		return d.checkMsg()
 	}
 	return nil
 }

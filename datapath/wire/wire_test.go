@@ -22,6 +22,9 @@ func TestRequestRoundTrip(t *testing.T) {
 		if op == OpCompareAtomic {
 			p2 = []byte("compare!")
 		}
+		if op == OpMsg { // a message has no datatype or response; its flags are MSG flags
+			d.Datatype, d.AtomicOp, d.RespLen = uint8(MsgEager), MsgTagged, 0
+		}
 		var b Builder
 		b.Reset(buf, testHeader(TypeReq))
 		if err := b.AddOp(d, p1, p2); err != nil {
@@ -178,6 +181,8 @@ func FuzzDecode(f *testing.F) {
 	b.Reset(buf, testHeader(TypeReq))
 	_ = b.AddOp(OpDesc{Opcode: OpCompareAtomic, Count: 1}, []byte("12345678"), []byte("abcdefgh"))
 	_ = b.AddOp(OpDesc{Opcode: OpMsg}, []byte("x"), nil)
+	_ = b.AddOp(OpDesc{Opcode: OpMsg, AtomicOp: MsgTagged, RKey: 7, Flags: OpFirst | OpLast, Count: 1}, []byte("y"), nil)
+	_ = b.AddOp(OpDesc{Opcode: OpMsg, Datatype: uint8(MsgRTS), Count: RTSLen}, make([]byte, RTSLen), nil)
 	f.Add(append([]byte{}, b.Finish()...))
 	b.Reset(buf, testHeader(TypeResp))
 	d, _ := b.AddResp(RespDesc{Opcode: OpRMARead, Len: 4})

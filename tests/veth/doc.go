@@ -52,6 +52,9 @@
 //     left stale), fetch-adds execute exactly once with their operands and
 //     RMA writes land byte-exact; the corrupted datagrams are dropped
 //     (B's XDP pass_bad_csum, B's Udp InCsumErrors) and retransmitted.
+//   - TestGetInfoXDPAttached: GetInfo lists the veth end with xdpfab's
+//     program attached first and says so, the other namespace's end
+//     without; a domain opened from the Info uses AF_XDP and reports it.
 //
 // bugs_test.go holds minimal reproductions of defects found by the suite
 // in the packages it builds on; each fails until its defect is fixed.

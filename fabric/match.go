@@ -1,0 +1,135 @@
+package fabric
+
+import "github.com/xdpfab/xdpfab/fi"
+
+// Matching (fi_msg(3), fi_tagged(3)). A receiver keeps four FIFOs: posted
+// untagged receives, posted tagged receives, and the unexpected messages
+// of each kind (arrived before a receive that takes them). Tagged and
+// untagged traffic never meet. An arriving message takes the oldest posted
+// receive of its kind that accepts it; a receive being posted takes the
+// oldest unexpected message it accepts. A peer's messages arrive in its
+// send order (the datapath delivers each peer's requests in order and a
+// message is matched when its first segment, or its RTS, arrives), so
+// messages from one sender are matched in send order.
+//
+// A receive accepts a message when, for tagged traffic,
+// send_tag & ^ignore == recv_tag & ^ignore, and, when the endpoint has
+// FI_DIRECTED_RECV, the receive's source is FI_ADDR_UNSPEC or the
+// sender's fi_addr. The queues are intrusive doubly linked lists: removing
+// a match from the middle is O(1) and nothing allocates.
+
+// recvQueue is a FIFO of posted receives.
+type recvQueue struct {
+	head, tail *postedRecv
+	n          int
+}
+
+func (q *recvQueue) push(pr *postedRecv) {
+	pr.next, pr.prev = nil, q.tail
+	if q.tail != nil {
+		q.tail.next = pr
+	} else {
+		q.head = pr
+	}
+	q.tail = pr
+	pr.queued = true
+	q.n++
+}
+
+func (q *recvQueue) remove(pr *postedRecv) {
+	if pr.prev != nil {
+		pr.prev.next = pr.next
+	} else {
+		q.head = pr.next
+	}
+	if pr.next != nil {
+		pr.next.prev = pr.prev
+	} else {
+		q.tail = pr.prev
+	}
+	pr.next, pr.prev = nil, nil
+	pr.queued = false
+	q.n--
+}
+
+// msgQueue is a FIFO of unexpected (or claimed) messages.
+type msgQueue struct {
+	head, tail *rxMsg
+	n          int
+}
+
+func (q *msgQueue) push(m *rxMsg) {
+	m.next, m.prev = nil, q.tail
+	if q.tail != nil {
+		q.tail.next = m
+	} else {
+		q.head = m
+	}
+	q.tail = m
+	q.n++
+}
+
+func (q *msgQueue) remove(m *rxMsg) {
+	if m.prev != nil {
+		m.prev.next = m.next
+	} else {
+		q.head = m.next
+	}
+	if m.next != nil {
+		m.next.prev = m.prev
+	} else {
+		q.tail = m.prev
+	}
+	m.next, m.prev = nil, nil
+	q.n--
+}
+
+// matchSpec is what a receive (or a peek) asks of a message.
+type matchSpec struct {
+	src         fi.Addr // FI_ADDR_UNSPEC: any
+	tag, ignore uint64
+	tagged      bool
+}
+
+// accepts reports whether a receive asking for s takes m.
+func (r *receiver) accepts(s *matchSpec, m *rxMsg) bool {
+	if r.directed && s.src != fi.AddrUnspec && s.src != m.from {
+		return false
+	}
+	return !s.tagged || (s.tag^m.tag)&^s.ignore == 0
+}
+
+// postedQueue and unexpQueue return the queues of a kind of traffic.
+func (r *receiver) postedQueue(tagged bool) *recvQueue {
+	if tagged {
+		return &r.tposted
+	}
+	return &r.posted
+}
+
+func (r *receiver) unexpQueue(tagged bool) *msgQueue {
+	if tagged {
+		return &r.tunexp
+	}
+	return &r.unexp
+}
+
+// findPosted returns the oldest posted receive that takes m, or nil.
+func (r *receiver) findPosted(m *rxMsg) *postedRecv {
+	for pr := r.postedQueue(m.tagged).head; pr != nil; pr = pr.next {
+		if r.accepts(&pr.spec, m) {
+			return pr
+		}
+	}
+	return nil
+}
+
+// findUnexpected returns the oldest unexpected message s takes, or nil.
+func (r *receiver) findUnexpected(s *matchSpec) *rxMsg {
+	for m := r.unexpQueue(s.tagged).head; m != nil; m = m.next {
+		if r.accepts(s, m) {
+			return m
+		}
+	}
+	return nil
+}

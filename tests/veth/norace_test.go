@@ -1,0 +1,5 @@
+//go:build !race
+
+package veth
+
+const raceEnabled = false
