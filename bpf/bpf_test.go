@@ -313,6 +313,8 @@ func TestProgram(t *testing.T) {
 		{"bound ipv6 port, own address", udp(peer6, portBound6, msg), xdpPass, p6, []Counter{cntKnown, cntNoXSK}},
 		{"bound ipv6 port, other host", to(udp(peer6, portBound6, msg), other6), xdpPass, nil, []Counter{cntOtherHost}},
 		{"ipv4 bound port, ipv6 datagram", udp(peer6, portBound4, msg), xdpPass, nil, []Counter{cntOtherHost}},
+		{"ipv4 bound port, ipv6 datagram to its mapped address", to(udp(peer6, portBound4, msg), netip.AddrFrom16(self4.As16())), xdpPass, nil, []Counter{cntOtherHost}},
+		{"wildcard port, ipv6 datagram to a mapped own address", to(udp(peer6, portStrict, msg), netip.AddrFrom16(self4.As16())), xdpPass, nil, []Counter{cntOtherHost}},
 		{"wildcard port, own address", udp(peer4, portStrict, msg), xdpPass, p4, []Counter{cntKnown, cntNoXSK}},
 		{"wildcard port, another own address", to(udp(peer4, portStrict, msg), alsoSelf4), xdpPass, p4, []Counter{cntKnown, cntNoXSK}},
 		{"wildcard port, other host", to(udp(peer4, portStrict, msg), otherHost), xdpPass, nil, []Counter{cntOtherHost}},

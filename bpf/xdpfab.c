@@ -213,12 +213,16 @@ static __always_inline int to_us(const struct port_config *pc, const struct flow
 {
 	__u64 a0, a1, b0, b1;
 
+	__builtin_memcpy(&b0, &f->daddr[0], 8);
+	__builtin_memcpy(&b1, &f->daddr[8], 8);
+	/* An IPv6 datagram to an IPv4-mapped address (never used on the
+	 * wire, RFC 4291) must not pass for IPv4 traffic to that address. */
+	if (!f->v4 && b0 == 0 && (__u32)b1 == bpf_htonl(0xffff))
+		return 0;
 	if (!(pc->flags & PORT_BOUND_ADDR))
 		return bpf_map_lookup_elem(&local_addrs, f->daddr) != 0;
 	__builtin_memcpy(&a0, &pc->addr[0], 8);
 	__builtin_memcpy(&a1, &pc->addr[8], 8);
-	__builtin_memcpy(&b0, &f->daddr[0], 8);
-	__builtin_memcpy(&b1, &f->daddr[8], 8);
 	return a0 == b0 && a1 == b1;
 }
 

@@ -117,6 +117,7 @@ type Transport struct {
 	dev      *device
 	kernel   *udp.Transport
 	local    netip.AddrPort
+	addr     netip.Addr // local's address as received frames carry it (drain compares)
 	resolver *nexthop.Resolver
 	closed   atomic.Bool
 	closing  chan struct{}
@@ -163,6 +164,9 @@ func Open(opts Options) (*Transport, error) {
 		return nil, fmt.Errorf("afxdp: kernel socket: %w", err)
 	}
 	t.local = t.kernel.LocalAddr()
+	// As a received frame's destination parses: IPv4 as 4 bytes (an IPv6
+	// datagram to a mapped address is not IPv4 traffic), no zone.
+	t.addr = t.local.Addr().Unmap().WithZone("")
 	// Bound to this thread's namespace, which its goroutines keep using.
 	t.resolver, err = nexthop.New(nexthop.Options{Src: t.local.Addr()})
 	if err != nil {

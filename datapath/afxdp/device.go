@@ -169,7 +169,7 @@ func (d *device) drain() int {
 			// The program steers only datagrams to the address the
 			// port is bound to; this catches the rest (a port entry
 			// still bound to every address, a stale one).
-			if p.Dst.Addr().Unmap() != t.local.Addr().Unmap() {
+			if p.Dst.Addr() != t.addr {
 				t.rxOtherHost.Add(1)
 				continue
 			}
