@@ -65,14 +65,17 @@
 // be duplicated, not trusted instead: trusting it would have saved the
 // target's range and access comparisons, nothing measurable (LookupAuth
 // ~12 ns against ~13 ns without them), while computing it cost ~25 ns per
-// distinct op in the program (its BPF run-time stats over veth: 830 ns per
-// 13-op request packet with the verdict, 479 without; BPF_PROG_TEST_RUN:
+// distinct op in the program (its BPF run-time stats over veth: 777 ns per
+// 13-op request packet with the verdict, 439 without; BPF_PROG_TEST_RUN:
 // 594 against 211 ns for 16 distinct ops). Measured side by side at commit
 // "MEASUREMENT ONLY (issue 11 item 10)" with
-// `go test -run '^$' -bench MRVerdict -benchtime 1x -v ./tests/veth/`; its
-// end-to-end rates differed by less than their run-to-run noise (±15 % on
-// the shared 2-core machine). mr_map remains the kernel-visible registry
-// of MR keys, which user space keeps; the program does not read it.
+// `go test -run '^$' -bench MRVerdict -benchtime 1x -v ./tests/veth/`
+// (medians of 25 interleaved rounds): without the verdict, fetch-adds on
+// one counter, on 64 counters and 8-byte reads ran at 1.002, 1.028 and
+// 1.022 times the rate with it; trusting it, at 1.066, 0.927 and 1.009,
+// i.e. within the shared 2-core machine's noise (±15 % in busier runs).
+// mr_map remains the kernel-visible registry of MR keys, which user space
+// keeps; the program does not read it.
 //
 // Provider choices: IPv6 extension headers other than none are not walked
 // (such packets pass to the stack); IP fragments pass to the stack; UDP
