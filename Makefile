@@ -14,7 +14,7 @@ build:
 # llvm and libbpf-dev), then record the source hash the staleness test
 # checks.
 generate:
-	cd bpf && $(GO) generate . && sha256sum gen.go xdpfab.c xdpfab.h > sources.sha256
+	cd bpf && $(GO) generate . && sha256sum gen.go xdpfab.c xdpfab.h kserve.h > sources.sha256
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
