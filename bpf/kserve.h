@@ -436,8 +436,6 @@ static __always_inline int check_request(struct xdp_md *ctx, __u32 off, __u32 pl
 	if (total != plen || q->dlen > KT_DATA_MAX)
 		return CNT_UP_OP;
 	q->rlen = W_HDR_LEN + nops * W_RESP_LEN + q->dlen;
-	if (q->rlen > plen) /* the response must fit where the request was */
-		return CNT_UP_OP;
 	return -1;
 }
 
@@ -680,6 +678,7 @@ static __always_inline int transmit(struct xdp_md *ctx, const struct flow *f, st
 	__u32 l3 = f->payload - sizeof(struct udphdr); /* UDP header offset */
 	__u32 ulen = sizeof(struct udphdr) + rlen;
 	__u32 newlen, i;
+	__s64 flen;
 	__u64 acc = 0;
 	__s64 r;
 	struct ethhdr *eth = data;
@@ -690,9 +689,9 @@ static __always_inline int transmit(struct xdp_md *ctx, const struct flow *f, st
 	if (rlen < W_HDR_LEN + W_RESP_LEN || rlen > 512 || (rlen & 3))
 		return XDP_DROP;
 	newlen = f->payload + rlen;
-	if (newlen > (__u32)(end - data))
-		return XDP_DROP;
-	if (bpf_xdp_adjust_tail(ctx, (int)newlen - (int)(end - data)) < 0)
+	flen = end - data;
+	asm volatile("" : "+r"(flen)); /* a 64-bit scalar: no 32-bit pointer arithmetic */
+	if (bpf_xdp_adjust_tail(ctx, (int)((__s64)newlen - flen)) < 0)
 		return XDP_DROP;
 	data = (void *)(long)ctx->data;
 	end = (void *)(long)ctx->data_end;
@@ -784,6 +783,18 @@ static __always_inline int transmit(struct xdp_md *ctx, const struct flow *f, st
 }
 
 /*
+ * make_room grows the frame so a response longer than the request (an
+ * ATOMIC_READ of several elements) fits; the frame is unchanged when it
+ * cannot.
+ */
+static __always_inline int make_room(struct xdp_md *ctx, const struct flow *f, __u32 rlen)
+{
+	if (rlen <= f->plen)
+		return 0;
+	return bpf_xdp_adjust_tail(ctx, (int)(rlen - f->plen));
+}
+
+/*
  * kserve serves the request at the UDP payload of the frame if it can.
  * It returns an XDP action when it did (XDP_TX), dropped it, or -1 with
  * the packet left unchanged for the usual path (counted by reason when
@@ -860,6 +871,10 @@ static __always_inline int kserve(struct xdp_md *ctx, const struct flow *f,
 				*(__u64 *)(s->data + i * 8) = *(__u64 *)(e->data + i * 8);
 			ack = st->next;
 			bpf_spin_unlock(&st->lock);
+			if (make_room(ctx, f, q.rlen) < 0) { /* user space answers (kt_control FETCH) */
+				count(CNT_UP_OP);
+				return -1;
+			}
 			if (!build_response(ctx, off, &q, s, ack)) {
 				count(CNT_DROP_TX_FAIL);
 				return XDP_DROP;
@@ -875,12 +890,14 @@ static __always_inline int kserve(struct xdp_md *ctx, const struct flow *f,
 
 	/* Ours: seq next, marked busy. Every path from here commits or
 	 * clears busy. */
-	done = exec_request(ctx, off, pc->domain_id, &q, s);
+	done = -2;
+	if (make_room(ctx, f, q.rlen) == 0)
+		done = exec_request(ctx, off, pc->domain_id, &q, s);
 	if (done < 0) {
 		bpf_spin_lock(&st->lock);
 		st->busy = 0;
 		bpf_spin_unlock(&st->lock);
-		count(CNT_UP_CONTENDED);
+		count(done == -1 ? CNT_UP_CONTENDED : CNT_UP_OP);
 		return -1;
 	}
 	slot = seq & (KT_RING - 1);
