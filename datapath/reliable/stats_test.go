@@ -1,0 +1,82 @@
+package reliable
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/xdpfab/xdpfab/datapath/wire"
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// TestStatsCounters: the per-op counters the metrics export move with
+// traffic: completions by opcode, in-flight back to zero, an RTT estimate,
+// retransmits only with loss, timeouts for a silent peer.
+func TestStatsCounters(t *testing.T) {
+	for _, loss := range []float64{0, 0.05} {
+		t.Run(fmt.Sprintf("loss%v", loss), func(t *testing.T) {
+			o := netOpts{loss: loss, seed: 11}
+			ttr := listenSide(t, o, 1, true)
+			target := newEngine(t, ttr, Config{EndpointID: 2}, newTestTarget(4096), nil)
+			c := newCompletions()
+			e := newEngine(t, listenTransport(t, o, 2), Config{EndpointID: 1}, nil, c)
+			peer := Peer{Addr: target.LocalAddr(), EP: 2}
+			const n = 400
+			for i := 0; i < n; i++ {
+				submitRetry(t, e, &Request{Peer: peer, Opcode: wire.OpMsg, Payload: []byte("x")})
+				if i%2 == 1 {
+					res := make([]byte, 8)
+					submitRetry(t, e, &Request{Peer: peer, Opcode: wire.OpFetchAtomic, Datatype: 10, AtomicOp: 1, Count: 1,
+						Payload: make([]byte, 8), Result: res})
+				}
+			}
+			for i := 0; i < n+n/2; i++ {
+				if cp := c.wait(t, 10*time.Second); cp.Err != fi.SUCCESS && cp.Opcode != wire.OpFetchAtomic {
+					t.Fatalf("completion %+v", cp)
+				}
+			}
+			s := e.Stats()
+			if s.Ops[wire.OpMsg] != n || s.Ops[wire.OpFetchAtomic] != n/2 || s.TotalOps() != n+n/2 {
+				t.Fatalf("ops by kind %v, want %d MSG and %d FETCH_ATOMIC", s.Ops, n, n/2)
+			}
+			if s.InFlight != 0 {
+				t.Fatalf("in flight %d after every completion", s.InFlight)
+			}
+			if s.SRTT <= 0 {
+				t.Fatalf("no RTT estimate after %d ops", n)
+			}
+			if ppo := s.PacketsPerOp(); ppo <= 0 {
+				t.Fatalf("packets per op %v", ppo)
+			}
+			if loss == 0 && s.Retransmits != 0 {
+				t.Fatalf("%d retransmits without loss", s.Retransmits)
+			}
+			if loss > 0 && s.Retransmits == 0 {
+				t.Fatalf("no retransmits at %v loss", loss)
+			}
+			if ts := target.Stats(); loss > 0 && ts.DuplicatesSuppressed() == 0 {
+				t.Logf("target suppressed no duplicates (every retransmission replaced a lost request)")
+			}
+		})
+	}
+}
+
+// TestStatsTimeouts: ops to a silent peer count as timeouts and errors.
+func TestStatsTimeouts(t *testing.T) {
+	silent := listenTransport(t, netOpts{}, 1)
+	defer silent.Close()
+	c := newCompletions()
+	e := newEngine(t, listenTransport(t, netOpts{}, 2),
+		Config{EndpointID: 1, MaxRetries: 2, RetryInitial: time.Millisecond, RetryMax: 2 * time.Millisecond}, nil, c)
+	submitRetry(t, e, &Request{Peer: Peer{Addr: silent.LocalAddr(), EP: 9}, Opcode: wire.OpRMAWrite, Payload: []byte("y")})
+	if s := e.Stats(); s.InFlight != 1 {
+		t.Fatalf("in flight %d, want 1", s.InFlight)
+	}
+	if cp := c.wait(t, 5*time.Second); cp.Err != fi.ETIMEDOUT {
+		t.Fatalf("completion %+v, want FI_ETIMEDOUT", cp)
+	}
+	s := e.Stats()
+	if s.Timeouts != 1 || s.OpErrors[wire.OpRMAWrite] != 1 || s.Ops[wire.OpRMAWrite] != 1 || s.InFlight != 0 {
+		t.Fatalf("timeouts %d, errors %v, ops %v, in flight %d", s.Timeouts, s.OpErrors, s.Ops, s.InFlight)
+	}
+}
