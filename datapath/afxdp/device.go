@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -39,6 +40,11 @@ type device struct {
 	tx   [batch]xsk.Desc
 
 	rx [batch]xsk.Desc
+
+	// statSocks is socks for readers of ring statistics (Rings), set when
+	// the device opened and cleared before it closes: they need neither
+	// rxMu nor txMu, so a metrics scrape never waits for the datapath.
+	statSocks atomic.Pointer[[]*xsk.Socket]
 }
 
 var (
@@ -93,6 +99,8 @@ func (d *device) open(iface string, bind xsk.BindMode) error {
 		}
 		d.pollFDs = append(d.pollFDs, unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN})
 	}
+	socks := d.socks
+	d.statSocks.Store(&socks)
 	return nil
 }
 
@@ -134,6 +142,7 @@ func (d *device) close(t *Transport) {
 }
 
 func (d *device) release() {
+	d.statSocks.Store(nil)
 	for q, s := range d.socks {
 		_ = d.att.DeleteXSK(uint32(q))
 		s.Close()
