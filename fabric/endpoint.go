@@ -69,8 +69,8 @@ type Endpoint struct {
 	eng  *reliable.Engine // nil until Enable
 	// unregisterMetrics removes the endpoint from package metrics.
 	unregisterMetrics func()
-	amo  fatomic.Engine   // valid counts and execution for this endpoint's packet size
-	size sizes            // packet size and what follows from it, fixed at open
+	amo               fatomic.Engine // valid counts and execution for this endpoint's packet size
+	size              sizes          // packet size and what follows from it, fixed at open
 	// enabledCntr is cntr as Enable found it: bindings are refused once
 	// enabled, so the datapath reads this copy without taking mu (written
 	// by Enable before the engine starts, never after).

@@ -132,7 +132,6 @@ func TestChannelGoneWithEndpoints(t *testing.T) {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-
 // TestHandlerParses: the library handler's output parses with the client
 // library's parser and carries the engine series.
 func TestHandlerParses(t *testing.T) {
