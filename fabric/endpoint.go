@@ -67,14 +67,14 @@ type Endpoint struct {
 	attr EPAttr
 	tr   datapath.Transport
 	eng  *reliable.Engine // nil until Enable
-	// unregisterMetrics removes the endpoint from package metrics.
-	unregisterMetrics func()
-	amo               fatomic.Engine // valid counts and execution for this endpoint's packet size
-	size              sizes          // packet size and what follows from it, fixed at open
+	amo  fatomic.Engine   // valid counts and execution for this endpoint's packet size
+	size sizes            // packet size and what follows from it, fixed at open
 	// enabledCntr is cntr as Enable found it: bindings are refused once
 	// enabled, so the datapath reads this copy without taking mu (written
 	// by Enable before the engine starts, never after).
 	enabledCntr [numCntrKinds]*Cntr
+	// unregisterMetrics removes the endpoint from package metrics.
+	unregisterMetrics func()
 
 	mu sync.Mutex
 	// Guarded by mu.
