@@ -17,7 +17,8 @@ const usage = `usage:
   xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict]
   xdpfab [-n NETNS] detach IFACE
   xdpfab [-n NETNS] status [IFACE] [-o text|json]
-  xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json]
+  xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json] [--listen ADDR]
+  xdpfab [-n NETNS] info [-p PROV] [-e EPTYPE] [-c CAPS] [-a ADDRFMT] [-n NODE] [-s SERVICE] [--src] [-v] [-o text|json]
   xdpfab [-n NETNS] bench serve|run|local [flags]   (xdpfab bench help)
   xdpfab --version
   xdpfab help [COMMAND]
@@ -64,11 +65,18 @@ owning each, owners, AV and MR map occupancy, bound AF_XDP sockets. Entries
 left by owners that died (kill -9) are removed first. Without IFACE and with
 nothing attached it says so and exits 0; an IFACE without xdpfab exits 1.
 `},
-	"stats": {"stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json]",
+	"stats": {"stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json] [--listen ADDR]",
 		`Prints the XDP program's per-outcome counters of IFACE, or of every interface
-of the network namespace with xdpfab, and with --watch their rates. Without
-IFACE and with nothing attached it says so and exits 0; an IFACE without
-xdpfab exits 1.
+of the network namespace with xdpfab, and next to them the counters of every
+process with xdpfab endpoints in the namespace: operations by kind, errors,
+timeouts, retransmits, duplicates suppressed, session resets, packets per
+operation, smoothed RTT, operations in flight, and each AF_XDP socket's
+XDP_STATISTICS. Processes serve them on an abstract unix socket
+(@xdpfab-metrics-PID-*, see package metrics). --watch prints one line of rates
+per interface, endpoint and socket each interval; -o json one object per
+interface and sample. --listen serves all of it in Prometheus text format at
+http://ADDR/metrics until interrupted. Without IFACE and with nothing attached
+it says so and exits 0; an IFACE without xdpfab exits 1.
 `},
 	"bench serve": {"bench serve --addr IP[:PORT] [flags]", "A target for xdpfab bench run (xdpfab bench help).\n"},
 	"bench run":   {"bench run --peer IP[:PORT] [flags]", "Measures a target of xdpfab bench serve (xdpfab bench help).\n"},

@@ -4,7 +4,8 @@
 //	xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict]
 //	xdpfab [-n NETNS] detach IFACE
 //	xdpfab [-n NETNS] status [IFACE] [-o text|json]
-//	xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json]
+//	xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json] [--listen ADDR]
+//	xdpfab [-n NETNS] info [-p PROV] [-e EPTYPE] [-c CAPS] [-a ADDRFMT] [-n NODE] [-s SERVICE] [--src] [-v] [-o text|json]
 //	xdpfab [-n NETNS] bench serve|run|local [flags]   (xdpfab bench help)
 //	xdpfab --version
 //	xdpfab help [COMMAND]
