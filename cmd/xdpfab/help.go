@@ -78,6 +78,14 @@ interface and sample. --listen serves all of it in Prometheus text format at
 http://ADDR/metrics until interrupted. Without IFACE and with nothing attached
 it says so and exits 0; an IFACE without xdpfab exits 1.
 `},
+	"info": {"info [-p PROV] [-e EPTYPE] [-c CAPS] [-m MODE] [-a ADDRFMT] [-n NODE] [-s SERVICE] [--src] [-d DOMAIN] [-f FABRIC] [-v] [-o text|json]",
+		`Prints what fi_getinfo (fabric.GetInfo) answers, as libfabric's fi_info does:
+one entry per usable local address of the network namespace (those with
+xdpfab's XDP program attached first), with its capabilities, sizes, modes,
+transport and whether XDP is attached. The flags are hints: an entry that
+cannot meet them is left out, and when none is left it fails (exit 1,
+FI_ENODATA). -v prints every attribute; -o json the same as JSON.
+`},
 	"bench serve": {"bench serve --addr IP[:PORT] [flags]", "A target for xdpfab bench run (xdpfab bench help).\n"},
 	"bench run":   {"bench run --peer IP[:PORT] [flags]", "Measures a target of xdpfab bench serve (xdpfab bench help).\n"},
 	"bench local": {"bench local [flags]", "Both ends of xdpfab bench in this process over loopback (xdpfab bench help).\n"},

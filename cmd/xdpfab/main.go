@@ -68,6 +68,8 @@ func commandFunc(name string, stderr io.Writer) func([]string, io.Writer, <-chan
 		return cmdStatus
 	case "stats":
 		return cmdStats
+	case "info":
+		return cmdInfo
 	case "bench":
 		return func(args []string, stdout io.Writer, stop <-chan struct{}) error {
 			return cmdBench(args, stdout, stderr, stop)
