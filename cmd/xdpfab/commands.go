@@ -18,6 +18,8 @@ func cmdAttach(args []string, stdout io.Writer, _ <-chan struct{}) error {
 	avID := fs.Uint("av-id", 0, "AV `ID` of the --port ports")
 	domainID := fs.Uint("domain-id", 0, "domain `ID` of the --port ports")
 	strict := fs.Bool("strict", false, "drop datagrams to the --port ports from peers not in the AV")
+	multi := fs.Bool("multiprog", false, "attach as one program of libxdp's multi-program dispatcher, beside xdp-filter, xdp-loader's programs and others (implied when a dispatcher is attached)")
+	prio := fs.Uint("priority", 0, "run `PRIORITY` in the dispatcher with --multiprog: lower runs first (default 50, libxdp's)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -32,7 +34,10 @@ func cmdAttach(args []string, stdout io.Writer, _ <-chan struct{}) error {
 	if *avID > 1<<32-1 || *domainID > 1<<32-1 {
 		return fmt.Errorf("%w: --av-id and --domain-id are 32-bit", errUsage)
 	}
-	opts := xdp.Options{Mode: mode, Ports: map[uint16]xdp.PortConfig{}}
+	if *prio > 1<<31 {
+		return fmt.Errorf("%w: --priority is at most 2^31", errUsage)
+	}
+	opts := xdp.Options{Mode: mode, Ports: map[uint16]xdp.PortConfig{}, MultiProg: *multi, RunPriority: uint32(*prio)}
 	for _, p := range ports {
 		opts.Ports[p] = xdp.PortConfig{AVID: uint32(*avID), DomainID: uint32(*domainID), Strict: *strict}
 	}
@@ -46,6 +51,9 @@ func cmdAttach(args []string, stdout io.Writer, _ <-chan struct{}) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "xdpfab attached to %s in %s mode (program %d), pinned in %s\n", st.Iface, st.Mode, st.ProgramID, st.PinDir)
+	if d := st.Dispatcher; d != nil {
+		fmt.Fprintf(stdout, "  as program %d of %d in libxdp dispatcher %d\n", d.Slot, len(d.Programs), d.ProgramID)
+	}
 	return nil
 }
 
@@ -152,6 +160,12 @@ func printStatus(w io.Writer, st *xdp.Status) {
 			list(o.AVIDs, u32), list(o.DomainIDs, u32))
 	}
 	fmt.Fprintf(w, "  AF_XDP sockets on RX queues: %s\n", list(st.BoundQueues, u32))
+	if d := st.Dispatcher; d != nil {
+		fmt.Fprintf(w, "  libxdp dispatcher %d, xdpfab is program %d; in run order:\n", d.ProgramID, d.Slot)
+		for i, p := range d.Programs {
+			fmt.Fprintf(w, "    %d: %s (id %d), priority %d, chain call actions %s\n", i, p.Name, p.ProgramID, p.RunPriority, list(p.ChainCallActions, func(s string) string { return s }))
+		}
+	}
 }
 
 func u32(v uint32) string { return strconv.FormatUint(uint64(v), 10) }

@@ -14,7 +14,7 @@ import (
 
 // usage is the overview.
 const usage = `usage:
-  xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict]
+  xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict] [--multiprog [--priority N]]
   xdpfab [-n NETNS] detach IFACE
   xdpfab [-n NETNS] status [IFACE] [-o text|json]
   xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json] [--listen ADDR]
@@ -44,13 +44,18 @@ type cmdDoc struct {
 
 // docs by flag set name.
 var docs = map[string]cmdDoc{
-	"attach": {"attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict]",
+	"attach": {"attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict] [--multiprog [--priority N]]",
 		`Loads xdpfab's XDP program onto IFACE, an interface of the network namespace,
 and pins it, its link and maps under /sys/fs/bpf/xdpfab/NETNS/IFINDEX, so it
 stays attached after xdpfab exits and library processes find the maps.
 Idempotent: where xdpfab is already attached (in a compatible mode) it only
 sets the ports. --port ports belong to no process: they stay until detach.
-Another XDP program on IFACE is left alone (exit 1).
+Another XDP program attached alone on IFACE is left alone (exit 1, naming it).
+With --multiprog, or when IFACE runs libxdp's multi-program dispatcher
+(xdp-loader, xdp-filter), xdpfab becomes one program of that dispatcher, at
+--priority, and xdp-loader status lists it; detach then removes only
+xdpfab's program. The dispatcher is libxdp's own xdp-dispatcher.o (install
+xdp-tools or libxdp).
 `},
 	"detach": {"detach IFACE",
 		`Removes xdpfab's program, pins and owner records from IFACE, an interface of

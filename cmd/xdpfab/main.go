@@ -1,7 +1,7 @@
 // Command xdpfab attaches xdpfab's XDP program to an interface, removes it,
 // and reports its state, owners and counters.
 //
-//	xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict]
+//	xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict] [--multiprog [--priority N]]
 //	xdpfab [-n NETNS] detach IFACE
 //	xdpfab [-n NETNS] status [IFACE] [-o text|json]
 //	xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json] [--listen ADDR]
