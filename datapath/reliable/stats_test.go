@@ -67,9 +67,16 @@ func TestStatsCounters(t *testing.T) {
 			if ppo := s.PacketsPerOp(); ppo <= 0 {
 				t.Fatalf("packets per op %v", ppo)
 			}
-			if loss == 0 && s.Retransmits != 0 {
-				ts := target.Stats()
-				t.Fatalf("%d retransmits (%d fast) without loss; target drops %v, held %d", s.Retransmits, s.FastRetransmits, ts.Drops, ts.Held)
+			if ts := target.Stats(); loss == 0 && s.Retransmits != 0 {
+				// Nothing was lost, so nothing needed resending. A timer can
+				// still fire on a machine stalled past the retry floor
+				// (seen under -race on two shared cores): then every
+				// retransmission is a duplicate the target answered from
+				// its cache, and rare.
+				if s.Retransmits != ts.ReplayedFromCache || ts.Held != 0 || s.Retransmits*100 > s.TxRequests {
+					t.Fatalf("%d retransmits without loss; target held %d, replayed %d; initiator sent %d", s.Retransmits, ts.Held, ts.ReplayedFromCache, s.TxRequests)
+				}
+				t.Logf("%d spurious retransmissions (a stalled timer), answered from the target's cache", s.Retransmits)
 			}
 			if loss > 0 && s.Retransmits == 0 {
 				t.Fatalf("no retransmits at %v loss", loss)
