@@ -245,6 +245,7 @@ func printProcesses(w io.Writer, ps []metrics.Process) {
 			fmt.Fprintf(tw, "    request packets\t%d\t%.3f per op\n", e.RequestPackets, e.PacketsPerOp)
 			fmt.Fprintf(tw, "    retransmits\t%d\t%d fast\n", e.Retransmits, e.FastRetransmits)
 			fmt.Fprintf(tw, "    timeouts\t%d\t%d peers unreachable\n", e.Timeouts, e.PeersUnreachable)
+			fmt.Fprintf(tw, "    executed as target\t%d request packets\n", e.Delivered)
 			fmt.Fprintf(tw, "    duplicates suppressed\t%d\n", e.DuplicatesSuppressed)
 			fmt.Fprintf(tw, "    session resets\t%d\n", e.SessionResets)
 			fmt.Fprintf(tw, "    srtt\t%v\n", time.Duration(e.SRTTSeconds*1e9).Round(time.Microsecond))
@@ -334,8 +335,8 @@ func printWatchLines(w io.Writer, r, prev *metrics.Report, dt time.Duration, at 
 				continue
 			}
 			e, b := &ep.Engine, &pe.Engine
-			fmt.Fprintf(w, "%s pid %d %s %s ops %.0f/s retx %.0f/s timeouts %.0f/s dups %.0f/s resets %.0f/s pkts/op %.2f srtt %v inflight %d\n",
-				ts, p.PID, ep.Addr, ep.Transport, rate(e.TotalOps(), b.TotalOps(), dt), rate(e.Retransmits, b.Retransmits, dt),
+			fmt.Fprintf(w, "%s pid %d %s %s ops %.0f/s exec %.0f/s retx %.0f/s timeouts %.0f/s dups %.0f/s resets %.0f/s pkts/op %.2f srtt %v inflight %d\n",
+				ts, p.PID, ep.Addr, ep.Transport, rate(e.TotalOps(), b.TotalOps(), dt), rate(e.Delivered, b.Delivered, dt), rate(e.Retransmits, b.Retransmits, dt),
 				rate(e.Timeouts, b.Timeouts, dt), rate(e.DuplicatesSuppressed, b.DuplicatesSuppressed, dt),
 				rate(e.SessionResets, b.SessionResets, dt), e.PacketsPerOp, time.Duration(e.SRTTSeconds*1e9).Round(time.Microsecond), e.InFlight)
 		}
