@@ -94,6 +94,7 @@ type Stats struct {
 	TxXSK           uint64 // frames transmitted
 	TxNoHop         uint64 // packets sent through the kernel socket: next hop not resolved yet
 	TxNoFrame       uint64 // packets dropped: every TX frame in flight
+	TxTooBig        uint64 // packets dropped: larger than the next hop's MTU or a frame (Send reports FI_EMSGSIZE)
 	RxQueueFull     uint64 // packets dropped: the transport's queue was full
 }
 
@@ -118,7 +119,7 @@ type Transport struct {
 	hopMu     sync.Mutex
 	resolving map[netip.Addr]bool // guarded by hopMu
 
-	rxXSK, rxKernel, txXSK, txNoHop, txNoFrame atomic.Uint64
+	rxXSK, rxKernel, txXSK, txNoHop, txNoFrame, txTooBig atomic.Uint64
 }
 
 var (
@@ -334,7 +335,9 @@ func metaOf(m bpf.Meta, ok bool) datapath.Meta {
 	return dm
 }
 
-// Send implements datapath.Transport.
+// Send implements datapath.Transport. A datagram larger than the next
+// hop's MTU (or a frame) is dropped and counted (Stats.TxTooBig) while the
+// rest of the batch goes out; Send then reports FI_EMSGSIZE for it.
 func (t *Transport) Send(pkts []datapath.Packet) error {
 	if t.closed.Load() {
 		return datapath.ErrClosed
@@ -346,6 +349,7 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 		return datapath.ErrClosed
 	}
 	s := d.socks[0]
+	var tooBig error
 	for len(pkts) > 0 {
 		k := 0
 		for len(pkts) > 0 && k < len(d.tx) {
@@ -369,8 +373,15 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 				Dst: netip.AddrPortFrom(p.Addr.Addr().Unmap(), p.Addr.Port()), UDPChecksum: t.udpCsum}
 			hl := ep.HeaderLen()
 			if hl+len(p.Buf) > len(buf) || hl+len(p.Buf)-udpframe.EthLen > hop.MTU {
+				// Dropped, counted and reported once the rest of the
+				// batch is on its way: the frames built for it stay ours
+				// to send.
 				s.ReturnTxFrame(addr)
-				return fmt.Errorf("afxdp: %d-byte datagram exceeds the MTU %d: %w", len(p.Buf), hop.MTU, fi.EMSGSIZE)
+				t.txTooBig.Add(1)
+				if tooBig == nil {
+					tooBig = fmt.Errorf("afxdp: %d-byte datagram exceeds the MTU %d: %w", len(p.Buf), hop.MTU, fi.EMSGSIZE)
+				}
+				continue
 			}
 			copy(buf[hl:], p.Buf)
 			n, err := udpframe.Build(buf, &ep, len(p.Buf))
@@ -394,7 +405,7 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 			return err
 		}
 	}
-	return nil
+	return tooBig
 }
 
 // p1 returns p as a one-packet batch without allocating.
@@ -425,7 +436,7 @@ func (t *Transport) Stats() Stats {
 	drops := t.q.drops
 	t.q.mu.Unlock()
 	return Stats{RxXSK: t.rxXSK.Load(), RxKernel: t.rxKernel.Load(), TxXSK: t.txXSK.Load(),
-		TxNoHop: t.txNoHop.Load(), TxNoFrame: t.txNoFrame.Load(), RxQueueFull: drops}
+		TxNoHop: t.txNoHop.Load(), TxNoFrame: t.txNoFrame.Load(), TxTooBig: t.txTooBig.Load(), RxQueueFull: drops}
 }
 
 // Close implements datapath.Transport: it wakes a blocked Receive, removes
