@@ -219,7 +219,7 @@ func (e *Engine) queueRx(buf []byte, addr netip.AddrPort) {
 
 func (e *Engine) flushRx() {
 	if len(e.rxOut) > 0 {
-		_ = e.tr.Send(e.rxOut)
+		e.send(e.rxOut)
 		e.rxOut = e.rxOut[:0]
 	}
 	e.ackBuf = e.ackBuf[:0]
