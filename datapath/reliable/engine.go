@@ -405,6 +405,9 @@ type Engine struct {
 	lastAssist  atomic.Int64
 	assistTimer *time.Timer // receiveLoop's
 
+	pollMu  sync.Mutex
+	pollBuf []unix.PollFd // guarded by pollMu: see pollFDsLocked
+
 	tmCompl []Completion // timer goroutine's completions
 
 	wake chan struct{}
@@ -433,6 +436,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		ackBuf:  make([]byte, 0, 64*wire.HeaderLen),
+		pollBuf: make([]unix.PollFd, 0, 8),
 	}
 	for i := range e.freeOps {
 		e.freeOps[i] = int32(cfg.MaxOps - 1 - i)
@@ -1212,8 +1216,7 @@ func (e *Engine) BeginAssist() bool {
 	if e.cfg.ManualProgress || e.cfg.BusyPoll {
 		return false
 	}
-	var fds [4]unix.PollFd
-	if _, ok := e.PollFDs(fds[:0]); !ok {
+	if !e.pollable() {
 		return false
 	}
 	e.assisters.Add(1)
@@ -1250,10 +1253,36 @@ const busyPollSpin = 200 * time.Microsecond
 // Config.ManualProgress: a goroutine that found nothing to progress can
 // sleep in poll(2) on them. It must leave poll(2) before Close.
 func (e *Engine) PollFDs(dst []unix.PollFd) ([]unix.PollFd, bool) {
-	if p, ok := e.tr.(datapath.Pollable); ok {
-		return p.PollFDs(dst)
+	e.pollMu.Lock()
+	defer e.pollMu.Unlock()
+	fds, ok := e.pollFDsLocked()
+	if ok {
+		dst = append(dst, fds...)
 	}
-	return dst, false
+	return dst, ok
+}
+
+// pollable reports whether the transport can be waited for with poll(2)
+// now (PollFDs ok).
+func (e *Engine) pollable() bool {
+	e.pollMu.Lock()
+	_, ok := e.pollFDsLocked()
+	e.pollMu.Unlock()
+	return ok
+}
+
+// pollFDsLocked asks the transport for its descriptors in e.pollBuf: a
+// buffer passed through the datapath.Pollable interface escapes to the
+// heap, so a caller's stack array would cost an allocation per blocked
+// read. e.pollMu is held; the result is valid until it is released.
+func (e *Engine) pollFDsLocked() ([]unix.PollFd, bool) {
+	p, ok := e.tr.(datapath.Pollable)
+	if !ok {
+		return nil, false
+	}
+	fds, ok := p.PollFDs(e.pollBuf[:0])
+	e.pollBuf = fds[:0] // keep what the transport grew
+	return fds, ok
 }
 
 // Progress runs the receive side once for an engine with
