@@ -14,7 +14,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # test` runs them all once more without it. Name a new guard to match.
 GUARDS = Allocs$$|NoAllocs?$$|ZeroAllocs?$$|DoesNotAllocate$$|ZeroCopy
 
-.PHONY: all build generate test lint bench bench-veth demo clean
+.PHONY: all build generate test lint bench bench-veth demo clean provider install-provider
 
 all: build
 
@@ -55,5 +55,21 @@ demo:
 bench-veth:
 	GO=$(GO) sh scripts/bench-veth.sh
 
+# xdpfab's libfabric provider: libxdpfab-fi.so (the C shim libfabric
+# loads, exporting fi_prov_ini only) and libxdpfab-go.so (the Go part it
+# loads when a process asks for xdpfab), into PROVIDER_OUT. Needs gcc and
+# libfabric-dev. Use: FI_PROVIDER_PATH=$(PROVIDER_OUT) fi_info -p xdpfab
+PROVIDER_OUT ?= build/provider
+# libfabric's default provider directory (Debian's libfabric).
+LIBFABRIC_PROVDIR ?= /usr/lib/$(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)/libfabric
+
+provider:
+	GO=$(GO) LIBDIR=$(LIBFABRIC_PROVDIR) sh scripts/build-provider.sh $(PROVIDER_OUT)
+
+install-provider: provider
+	install -d $(DESTDIR)$(LIBFABRIC_PROVDIR)
+	install -m 0644 $(PROVIDER_OUT)/libxdpfab-fi.so $(PROVIDER_OUT)/libxdpfab-go.so $(DESTDIR)$(LIBFABRIC_PROVDIR)/
+
 clean:
 	$(GO) clean -testcache
+	rm -rf build

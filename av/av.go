@@ -76,6 +76,8 @@ type options struct {
 	mirrorSet bool
 	kmap      *ebpf.Map
 	authKeys  bool
+	id        uint32
+	release   func()
 }
 
 // WithAddrFormat sets the address format of the domain (fi_info
@@ -95,6 +97,17 @@ func WithMirror(m Mirror) Option {
 // with other AVs (each keys its entries with its own av_id) and with the
 // XDP program; the AV does not close m.
 func WithKernelMap(m *ebpf.Map) Option { return func(o *options) { o.kmap = m } }
+
+// WithKernelID makes an unnamed AV key its kernel map entries with id
+// (not bit 31, which marks named AVs; not 0) instead of an id counted in
+// this process: ids must be unique among the processes sharing a kernel
+// map, and xdp.Attachment.NewAVID hands out such ids. Close calls release
+// once it has removed the AV's entries from the map (not if that failed:
+// the id must not be used again while entries carry it). If Open fails,
+// release is not called. FI_EINVAL with a name.
+func WithKernelID(id uint32, release func()) Option {
+	return func(o *options) { o.id, o.release = id, release }
+}
 
 // WithAVAuthKey says the domain was opened with FI_AV_AUTH_KEY: the AV
 // holds authorization keys (InsertAuthKey), and per-insert FI_AV_USER_ID is
@@ -125,7 +138,8 @@ type AV struct {
 	// up to mu, and is held across kernel map syscalls so that mu is not.
 	wmu     sync.Mutex
 	mirror  Mirror
-	procMap bool // mirrors into the process's AV map (ProcessKernelMap)
+	procMap bool   // mirrors into the process's AV map (ProcessKernelMap)
+	release func() // WithKernelID's, after Close removed the entries
 	pend    pending
 	// heldDone are asynchronous inserts of a named AV that finished inside
 	// a change not yet published to other processes; their events wait
@@ -200,6 +214,9 @@ func Open(attr Attr, ctx any, opts ...Option) (*AV, error) {
 		}
 	} else {
 		av.id = lastAVID.Add(1) &^ sharedIDBit
+		if o.id != 0 {
+			av.id, av.release = o.id, o.release
+		}
 		av.t = newTable(attr.Count, rand.Uint64(), true)
 		av.t.retire = attr.Type == TypeMap
 		switch {
@@ -247,6 +264,9 @@ func validateAttr(attr *Attr, o *options) error {
 	}
 	if attr.Flags&fi.READ != 0 && attr.Name == "" {
 		return fmt.Errorf("FI_READ needs a named AV: %w", fi.EINVAL)
+	}
+	if o.id != 0 && (attr.Name != "" || o.id&sharedIDBit != 0) {
+		return fmt.Errorf("kernel id %#x for AV %q (named AVs take theirs from the name; bit 31 marks them): %w", o.id, attr.Name, fi.EINVAL)
 	}
 	if attr.Name == "" {
 		attr.MapAddr = 0 // ignored without a name
@@ -367,8 +387,15 @@ func (av *AV) Close() error {
 	}
 	if av.shared != nil {
 		errs = append(errs, av.shared.close())
-	} else if av.mirror != nil {
-		errs = append(errs, av.deleteAllFromKernel())
+	} else {
+		var err error
+		if av.mirror != nil {
+			err = av.deleteAllFromKernel()
+			errs = append(errs, err)
+		}
+		if err == nil && av.release != nil {
+			av.release() // no entry carries the id any more
+		}
 	}
 	if av.procMap {
 		errs = append(errs, releaseProcessMap())

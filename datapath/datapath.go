@@ -101,6 +101,19 @@ type Pollable interface {
 	PollFDs(dst []unix.PollFd) (fds []unix.PollFd, ok bool)
 }
 
+// PathChecker is implemented by transports that choose a packet's
+// link-layer path themselves (the AF_XDP transport builds its frames for a
+// cached next hop) and so can keep sending into the void when that path
+// changes under them (a neighbour's new MAC nobody announced). The
+// reliability engine calls CheckPath when packets to dst keep going
+// unanswered (retransmitted several times): the transport should verify
+// its path to dst again. CheckPath is a hint: it must return at once (the
+// caller holds its locks), must not call back into the caller, and rate
+// limiting repeated hints is the transport's business.
+type PathChecker interface {
+	CheckPath(dst netip.AddrPort)
+}
+
 // ErrClosed is returned by a closed transport; it matches fi.ESHUTDOWN.
 var ErrClosed error = closedError{}
 

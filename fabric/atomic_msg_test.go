@@ -146,7 +146,7 @@ func TestQueryAtomicMatchesValid(t *testing.T) {
 	// packet, not a fixed 1500-byte-MTU figure.
 	q, err := a.dom.QueryAtomic(fatomic.UINT8, fatomic.SUM, 0)
 	require.NoError(t, err)
-	require.Equal(t, a.dom.Info().MaxAtomicSize, q.Count)
+	require.Equal(t, a.dom.MaxAtomicSize(), q.Count)
 }
 
 // TestMsgInjectCompletes: FI_INJECT on the *Msg calls frees the source
@@ -166,7 +166,7 @@ func TestMsgInjectCompletes(t *testing.T) {
 	require.Equal(t, uint64(15), readU64(t, a, 0))
 
 	w := []byte("injected")
-	require.NoError(t, a.ep.WriteMsg(w, mr.Desc{}, a.peer, 64, regionKey, "w", 0, fi.INJECT))
+	require.NoError(t, a.ep.WriteMsg(rmaMsg(w, a.peer, 64, regionKey, "w", 0), fi.INJECT))
 	copy(w, "XXXXXXXX")
 	e = comp(t, a.txCQ)
 	require.Equal(t, "w", e.Context)
@@ -373,6 +373,7 @@ func TestInjectAllocs(t *testing.T) {
 	m := oneElem(a, 0, one, fatomic.SUM)
 	m.Context, m.Data = opCtx, 7
 	resv := []fabric.IOC{{Buf: res, Count: 1}}
+	wm := rmaMsg(w, a.peer, 64, regionKey, opCtx, 0)
 	for _, tc := range []struct {
 		name string
 		op   func()
@@ -398,7 +399,7 @@ func TestInjectAllocs(t *testing.T) {
 			block(t, b.rxCQ, buf, 1)
 		}},
 		{"writemsg_inject", func() {
-			if err := a.ep.WriteMsg(w, mr.Desc{}, a.peer, 64, regionKey, opCtx, 0, fi.INJECT); err != nil {
+			if err := a.ep.WriteMsg(wm, fi.INJECT); err != nil {
 				t.Fatal(err)
 			}
 			waitWrite()

@@ -251,3 +251,106 @@ func BenchmarkWrite4KiB(b *testing.B) {
 		return a.ep.Write(data, mr.Desc{}, a.peer, 0, regionKey, opCtx)
 	})
 }
+
+// TestMsgRMAAllocs: once warm, the vector and msg forms of fi_msg(3) and
+// fi_rma(3) allocate nothing per operation, initiator and target sides
+// together. Both sides use manual progress and completions are polled,
+// each poll driving both endpoints: this measures the calls and the
+// datapath, not the blocking reads.
+func TestMsgRMAAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	manual := fabric.DomainAttr{Progress: fabric.ProgressManual}
+	a, b := pair(t, sideOpts{dom: manual}, sideOpts{dom: manual})
+	buf := make([]fabric.CQEntry, 4)
+	p1, p2, p3 := make([]byte, 8), make([]byte, 100), make([]byte, 3000)
+	r1, r2, r3 := make([]byte, 8), make([]byte, 100), make([]byte, 3000)
+	iov := [][]byte{p1, p2, p3}
+	riov := [][]byte{r1, r2, r3}
+	smsg := &fabric.Msg{MsgIOV: iov, Addr: a.peer, Context: opCtx, Data: 9}
+	rmsg := &fabric.Msg{MsgIOV: riov, Addr: fi.AddrUnspec, Context: opCtx}
+	n := len(p1) + len(p2) + len(p3)
+	wmsg := &fabric.MsgRMA{MsgIOV: iov, Addr: a.peer, RMAIOV: []fabric.RMAIov{{Addr: 64, Len: n, Key: regionKey}},
+		Context: opCtx, Data: 7}
+	rdmsg := &fabric.MsgRMA{MsgIOV: riov, Addr: a.peer, RMAIOV: []fabric.RMAIov{{Addr: 64, Len: n, Key: regionKey}},
+		Context: opCtx}
+	// poll reads one completion from cq, driving the other side's
+	// progress between reads (fi_cq_read with count 0).
+	poll := func(cq *fabric.CQ) {
+		for {
+			n, err := cq.Read(buf[:1])
+			switch {
+			case n == 1:
+				return
+			case !errors.Is(err, fi.EAGAIN):
+				e, _ := cq.ReadErr(0)
+				t.Fatalf("completion error %v: %v", err, e.Err)
+			}
+			_, _ = a.txCQ.Read(buf[:0])
+			_, _ = b.rxCQ.Read(buf[:0])
+		}
+	}
+	check := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		op   func()
+	}{
+		{"sendv_recvv", func() {
+			check(b.ep.RecvV(riov, nil, fi.AddrUnspec, opCtx))
+			check(a.ep.SendV(iov, nil, a.peer, opCtx))
+			poll(a.txCQ)
+			poll(b.rxCQ)
+		}},
+		{"sendmsg_recvmsg_data", func() {
+			check(b.ep.RecvMsg(rmsg, 0))
+			check(a.ep.SendMsg(smsg, fi.REMOTE_CQ_DATA))
+			poll(a.txCQ)
+			poll(b.rxCQ)
+		}},
+		{"injectdata", func() {
+			check(b.ep.Recv(r1, mr.Desc{}, fi.AddrUnspec, opCtx))
+			check(a.ep.InjectData(p1, 5, a.peer))
+			poll(b.rxCQ)
+		}},
+		{"writev", func() {
+			check(a.ep.WriteV(iov, nil, a.peer, 64, regionKey, opCtx))
+			poll(a.txCQ)
+		}},
+		{"writemsg_cq_data", func() {
+			check(a.ep.WriteMsg(wmsg, fi.REMOTE_CQ_DATA))
+			poll(a.txCQ)
+			poll(b.rxCQ)
+		}},
+		{"writedata", func() {
+			check(a.ep.WriteData(p3, mr.Desc{}, 3, a.peer, 64, regionKey, opCtx))
+			poll(a.txCQ)
+			poll(b.rxCQ)
+		}},
+		{"inject_writedata", func() {
+			check(a.ep.InjectWriteData(p2, 4, a.peer, 64, regionKey))
+			poll(b.rxCQ)
+		}},
+		{"readv", func() {
+			check(a.ep.ReadV(riov, nil, a.peer, 64, regionKey, opCtx))
+			poll(a.txCQ)
+		}},
+		{"readmsg", func() {
+			check(a.ep.ReadMsg(rdmsg, fi.COMPLETION))
+			poll(a.txCQ)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 200 { // warm the pools, timers and buffers
+				tc.op()
+			}
+			allocs := testing.AllocsPerRun(500, tc.op)
+			t.Logf("%s: %.2f allocs/op", tc.name, allocs)
+			require.Zero(t, allocs, "%s allocates per operation", tc.name)
+		})
+	}
+}

@@ -14,14 +14,16 @@ import (
 // CntrEvents is enum fi_cntr_events.
 type CntrEvents int
 
-// CntrEventsComp (FI_CNTR_EVENTS_COMP) counts completed operations.
+// CntrEventsComp (FI_CNTR_EVENTS_COMP) counts completed operations, the
+// one kind libfabric 1.17 defines.
 const CntrEventsComp CntrEvents = 0
 
 // CntrAttr is fi_cntr_attr.
 type CntrAttr struct {
 	Events  CntrEvents
 	WaitObj fi.WaitObj // WaitNone disables Wait; anything else blocks in Go
-	Flags   fi.Flags
+	WaitSet *wait.Set  // the set to join with fi.WaitSet
+	Flags   fi.Flags   // reserved: 0
 }
 
 // Cntr is a completion counter (fi_cntr): a success count and an error count
@@ -35,8 +37,17 @@ type Cntr struct {
 	value atomic.Uint64
 	errs  atomic.Uint64
 
-	obj      *wait.Object // nil for FI_WAIT_NONE
-	progress progressSet  // endpoints whose manual progress reads drive
+	// obj is the counter's own wait object (nil for FI_WAIT_NONE), for
+	// FI_WAIT_SET a private one, as the CQ's (see CQ.obj); set is the
+	// wait set joined with FI_WAIT_SET.
+	obj *wait.Object
+	set *wait.Set
+	// changes counts updates of either value; seen is changes as the last
+	// Read or ReadErr found it: the counter is pending in its wait set
+	// (and for TryWait) while they differ.
+	changes  atomic.Uint64
+	seen     atomic.Uint64
+	progress progressSet // endpoints whose manual progress reads drive
 	closed   atomic.Bool
 	refs     atomic.Int32 // endpoints bound to the counter
 }
@@ -51,7 +62,22 @@ func (d *Domain) CntrOpen(attr CntrAttr, context any) (*Cntr, error) {
 	}
 	c := &Cntr{FIDBase: fi.NewFIDBase(fi.ClassCntr, context), dom: d, attr: attr}
 	c.progress.auto = d.attr.Progress != ProgressManual
-	if attr.WaitObj != fi.WaitNone {
+	switch attr.WaitObj {
+	case fi.WaitNone:
+	case fi.WaitSet:
+		if attr.WaitSet == nil {
+			return nil, fmt.Errorf("cntr open: FI_WAIT_SET without a wait set: %w", fi.EINVAL)
+		}
+		obj, err := wait.NewObject(fi.WaitUnspec)
+		if err != nil {
+			return nil, fmt.Errorf("cntr open: %w", err)
+		}
+		if err := attr.WaitSet.Add((*cntrMember)(c)); err != nil {
+			obj.Close()
+			return nil, fmt.Errorf("cntr open: %w", err)
+		}
+		c.obj, c.set = obj, attr.WaitSet
+	default:
 		obj, err := wait.NewObject(attr.WaitObj)
 		if err != nil {
 			return nil, fmt.Errorf("cntr open: %w", err)
@@ -61,11 +87,30 @@ func (d *Domain) CntrOpen(attr CntrAttr, context any) (*Cntr, error) {
 	return c, nil
 }
 
+// cntrMember lets a counter join a wait.Set: it is pending while it has
+// changed since it was last read.
+type cntrMember Cntr
+
+func (m *cntrMember) Pending() bool { return (*Cntr)(m).pending() }
+
+func (c *Cntr) pending() bool { return c.changes.Load() != c.seen.Load() || c.closed.Load() }
+
+// Attr returns the counter's attributes.
+func (c *Cntr) Attr() CntrAttr { return c.attr }
+
 // Read is fi_cntr_read.
-func (c *Cntr) Read() uint64 { c.progress.run(); return c.value.Load() }
+func (c *Cntr) Read() uint64 {
+	c.progress.run()
+	c.seen.Store(c.changes.Load())
+	return c.value.Load()
+}
 
 // ReadErr is fi_cntr_readerr.
-func (c *Cntr) ReadErr() uint64 { c.progress.run(); return c.errs.Load() }
+func (c *Cntr) ReadErr() uint64 {
+	c.progress.run()
+	c.seen.Store(c.changes.Load())
+	return c.errs.Load()
+}
 
 // Add is fi_cntr_add.
 func (c *Cntr) Add(v uint64) error { c.value.Add(v); c.wake(); return nil }
@@ -80,10 +125,47 @@ func (c *Cntr) AddErr(v uint64) error { c.errs.Add(v); c.wake(); return nil }
 func (c *Cntr) SetErr(v uint64) error { c.errs.Store(v); c.wake(); return nil }
 
 func (c *Cntr) wake() {
+	c.changes.Add(1)
 	c.progress.wake()
 	if c.obj != nil {
 		c.obj.Signal()
 	}
+	if c.set != nil {
+		c.set.Signal()
+	}
+}
+
+// Control is fi_control on the counter: wait.GetWait returns the eventfd
+// (into an *int) or the mutex/cond pair (into a *wait.MutexCond) to wait
+// on outside xdpfab, the set's for a counter in a wait set;
+// wait.GetWaitObj returns the kind. FI_WAIT_NONE: FI_ENODATA.
+func (c *Cntr) Control(cmd wait.Command, arg any) error {
+	switch {
+	case c.set != nil:
+		return c.set.Control(cmd, arg)
+	case c.obj != nil:
+		return c.obj.Control(cmd, arg)
+	}
+	return fmt.Errorf("cntr control: FI_WAIT_NONE: %w", fi.ENODATA)
+}
+
+// TryWait is fi_trywait for the counter: FI_EAGAIN when it changed since
+// it was last read, else its wait object is armed so that a poll on it
+// wakes on the next change.
+func (c *Cntr) TryWait() error {
+	switch {
+	case c.closed.Load():
+		return fmt.Errorf("cntr trywait: closed: %w", fi.EINVAL)
+	case c.set != nil:
+		return c.set.TryWait()
+	case c.obj == nil:
+		return fmt.Errorf("cntr trywait: FI_WAIT_NONE: %w", fi.ENOSYS)
+	}
+	c.obj.Reset()
+	if c.pending() {
+		return fi.EAGAIN
+	}
+	return nil
 }
 
 // Wait is fi_cntr_wait: it blocks until the counter reaches threshold, the
@@ -148,6 +230,9 @@ func (c *Cntr) Close() error {
 	if c.obj != nil {
 		c.obj.Signal()
 		c.obj.Close()
+	}
+	if c.set != nil {
+		c.set.Remove((*cntrMember)(c))
 	}
 	c.progress.close()
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/xdpfab/xdpfab/fi"
@@ -29,7 +30,8 @@ type CQAttr struct {
 	Format          CQFormat
 	WaitObj         fi.WaitObj
 	SignalingVector int
-	WaitSet         *wait.Set // the set to join with fi.WaitSet
+	WaitCond        CQWaitCond // how SReadCond's cond is read
+	WaitSet         *wait.Set  // the set to join with fi.WaitSet
 }
 
 // DefaultCQSize is the CQ size used when CQAttr.Size is 0.
@@ -93,6 +95,11 @@ type CQ struct {
 	// signalled after mu is released.
 	obj *wait.Object
 	set *wait.Set
+
+	// signaled is fi_cq_signal's wake-up, remembered until one blocking
+	// read (SRead, or Wait on the CQ's wait set) that finds nothing to
+	// read takes it (takeSignal) and returns at once.
+	signaled atomic.Bool
 }
 
 // CQOpen is fi_cq_open.
@@ -108,6 +115,9 @@ func (d *Domain) CQOpen(attr CQAttr, context any) (*CQ, error) {
 	}
 	if attr.Format < CQFormatUnspec || attr.Format > CQFormatTagged {
 		return nil, fmt.Errorf("cq open: format %d: %w", attr.Format, fi.EINVAL)
+	}
+	if attr.WaitCond != CQCondNone && attr.WaitCond != CQCondThreshold {
+		return nil, fmt.Errorf("cq open: wait_cond %d: %w", attr.WaitCond, fi.EINVAL)
 	}
 	if attr.Format == CQFormatUnspec {
 		attr.Format = CQFormatData
@@ -143,6 +153,15 @@ func (d *Domain) CQOpen(attr CQAttr, context any) (*CQ, error) {
 type cqMember CQ
 
 func (m *cqMember) Pending() bool { return (*CQ)(m).pending() }
+
+// TakeSignal implements wait.SignalTaker: fi_cq_signal on a CQ in a wait
+// set also ends one fi_wait on the set.
+func (m *cqMember) TakeSignal() bool { return (*CQ)(m).takeSignal() }
+
+// takeSignal consumes a pending fi_cq_signal.
+func (cq *CQ) takeSignal() bool {
+	return cq.signaled.Load() && cq.signaled.CompareAndSwap(true, false)
+}
 
 func (cq *CQ) pending() bool {
 	cq.mu.Lock()
@@ -309,33 +328,60 @@ func (cq *CQ) ReadErr(flags fi.Flags) (CQErrEntry, error) {
 
 // SRead is fi_cq_sread: Read that blocks until at least one completion (or
 // an error completion, FI_EAVAIL) is queued, timeoutMs milliseconds pass
-// (FI_EAGAIN; negative waits forever) or the CQ is closed. It fails with
-// FI_ENOSYS on a CQ opened with FI_WAIT_NONE; a CQ in a wait set waits for
-// its own completions.
+// (FI_EAGAIN; negative waits forever), Signal is called (FI_EAGAIN) or the
+// CQ is closed. It fails with FI_ENOSYS on a CQ opened with FI_WAIT_NONE;
+// a CQ in a wait set waits for its own completions.
+//
+// A Signal made while no SRead is blocked is remembered, as libfabric's
+// CQs do: the next blocking read that finds nothing to read (an SRead with
+// a non-zero timeout, or a Wait on the CQ's wait set) returns FI_EAGAIN at
+// once and consumes it. One Signal ends one such read; an SRead that finds
+// completions returns them and leaves the signal pending.
 func (cq *CQ) SRead(buf []CQEntry, timeoutMs int) (int, error) {
 	return cq.SReadFrom(buf, nil, timeoutMs)
 }
 
-// SReadFrom is fi_cq_sreadfrom.
+// SReadFrom is fi_cq_sreadfrom: SRead that reports source addresses as
+// ReadFrom does.
 func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error) {
+	return cq.sread(buf, src, 1, timeoutMs)
+}
+
+// sread is SRead waiting until threshold entries are queued (see
+// SReadCond), or an error completion heads the queue.
+func (cq *CQ) sread(buf []CQEntry, src []fi.Addr, threshold, timeoutMs int) (int, error) {
 	if cq.obj == nil {
 		return 0, fmt.Errorf("cq sread: no wait object (%v): %w", cq.attr.WaitObj, fi.ENOSYS)
 	}
 	if src != nil && len(src) < len(buf) {
 		return 0, fmt.Errorf("cq sreadfrom: %d source slots for %d entries: %w", len(src), len(buf), fi.EINVAL)
 	}
+	// done reads the CQ once threshold entries are queued (or an error
+	// heads it) and reports whether the wait is over: something was read
+	// (or an error), or, short of that, a pending Signal was taken, which
+	// ends the wait with whatever is queued (FI_EAGAIN when nothing is). A
+	// zero timeout is a plain read and leaves the signal for a read that
+	// would block, as libfabric does.
+	var n int
+	var err error
+	done := func() bool {
+		cq.mu.Lock()
+		defer cq.mu.Unlock()
+		n, err = cq.readCondLocked(buf, src, threshold)
+		if !errors.Is(err, fi.EAGAIN) {
+			return true
+		}
+		if timeoutMs != 0 && cq.takeSignal() {
+			n, err = cq.readLocked(buf, src)
+			return true
+		}
+		return false
+	}
 	if cq.progress.manual() {
 		// Manual progress: nobody else moves packets, so block by driving
 		// the bound endpoints until something completes.
-		var n int
-		var err error
-		if !cq.progress.spin(timeoutMs, func() bool {
-			cq.mu.Lock()
-			n, err = cq.readLocked(buf, src)
-			cq.mu.Unlock()
-			return !errors.Is(err, fi.EAGAIN)
-		}) {
-			return 0, fi.EAGAIN
+		if !cq.progress.spin(timeoutMs, done) {
+			return cq.readAny(buf, src)
 		}
 		return n, err
 	}
@@ -349,49 +395,55 @@ func (cq *CQ) SReadFrom(buf []CQEntry, src []fi.Addr, timeoutMs int) (int, error
 		// so the packet that completes an operation wakes this thread
 		// and not the receive goroutine's, which would then wake this
 		// one.
-		var n int
-		var err error
-		held, waited := cq.progress.assistedWait(deadline, timeoutMs < 0, func() bool {
-			cq.mu.Lock()
-			n, err = cq.readLocked(buf, src)
-			cq.mu.Unlock()
-			return !errors.Is(err, fi.EAGAIN)
-		})
+		held, waited := cq.progress.assistedWait(deadline, timeoutMs < 0, done)
 		switch {
 		case held:
 			return n, err
 		case waited:
-			return 0, fi.EAGAIN
+			return cq.readAny(buf, src)
 		}
 	}
+	ready := func() bool { return cq.pendingCond(threshold) || cq.signaled.Load() }
 	for {
-		n, err := cq.ReadFrom(buf, src)
-		if !errors.Is(err, fi.EAGAIN) {
+		cq.progress.run()
+		if done() {
 			return n, err
 		}
 		if timeoutMs >= 0 {
 			timeout = time.Until(deadline)
 			if timeout <= 0 {
-				return 0, fi.EAGAIN
+				return cq.readAny(buf, src)
 			}
 		}
-		if err := cq.obj.Wait(timeout, cq.pending); err != nil {
+		if err := cq.obj.Wait(timeout, ready); err != nil {
 			if errors.Is(err, fi.ETIMEDOUT) || errors.Is(err, fi.EINTR) {
-				return 0, fi.EAGAIN
+				return cq.readAny(buf, src)
 			}
 			return 0, fmt.Errorf("cq sread: %w", err)
 		}
 	}
 }
 
-// Signal is fi_cq_signal: it wakes a goroutine blocked in SRead, which
-// returns FI_EAGAIN.
+// Signal is fi_cq_signal: it ends one blocking read of the CQ with
+// FI_EAGAIN, the one blocked in SRead now or, if none is, the next one
+// (see SRead). It also signals the exported wait object (the eventfd
+// becomes readable, the condition is broadcast) or the wait set, like a
+// completion, so an application sleeping on those wakes up too.
 func (cq *CQ) Signal() error {
 	if cq.obj == nil {
 		return fmt.Errorf("cq signal: no wait object: %w", fi.ENOSYS)
 	}
-	cq.obj.Interrupt()
-	cq.progress.interrupt() // a reader driving manual progress in SRead
+	cq.mu.Lock()
+	closed := cq.closed
+	cq.mu.Unlock()
+	if closed {
+		return fmt.Errorf("cq signal: closed: %w", fi.EINVAL)
+	}
+	// Published before the wake-ups: a reader that registered as a waiter
+	// (wait.Object, progressSet.sleep) before this sees it when woken, one
+	// that registers after sees it in its first check.
+	cq.signaled.Store(true)
+	cq.signal()
 	return nil
 }
 

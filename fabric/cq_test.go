@@ -1,12 +1,14 @@
 package fabric_test
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	fatomic "github.com/xdpfab/xdpfab/atomic"
 	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
@@ -103,10 +105,12 @@ func TestCQFormats(t *testing.T) {
 // TestRemoteCQData: fi_senddata and fi_writemsg with FI_REMOTE_CQ_DATA
 // deliver the data in the target's receive completion; a write's
 // completion consumes no posted receive and never takes a slot promised to
-// one.
+// one: with the target's CQ full, the write is refused whole (FI_EOVERRUN
+// at the initiator, target memory untouched) instead of losing its
+// notification.
 func TestRemoteCQData(t *testing.T) {
 	a, b := pair(t, sideOpts{}, sideOpts{rxCQ: &fabric.CQAttr{Size: 2, WaitObj: fi.WaitUnspec}})
-	require.NoError(t, a.ep.WriteMsg([]byte("w"), mr.Desc{}, a.peer, 0, regionKey, "w", 0xfeed, fi.REMOTE_CQ_DATA))
+	require.NoError(t, a.ep.WriteMsg(rmaMsg([]byte("w"), a.peer, 0, regionKey, "w", 0xfeed), fi.REMOTE_CQ_DATA))
 	comp(t, a.txCQ)
 	e, src := compFrom(t, b.rxCQ)
 	require.Equal(t, fabric.CQEntry{Flags: fi.RMA | fi.REMOTE_WRITE | fi.REMOTE_CQ_DATA, Data: 0xfeed}, e)
@@ -115,14 +119,28 @@ func TestRemoteCQData(t *testing.T) {
 	comp(t, a.txCQ)
 	noComp(t, b.rxCQ) // no data, no target completion
 
-	// Two receives hold both slots of b's CQ: the write's completion is
-	// dropped (overrun) rather than taking one of them.
+	// Two receives hold both slots of b's CQ: the write with data is
+	// refused rather than taking one of them or being done unreported.
 	rbufs := [][]byte{make([]byte, 8), make([]byte, 8)}
 	for i, rb := range rbufs {
 		require.NoError(t, b.ep.Recv(rb, mr.Desc{}, fi.AddrUnspec, i))
 	}
-	require.NoError(t, a.ep.WriteMsg([]byte("w"), mr.Desc{}, a.peer, 0, regionKey, "w", 1, fi.REMOTE_CQ_DATA))
-	comp(t, a.txCQ)
+	require.NoError(t, a.ep.WriteMsg(rmaMsg([]byte("refused"), a.peer, 100, regionKey, "w", 1), fi.REMOTE_CQ_DATA))
+	ee := errComp(t, a.txCQ)
+	require.ErrorIs(t, ee.Err, fi.EOVERRUN)
+	require.Equal(t, "w", ee.Context)
+	require.Equal(t, make([]byte, 7), b.mem[100:107], "a refused write leaves memory untouched")
+	// The same for a segmented write (its first segment holds the slot)
+	// and an atomic with data.
+	big := bytes.Repeat([]byte{0xaa}, 3*a.ep.MaxPacket())
+	require.NoError(t, a.ep.WriteData(big, mr.Desc{}, 2, a.peer, 4096, regionKey, "big"))
+	require.ErrorIs(t, errComp(t, a.txCQ).Err, fi.EOVERRUN)
+	require.Equal(t, make([]byte, len(big)), b.mem[4096:4096+len(big)])
+	m := oneElem(a, 200, u64(5), fatomic.SUM)
+	m.Context, m.Data = "amo", 4
+	require.NoError(t, a.ep.AtomicMsg(m, fi.REMOTE_CQ_DATA))
+	require.ErrorIs(t, errComp(t, a.txCQ).Err, fi.EOVERRUN)
+	require.Equal(t, make([]byte, 8), b.mem[200:208], "a refused atomic is not executed")
 	for i := range rbufs {
 		require.NoError(t, a.ep.SendData([]byte{byte(i)}, mr.Desc{}, uint64(100+i), a.peer, nil))
 		comp(t, a.txCQ)
@@ -132,6 +150,14 @@ func TestRemoteCQData(t *testing.T) {
 		require.Equal(t, i, e.Context)
 		require.Equal(t, uint64(100+i), e.Data)
 	}
+	noComp(t, b.rxCQ)
+	// Room again: the segmented write with data lands whole and is
+	// reported once.
+	require.NoError(t, a.ep.WriteData(big, mr.Desc{}, 3, a.peer, 4096, regionKey, "big"))
+	comp(t, a.txCQ)
+	e = comp(t, b.rxCQ)
+	require.Equal(t, fabric.CQEntry{Flags: fi.RMA | fi.REMOTE_WRITE | fi.REMOTE_CQ_DATA, Data: 3}, e)
+	require.Equal(t, big, b.mem[4096:4096+len(big)])
 	noComp(t, b.rxCQ)
 }
 

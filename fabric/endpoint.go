@@ -30,9 +30,11 @@ type EPAttr struct {
 	// first endpoint and any free port otherwise.
 	Port uint16
 	// TxSize bounds the operations outstanding at once (tx_attr.size);
-	// posting more fails with FI_EAGAIN. Default 4096.
+	// posting more fails with FI_EAGAIN. Default DefaultTxSize, at most
+	// MaxTxSize.
 	TxSize int
-	// RxSize bounds the receives posted at once (rx_attr.size). Default 1024.
+	// RxSize bounds the receives posted at once (rx_attr.size). Default
+	// DefaultRxSize, at most MaxRxSize.
 	RxSize int
 	// OpFlags are the default op flags of calls without a flags argument
 	// (tx_attr.op_flags), e.g. fi.COMPLETION with a CQ bound with
@@ -88,6 +90,10 @@ type Endpoint struct {
 	// segFail is the errno of each peer's segmented RMA transfer that
 	// failed part way (receive goroutine only; see segmentFailed).
 	segFail map[reliable.Peer]fi.Errno
+	// cqDataHeld is the receive CQ slot reserved for the remote CQ data
+	// of each peer's write or atomic executing now (receive goroutine
+	// only; see holdCQData).
+	cqDataHeld map[reliable.Peer]*CQ
 }
 
 // Counter kinds an endpoint can bind (fi_ep_bind flags).
@@ -134,14 +140,14 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 	default:
 		return nil, fmt.Errorf("endpoint: type %d (only FI_EP_RDM): %w", attr.Type, fi.ENOPROTOOPT)
 	}
-	if attr.TxSize < 0 || attr.RxSize < 0 || attr.TxSize > 1<<16 || attr.RxSize > 1<<16 {
-		return nil, fmt.Errorf("endpoint: sizes %d/%d: %w", attr.TxSize, attr.RxSize, fi.EINVAL)
+	if attr.TxSize < 0 || attr.RxSize < 0 || attr.TxSize > MaxTxSize || attr.RxSize > MaxRxSize {
+		return nil, fmt.Errorf("endpoint: sizes %d/%d (at most %d/%d): %w", attr.TxSize, attr.RxSize, MaxTxSize, MaxRxSize, fi.EINVAL)
 	}
 	if attr.TxSize == 0 {
-		attr.TxSize = 4096
+		attr.TxSize = DefaultTxSize
 	}
 	if attr.RxSize == 0 {
-		attr.RxSize = 1024
+		attr.RxSize = DefaultRxSize
 	}
 	if attr.OpFlags&^(fi.COMPLETION|fi.INJECT|fi.FENCE|fi.DELIVERY_COMPLETE|fi.TRANSMIT_COMPLETE|fi.INJECT_COMPLETE) != 0 {
 		return nil, fmt.Errorf("endpoint: op flags %#x: %w", uint64(attr.OpFlags), fi.EBADFLAGS)
@@ -200,9 +206,10 @@ func (d *Domain) localAddr() netip.Addr {
 	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
-// udpListen opens the kernel UDP socket transport.
+// udpListen opens the kernel UDP socket transport, with next-hop checks
+// for silent peers (udp.Options.PathChecks).
 func udpListen(local netip.AddrPort) (datapath.Transport, error) {
-	return udp.Listen(local, udp.Options{})
+	return udp.Listen(local, udp.Options{PathChecks: true})
 }
 
 // GetName is fi_getname: the endpoint's address in the AV's binary format
@@ -411,6 +418,7 @@ func (ep *Endpoint) Close() error {
 	}
 	if eng != nil {
 		eng.Close() // completes what is pending with FI_ECANCELED, via onComplete
+		ep.releaseAllCQData()
 	}
 	ep.tr.Close()
 	ep.rx.cancelAll(ep)

@@ -181,27 +181,26 @@ func TestDomainCloseAndInfo(t *testing.T) {
 			MRMode: mr.ModeLocal | mr.ModeProvKey}, nil)
 		require.NoError(t, err)
 		info := d.Info()
-		require.Equal(t, fabric.ProviderName, info.Provider)
+		require.Equal(t, fabric.ProviderName, info.FabricAttr.ProvName)
 		require.Equal(t, tc.format, info.AddrFormat)
-		require.Equal(t, mr.ModeLocal|mr.ModeProvKey, info.MRMode)
-		require.Equal(t, fabric.MaxMsgSize, info.MaxMsgSize)
-		require.Equal(t, fabric.InjectSize, info.InjectSize)
-		require.Equal(t, mr.IOVLimit, info.MRIovLimit)
-		require.Equal(t, mr.KeySize, info.MRKeySize)
+		require.Equal(t, mr.ModeLocal|mr.ModeProvKey, info.DomainAttr.MRMode)
+		require.Equal(t, fabric.MaxMsgSize, info.EPAttr.MaxMsgSize)
+		require.Equal(t, fabric.InjectSize, info.TxAttr.InjectSize)
+		require.Equal(t, mr.IOVLimit, info.DomainAttr.MRIovLimit)
+		require.Equal(t, mr.KeySize, info.DomainAttr.MRKeySize)
 		for _, c := range []fi.Flags{fi.MSG, fi.RMA, fi.ATOMIC, fi.SOURCE, fi.AV_USER_ID, fi.DIRECTED_RECV, fi.RMA_EVENT} {
 			require.NotZero(t, info.Caps&c, "caps %#x lack %#x", uint64(info.Caps), uint64(c))
 		}
-		require.Zero(t, info.Caps&fi.TAGGED, "no FI_TAGGED")
 
 		ep, err := d.Endpoint(fabric.EPAttr{}, nil)
 		require.NoError(t, err)
 		if tc.format == fi.FormatSockaddr6 {
 			require.Len(t, ep.GetName(), 28, "sockaddr_in6")
 		}
-		// Info's max_atomic_size is what an endpoint's valid calls allow.
+		// The domain's max_atomic_size is what an endpoint's valid calls allow.
 		n, err := ep.AtomicValid(fatomic.UINT8, fatomic.SUM)
 		require.NoError(t, err)
-		require.Equal(t, info.MaxAtomicSize, n)
+		require.Equal(t, d.MaxAtomicSize(), n)
 		require.ErrorIs(t, d.Close(), fi.EBUSY, "endpoint open")
 		require.NoError(t, ep.Close())
 		require.NoError(t, d.Close())
@@ -222,13 +221,13 @@ func TestSelectiveCompletion(t *testing.T) {
 		sideOpts{cqFlags: fi.SELECTIVE_COMPLETION, cntrs: fi.RECV})
 
 	require.NoError(t, a.ep.Write([]byte("x"), mr.Desc{}, a.peer, 0, regionKey, "quiet"))
-	require.NoError(t, a.ep.WriteMsg([]byte("y"), mr.Desc{}, a.peer, 1, regionKey, "asked", 0, fi.COMPLETION))
+	require.NoError(t, a.ep.WriteMsg(rmaMsg([]byte("y"), a.peer, 1, regionKey, "asked", 0), fi.COMPLETION))
 	require.Equal(t, "asked", comp(t, a.txCQ).Context, "only the write that asked completes")
 	require.Equal(t, uint64(2), a.cntr[fi.WRITE].Read(), "the counter counts both")
 	require.NoError(t, a.ep.Write([]byte("z"), mr.Desc{}, a.peer, 0, 0xbad, "failed"))
 	e := errComp(t, a.txCQ)
 	require.Equal(t, "failed", e.Context, "errors complete without FI_COMPLETION")
-	require.NoError(t, a.ep.WriteMsg([]byte("z"), mr.Desc{}, a.peer, 0, 0xbad, "failed2", 0, fi.COMPLETION))
+	require.NoError(t, a.ep.WriteMsg(rmaMsg([]byte("z"), a.peer, 0, 0xbad, "failed2", 0), fi.COMPLETION))
 	require.Equal(t, "failed2", errComp(t, a.txCQ).Context)
 	noComp(t, a.txCQ)
 	one := binary.LittleEndian.AppendUint64(nil, 1)
@@ -266,14 +265,14 @@ func TestSelectiveCompletion(t *testing.T) {
 	require.Equal(t, "r", comp(t, d.rxCQ).Context)
 	require.NoError(t, c.ep.Write([]byte("w"), mr.Desc{}, c.peer, 0, regionKey, "w"))
 	require.Equal(t, "w", comp(t, c.txCQ).Context)
-	require.NoError(t, c.ep.WriteMsg([]byte("w"), mr.Desc{}, c.peer, 0, regionKey, "wm", 0, 0))
+	require.NoError(t, c.ep.WriteMsg(rmaMsg([]byte("w"), c.peer, 0, regionKey, "wm", 0), 0))
 	noComp(t, c.txCQ) // the *Msg call's flags replace the defaults
 	require.NoError(t, c.ep.Inject([]byte("i"), c.peer))
 	noComp(t, c.txCQ)
 
 	// Without FI_SELECTIVE_COMPLETION every operation completes.
 	e2, f2 := pair(t, sideOpts{}, sideOpts{})
-	require.NoError(t, e2.ep.WriteMsg([]byte("w"), mr.Desc{}, e2.peer, 0, regionKey, "wm", 0, 0))
+	require.NoError(t, e2.ep.WriteMsg(rmaMsg([]byte("w"), e2.peer, 0, regionKey, "wm", 0), 0))
 	require.Equal(t, "wm", comp(t, e2.txCQ).Context)
 	_ = f2
 }
@@ -645,7 +644,7 @@ func TestSegmentedWriteOutOfRange(t *testing.T) {
 func TestMRLocal(t *testing.T) {
 	local := fabric.DomainAttr{MRMode: mr.ModeLocal}
 	a, b := pair(t, sideOpts{dom: local}, sideOpts{dom: local})
-	require.Equal(t, mr.ModeLocal, a.dom.Info().MRMode&mr.ModeLocal)
+	require.Equal(t, mr.ModeLocal, a.dom.Info().DomainAttr.MRMode&mr.ModeLocal)
 	buf := a.mem[:64]
 	desc := a.region.Desc()
 	other := make([]byte, 64)
@@ -833,7 +832,7 @@ func putLongDouble(e []byte, v uint64) {
 
 func TestAtomicValidAgreesWithEngine(t *testing.T) {
 	a, _ := pair(t, sideOpts{}, sideOpts{})
-	eng := fatomic.Engine{MaxPayload: a.dom.Info().MaxAtomicSize}
+	eng := fatomic.Engine{MaxPayload: a.dom.MaxAtomicSize()}
 	for dt := range fatomic.Datatype(fatomic.NumDatatypes) {
 		for op := range fatomic.Op(fatomic.NumOps) {
 			for _, tc := range []struct {

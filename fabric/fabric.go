@@ -16,13 +16,16 @@
 // access checks, with the errno the initiator then gets) and the atomic
 // engine, and the initiator's CQ and counters report completion.
 //
-// Provider choices, as fi_getinfo would report them: FI_EP_RDM endpoints,
-// FI_SOCKADDR_IN/IN6 addresses, auto progress (goroutines; busy polling on
-// request), FI_THREAD_SAFE, mr_mode FI_MR_PROV_KEY|FI_MR_ALLOCATED|FI_MR_LOCAL
-// off by default (see DomainAttr.MRMode), completions delivered when the
+// Provider choices, as fi_getinfo reports them (GetInfo; the full list
+// and how hints match is in getinfo.go's fi_getinfo section): FI_EP_RDM
+// endpoints, FI_SOCKADDR_IN/IN6 addresses, one Info per usable local
+// address (fabric_attr.name its network, domain_attr.name its interface),
+// auto progress (goroutines; busy polling on request) or manual on request,
+// FI_THREAD_SAFE, no mode bits, mr_mode none required (the bits an
+// application sets in DomainAttr.MRMode are enforced), completions delivered when the
 // target has executed the operation (FI_DELIVERY_COMPLETE semantics for
 // every operation, so fetched data is in the caller's buffer before its
-// completion is read).
+// completion is read; see Completion levels).
 //
 // Authorization keys. Every request presents one key, as its digest in the
 // wire header (mr.AuthDigest, docs/protocol.md): the key of its
@@ -51,6 +54,73 @@
 // segmenting of messages and RMA follow it; Info and Endpoint.MaxPacket
 // report it. There is no attribute to override it. See mtu.go.
 //
+// Messages and RMA (fi_msg(3), fi_rma(3)). Every call has its Go method:
+// Send, SendV, SendMsg, SendData, Inject, InjectData, Recv, RecvV,
+// RecvMsg; Write, WriteV, WriteMsg, WriteData, InjectWrite,
+// InjectWriteData, Read, ReadV, ReadMsg. iov_limit is IovLimit (8) local
+// buffers per call, FI_EINVAL beyond it or with fewer descriptors than
+// buffers; a vector is gathered into one message or transfer (up to 64 KiB
+// in the op slot's reused buffer, larger ones in a buffer of their own)
+// and scattered on receipt, so the wire never sees the split.
+// rma_iov_limit is RMAIovLimit (1): one remote range per call, whose
+// length must equal the local buffers' (FI_EINVAL otherwise) — MPI's
+// one-sided layer and fabtests post one range, and a single range keeps
+// each call one request that is either accepted whole or not at all.
+//
+// Operation flags. The calls with a flags argument take FI_COMPLETION,
+// FI_MORE, FI_FENCE, FI_INJECT (at most inject_size bytes, FI_EMSGSIZE
+// beyond; the buffers are free at return), FI_REMOTE_CQ_DATA (sends and
+// writes) and the completion levels; a receive takes FI_COMPLETION,
+// FI_MORE, FI_TRANSMIT_COMPLETE and FI_DELIVERY_COMPLETE. Any other flag
+// fails with FI_EBADFLAGS and posts nothing: a flag asking for something
+// xdpfab does not do (FI_MULTICAST, FI_MATCH_COMPLETE, FI_COMMIT_COMPLETE,
+// FI_CLAIM, FI_DISCARD, remote CQ data or FI_INJECT on a read) is never
+// silently ignored. The calls without a flags argument use
+// EPAttr.OpFlags. fi_inject, fi_injectdata, fi_inject_write and
+// fi_inject_writedata never generate a completion at the initiator, not
+// even an error one; counters still count them.
+//
+// Completion levels. Every initiator completion is written when the
+// target has executed the operation and answered (data placed, atomic
+// applied, read data in the caller's buffer): FI_DELIVERY_COMPLETE. That
+// is never later than what FI_INJECT_COMPLETE (buffers reusable: the
+// datapath no longer reads them once every packet of the op is built)
+// and FI_TRANSMIT_COMPLETE (delivered to the peer, no longer tracked)
+// require, so all three are accepted and met by the same, stronger event,
+// as fi_cq(3) allows; FI_FENCE holds an operation until the earlier ones
+// to the same peer have completed, so a fenced operation's completion
+// also says they met delivery complete. Target completions (receives,
+// remote CQ data) are written once the data is in memory.
+//
+// Remote CQ data. fi_senddata/fi_injectdata/fi_sendmsg deliver the data
+// in the receive completion (FI_REMOTE_CQ_DATA set); fi_writedata,
+// fi_inject_writedata and fi_writemsg with FI_REMOTE_CQ_DATA (and atomics
+// with it) make a completion on the target endpoint's receive CQ with
+// FI_RMA|FI_REMOTE_WRITE|FI_REMOTE_CQ_DATA, the data, a nil context and
+// the initiator as source, consuming no posted receive. Its CQ slot is
+// reserved before the first byte lands: when the target's receive CQ has
+// no room the write (or atomic) is refused whole and the initiator's
+// completion fails with FI_EOVERRUN, target memory untouched. Together
+// with the slots posted operations reserve, this means xdpfab's CQs never
+// overrun: fi_cq(3)'s overrun state does not arise.
+//
+// CQs and counters. FI_CQ_FORMAT_UNSPEC is FI_CQ_FORMAT_DATA; CQEntry is
+// the union of the formats and a CQ clears the fields its format lacks
+// (error entries carry them all). Len is set on transmit completions too
+// (the bytes moved), which the page leaves undefined. ReadFrom reports the
+// sender's fi_addr (its user ID on an FI_AV_USER_ID AV), FI_ADDR_NOTAVAIL
+// for a peer not in the AV (EPAttr.AcceptUnknown); for a transmit
+// completion it is the operation's peer. CQAttr.WaitCond FI_CQ_COND_THRESHOLD makes SReadCond's
+// cond a count to wait for. fi_cq_signal is remembered until one blocking
+// read that finds nothing takes it (CQ.SRead, or fi_wait on the CQ's wait
+// set), as libfabric's CQs do, so a signal made just before the read is
+// not lost. A counter (fi_cntr) counts successes and
+// errors of the operations of the kinds it is bound for, Wait returns
+// FI_EAVAIL when the error count changes and FI_ETIMEDOUT on timeout; a
+// counter may join a wait set (FI_WAIT_SET), where it is pending from an
+// update until the next Read or ReadErr. FI_CNTR_EVENTS_COMP is the only
+// event kind (libfabric 1.17 has no other).
+//
 // fi_av_remove. fi_av(3) leaves operations in progress to a removed
 // address undefined and says all resources associated with it are
 // released. xdpfab releases them at once: av.Remove tells every endpoint
@@ -72,10 +142,12 @@ package fabric
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	fatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/mr"
@@ -122,26 +194,59 @@ const (
 	TransportXDP
 )
 
-// DomainAttr configures a domain (the fi_domain_attr fields that apply,
-// plus where it lives on the network).
+// DomainAttr configures a domain: struct fi_domain_attr (as an Info
+// reports it and Fabric.Domain honours it), plus where the domain lives on
+// the network and how it moves packets (the Go-only fields Addr, Port,
+// Transport, BusyPoll, AttachXDP and Logf, which an Info's DomainAttr
+// leaves zero: DomainFromInfo takes the address from Info.SrcAddr).
+//
+// Fabric.Domain validates the fi_domain_attr fields against what xdpfab
+// offers (see GetInfo's package doc section), failing with FI_EINVAL: a
+// zero field takes xdpfab's default, a count or size above xdpfab's limit,
+// a capability or mode bit it does not have, or an unknown enum value is
+// refused.
 type DomainAttr struct {
 	// Addr is the local IP address endpoints bind to and GetName reports,
 	// so it must be one peers can reach; the zero value means 127.0.0.1.
 	Addr netip.Addr
 	// Port is the UDP port of the domain's first endpoint (0: any).
 	Port uint16
-	// MRMode is the mr_mode the application supports; the domain reports
-	// the bits it will enforce (see mr.Mode.Effective).
+	// MRMode is mr_mode: the bits the application supports; the domain
+	// enforces them (mr.Mode.Effective resolves FI_MR_BASIC and
+	// FI_MR_SCALABLE), and xdpfab requires none of them.
 	MRMode    mr.Mode
 	Transport TransportKind
+
+	Name            string       // name: the interface holding Addr (informative)
+	Threading       Threading    // threading (every model is served thread safe)
+	ControlProgress Progress     // control_progress: control calls complete before they return
+	ResourceMgmt    ResourceMgmt // resource_mgmt
+	AVType          av.Type      // av_type: both AV types are supported
+	MRKeySize       int          // mr_key_size
+	CQDataSize      int          // cq_data_size
+	CQCnt           int          // cq_cnt
+	EPCnt           int          // ep_cnt
+	TxCtxCnt        int          // tx_ctx_cnt
+	RxCtxCnt        int          // rx_ctx_cnt
+	MaxEPTxCtx      int          // max_ep_tx_ctx
+	MaxEPRxCtx      int          // max_ep_rx_ctx
+	MaxEPStxCtx     int          // max_ep_stx_ctx
+	MaxEPSrxCtx     int          // max_ep_srx_ctx
+	CntrCnt         int          // cntr_cnt
+	MRIovLimit      int          // mr_iov_limit
+	Caps            fi.Flags     // caps
+	Mode            fi.Flags     // mode
+	MaxErrData      int          // max_err_data
+	MRCnt           int          // mr_cnt
+	TClass          uint32       // tclass
 	// BusyPoll makes endpoint progress spin on the transport instead of
 	// blocking in the kernel: lower latency, one core per endpoint.
 	BusyPoll bool
-	// Progress is the domain's data progress model (fi_domain_attr's
-	// data_progress): auto (a goroutine per endpoint, the default) or
-	// manual (CQ and counter reads drive it; see ProgressManual).
+	// Progress is data_progress, the domain's data progress model: auto
+	// (a goroutine per endpoint, the default) or manual (CQ and counter
+	// reads drive it; see ProgressManual).
 	Progress Progress
-	// AuthKey is the domain's authorization key (fi_domain_attr.auth_key).
+	// AuthKey is the domain's authorization key (auth_key, auth_key_size).
 	AuthKey []byte
 	// AttachXDP lets the domain attach xdpfab's XDP program on its
 	// interface itself (mode auto, pinned like `xdpfab attach`) when it is
@@ -153,29 +258,12 @@ type DomainAttr struct {
 	Logf func(format string, args ...any)
 }
 
-// Info is what fi_getinfo reports for a domain.
-type Info struct {
-	Provider      string
-	AddrFormat    fi.AddrFormat
-	MRMode        mr.Mode
-	MRIovLimit    int
-	MRKeySize     int
-	MaxMsgSize    int
-	InjectSize    int // inject_size: InjectSize, less if one packet holds less
-	MaxAtomicSize int // bytes of operand data per atomic request (one packet)
-	// MaxPacket is the UDP payload bytes per datapath packet, derived
-	// from MTU (see the package doc's Packet size).
-	MaxPacket int
-	MTU       int
-	Caps      fi.Flags
-}
-
 // MaxMsgSize is the largest message or RMA transfer (max_msg_size).
 const MaxMsgSize = 1 << 30
 
 // InjectSize is the largest inject_size: sends and RMA writes up to this
 // size may use FI_INJECT (the buffer is copied before the call returns),
-// unless one packet holds less at the interface's MTU (Info.InjectSize).
+// unless one packet holds less at the interface's MTU (TxAttr.InjectSize).
 const InjectSize = 1024
 
 var nextDomainID atomic.Uint32
@@ -204,6 +292,12 @@ type Domain struct {
 	sizes    sizes
 	sizesErr error
 
+	// info is the Info the domain was opened from (DomainFromInfo), nil
+	// otherwise; version is its api_version (APIVersion otherwise). Info
+	// reports what they asked for.
+	info    *Info
+	version uint32
+
 	mu sync.Mutex
 	// Guarded by mu.
 	eps    int // open endpoints
@@ -223,15 +317,36 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 	if attr.Transport < TransportAuto || attr.Transport > TransportXDP {
 		return nil, fmt.Errorf("domain: transport %d: %w", attr.Transport, fi.EINVAL)
 	}
+	if err := checkDomainAttr(APIVersion, &attr, domainLimits()); err != nil {
+		return nil, fmt.Errorf("domain: %w: %w", err, fi.EINVAL)
+	}
+	if attr.Name != "" {
+		addr, err := addrOfInterface(attr.Name, attr.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("domain: %w", err)
+		}
+		attr.Addr = addr
+	}
+	attr.AuthKey = append([]byte(nil), attr.AuthKey...)
 	d := &Domain{FIDBase: fi.NewFIDBase(fi.ClassDomain, context), fabric: f, attr: attr, id: nextDomainID.Add(1),
-		authDigest: mr.AuthDigest(attr.AuthKey)}
+		authDigest: mr.AuthDigest(attr.AuthKey), version: APIVersion}
 	mirror, err := d.resolveTransport()
 	if err != nil {
 		return nil, err
 	}
+	if d.xdpAtt != nil {
+		// The MR map is shared with the other processes on the
+		// interface: a domain_id unique among them, recorded as this
+		// process's so its keys go if it dies.
+		if d.id, err = d.xdpAtt.NewDomainID(); err != nil {
+			d.xdpAtt.Close()
+			return nil, fmt.Errorf("domain: %w", err)
+		}
+	}
 	t, err := mr.NewTable(mr.Config{Mode: attr.MRMode, DomainID: d.id, AuthKey: attr.AuthKey, Owner: d, Mirror: mirror})
 	if err != nil {
 		if d.xdpAtt != nil {
+			_ = d.xdpAtt.ReleaseDomainID(d.id)
 			d.xdpAtt.Close()
 		}
 		return nil, fmt.Errorf("domain: %w", err)
@@ -241,36 +356,45 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 	return d, nil
 }
 
-// ID returns the xdpfab-wide domain id (the domain_id of the MR map).
+// ID returns the domain id (the domain_id of its MR map entries): on
+// AF_XDP unique among the processes sharing the interface's MR map.
 func (d *Domain) ID() uint32 { return d.id }
 
-// Info reports the domain's attributes as fi_getinfo would. The sizes
-// that depend on the packet size are those of the MTU read when the domain
-// opened (zero if it is too small for the datapath: endpoints then fail).
-func (d *Domain) Info() Info {
-	format := fi.FormatSockaddr4
-	if d.attr.Addr.Is6() && !d.attr.Addr.Is4In6() {
-		format = fi.FormatSockaddr6
+// Info reports the domain as fi_getinfo does (the same builder as
+// GetInfo): its address, the interface holding it, and the attributes
+// fi_getinfo would answer for the hints the domain was opened with (the
+// Info of DomainFromInfo, else its DomainAttr). The sizes that depend on
+// the packet size are those of the MTU read when the domain opened (zero
+// if it is too small for the datapath: endpoints then fail). A domain
+// opened from a GetInfo answer reports that answer.
+func (d *Domain) Info() *Info {
+	l := localAddrOf(d.localAddr(), d.sizes.mtu)
+	l.nic.MTU = d.sizes.mtu
+	base := baseInfoSizes(&l, d.attr.Port, d.sizes)
+	hints := d.info
+	if hints == nil {
+		attr := d.attr
+		hints = &Info{DomainAttr: &attr}
 	}
-	return Info{
-		Provider:      ProviderName,
-		AddrFormat:    format,
-		MRMode:        d.mrs.Mode(),
-		MRIovLimit:    d.mrs.IOVLimit(),
-		MRKeySize:     d.mrs.KeySize(),
-		MaxMsgSize:    MaxMsgSize,
-		InjectSize:    d.sizes.injectSize,
-		MaxAtomicSize: d.sizes.maxSegment, // what endpoints' valid calls allow, one request packet
-		MaxPacket:     d.sizes.maxPacket,
-		MTU:           d.sizes.mtu,
-		Caps: fi.MSG | fi.RMA | fi.ATOMIC | fi.READ | fi.WRITE | fi.SEND | fi.RECV |
-			fi.REMOTE_READ | fi.REMOTE_WRITE | fi.SOURCE | fi.AV_USER_ID | fi.DIRECTED_RECV |
-			// Target-side events: counters bound with FI_REMOTE_READ or
-			// FI_REMOTE_WRITE, region counters (fi_mr_bind), and remote
-			// CQ data of writes and atomics.
-			fi.RMA_EVENT,
+	info := alterInfo(d.version, base, hints)
+	info.DomainAttr.MRMode = d.attr.MRMode // what the domain enforces
+	if d.info != nil {
+		info.DestAddr = slices.Clone(d.info.DestAddr)
 	}
+	return info
 }
+
+// MTU is the interface MTU the domain's packet size was derived from,
+// read when it opened (see the package doc's Packet size).
+func (d *Domain) MTU() int { return d.sizes.mtu }
+
+// MaxPacket is the UDP payload bytes per datapath packet for the domain's
+// address and transport; zero when the MTU is too small for the datapath.
+func (d *Domain) MaxPacket() int { return d.sizes.maxPacket }
+
+// MaxAtomicSize is the operand bytes one atomic request carries (one
+// packet): what bounds the fi_atomicvalid counts.
+func (d *Domain) MaxAtomicSize() int { return d.sizes.maxSegment }
 
 // MRs returns the domain's memory-registration table.
 func (d *Domain) MRs() *mr.Table { return d.mrs }
@@ -330,6 +454,7 @@ func (d *Domain) Close() error {
 		return fmt.Errorf("domain close: %w", err)
 	}
 	if d.xdpAtt != nil {
+		_ = d.xdpAtt.ReleaseDomainID(d.id) // its MRs are closed: no key carries it
 		d.xdpAtt.Close()
 	}
 	d.closed = true

@@ -261,3 +261,10 @@ func queued(t testing.TB, cq *fabric.CQ, n int) {
 	require.Eventually(t, func() bool { return cq.Queued() >= n },
 		waitMs*time.Millisecond, 200*time.Microsecond, "waiting for %d CQ entries", n)
 }
+
+// rmaMsg is the fi_msg_rma of a one-buffer write or read of buf at addr in
+// the peer's region key.
+func rmaMsg(buf []byte, peer fi.Addr, addr, key uint64, ctx any, data uint64) *fabric.MsgRMA {
+	return &fabric.MsgRMA{MsgIOV: [][]byte{buf}, Addr: peer,
+		RMAIOV: []fabric.RMAIov{{Addr: addr, Len: len(buf), Key: key}}, Context: ctx, Data: data}
+}

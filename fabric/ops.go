@@ -257,44 +257,18 @@ func (ep *Endpoint) Inject(buf []byte, dest fi.Addr) error {
 
 // Write is fi_write: buf into the peer's region key at addr.
 func (ep *Endpoint) Write(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint64, context any) error {
-	return ep.WriteMsg(buf, desc, dest, addr, key, context, 0, ep.attr.OpFlags)
-}
-
-// WriteMsg is fi_writemsg with one local and one remote iovec: Write with
-// explicit flags and remote CQ data. With fi.REMOTE_CQ_DATA the target's
-// receive CQ gets a completion with FI_RMA|FI_REMOTE_WRITE|FI_REMOTE_CQ_DATA
-// and data (consuming no posted receive). fi.INJECT (at most
-// ep.InjectSize() bytes) frees buf at return; the write still completes.
-func (ep *Endpoint) WriteMsg(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint64, context any, data uint64, flags fi.Flags) error {
-	return ep.write(buf, desc, dest, addr, key, context, data, flags, false)
-}
-
-// write is WriteMsg; injectCall marks fi_inject_write, which generates no
-// completion and, taking no descriptor, skips the FI_MR_LOCAL check.
-func (ep *Endpoint) write(buf []byte, desc mr.Desc, dest fi.Addr, addr, key uint64, context any, data uint64,
-	flags fi.Flags, injectCall bool) error {
-	if !injectCall {
-		if err := ep.checkLocal(desc, buf, fi.WRITE); err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
-	}
-	if flags&fi.INJECT != 0 && len(buf) > ep.size.injectSize {
-		return fmt.Errorf("write: inject of %d bytes > %d: %w", len(buf), ep.size.injectSize, fi.EMSGSIZE)
-	}
-	if err := checkMsgSize("write", len(buf)); err != nil {
-		return err
-	}
-	// Count tells the target the whole transfer's length so that it can
-	// check the range before the first segment lands (see HandleRequest).
-	r := reliable.Request{Opcode: wire.OpRMAWrite, Payload: buf, RKey: key, Addr: addr, Data: data, Count: uint32(len(buf))}
-	return wrap("write", ep.post(&r, dest, flags, cntrWrite, fi.RMA|fi.WRITE, context, injectCall))
+	iov, d := [1][]byte{buf}, [1]mr.Desc{desc}
+	a := rmaArgs{iov: iov[:], desc: d[:], peer: dest, addr: addr, key: key, rlen: -1}
+	return ep.rmaWrite("write", &a, context, ep.attr.OpFlags)
 }
 
 // InjectWrite is fi_inject_write: buf (at most ep.InjectSize() bytes) is
 // copied before the call returns and no completion is generated. It takes
 // no descriptor, so FI_MR_LOCAL does not apply to buf.
 func (ep *Endpoint) InjectWrite(buf []byte, dest fi.Addr, addr, key uint64) error {
-	return ep.write(buf, mr.Desc{}, dest, addr, key, nil, 0, fi.INJECT, true)
+	iov := [1][]byte{buf}
+	a := rmaArgs{iov: iov[:], peer: dest, addr: addr, key: key, rlen: -1, inject: true}
+	return ep.rmaWrite("inject_write", &a, nil, fi.INJECT)
 }
 
 // Read is fi_read: len(buf) bytes from the peer's region key at addr.

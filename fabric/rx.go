@@ -20,7 +20,7 @@ const (
 
 // postedRecv is a receive buffer waiting for a message.
 type postedRecv struct {
-	buf      []byte
+	iov      recvIOV // the buffers, filled in order (fi_recv: one)
 	src      fi.Addr // FI_ADDR_UNSPEC: any source
 	ctx      any
 	wantComp bool // write a success completion (not FI_SELECTIVE_COMPLETION without FI_COMPLETION)
@@ -44,7 +44,8 @@ type rxMsg struct {
 // postedRecv so that both go back to their pools before the CQ is written.
 type recvDone struct {
 	ctx      any
-	buf      []byte
+	buf      []byte // the first buffer
+	size     int    // the buffers' bytes in all
 	total    int
 	src      fi.Addr
 	wantComp bool
@@ -96,7 +97,7 @@ func (r *receiver) newMsg() *rxMsg {
 // m and its receive to the free lists. r.mu is held.
 func (r *receiver) finish(m *rxMsg) recvDone {
 	pr := m.recv
-	d := recvDone{ctx: pr.ctx, buf: pr.buf, total: m.total, src: m.src, wantComp: pr.wantComp,
+	d := recvDone{ctx: pr.ctx, buf: pr.iov.first(), size: pr.iov.size, total: m.total, src: m.src, wantComp: pr.wantComp,
 		hasData: m.hasData, cqData: m.cqData}
 	*pr = postedRecv{}
 	*m = rxMsg{}
@@ -114,20 +115,27 @@ func (ep *Endpoint) Recv(buf []byte, desc mr.Desc, src fi.Addr, context any) err
 	if err := ep.checkLocal(desc, buf, fi.RECV); err != nil {
 		return fmt.Errorf("recv: %w", err)
 	}
+	iov := [1][]byte{buf}
+	return wrap("recv", ep.postRecv(iov[:], src, context, ep.attr.OpFlags&fi.COMPLETION))
+}
+
+// postRecv posts a receive of the buffers iov (checked by the caller) with
+// the per-call flags of fi_recvmsg (fi.COMPLETION is the one it acts on).
+func (ep *Endpoint) postRecv(iov [][]byte, src fi.Addr, context any, flags fi.Flags) error {
 	ep.mu.Lock()
 	cq, sel, enabled := ep.rxCQ, ep.rxSel, ep.enabled && !ep.closed
 	ep.mu.Unlock()
 	if !enabled {
-		return fmt.Errorf("recv: endpoint not enabled: %w", fi.EOPBADSTATE)
+		return fmt.Errorf("endpoint not enabled: %w", fi.EOPBADSTATE)
 	}
 	if cq == nil {
-		return fmt.Errorf("recv: no receive CQ bound: %w", fi.ENOCQ)
+		return fmt.Errorf("no receive CQ bound: %w", fi.ENOCQ)
 	}
 	r := &ep.rx
 	r.mu.Lock()
 	if r.closed { // Close ran since the check above
 		r.mu.Unlock()
-		return fmt.Errorf("recv: endpoint closed: %w", fi.EOPBADSTATE)
+		return fmt.Errorf("endpoint closed: %w", fi.EOPBADSTATE)
 	}
 	if len(r.posted) >= r.max {
 		r.mu.Unlock()
@@ -138,7 +146,8 @@ func (ep *Endpoint) Recv(buf []byte, desc mr.Desc, src fi.Addr, context any) err
 		return err
 	}
 	pr := r.newRecv()
-	*pr = postedRecv{buf: buf, src: src, ctx: context, wantComp: !sel || ep.attr.OpFlags&fi.COMPLETION != 0}
+	*pr = postedRecv{src: src, ctx: context, wantComp: !sel || flags&fi.COMPLETION != 0}
+	pr.iov.set(iov)
 	for i, m := range r.unexpected {
 		if src != fi.AddrUnspec && m.from != src {
 			continue
@@ -147,7 +156,7 @@ func (ep *Endpoint) Recv(buf []byte, desc mr.Desc, src fi.Addr, context any) err
 		r.unexpected[len(r.unexpected):][:1][0] = nil // drop the reference in the spare slot
 		r.unexpBytes -= m.total
 		m.recv = pr
-		copy(pr.buf, m.data[:m.got])
+		pr.iov.place(0, m.data[:m.got])
 		m.data = nil
 		if m.complete {
 			d := r.finish(m)
@@ -203,9 +212,7 @@ func (r *receiver) deliver(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 		return fi.ENORX
 	}
 	if m.recv != nil {
-		if off < len(m.recv.buf) {
-			copy(m.recv.buf[off:], in.Payload)
-		}
+		m.recv.iov.place(off, in.Payload)
 	} else {
 		copy(m.data[off:], in.Payload)
 	}
@@ -251,12 +258,12 @@ func (ep *Endpoint) completeRecv(cq *CQ, d *recvDone) {
 	if d.hasData {
 		flags |= fi.REMOTE_CQ_DATA
 	}
-	if d.total > len(d.buf) {
+	if d.total > d.size {
 		if cntr != nil {
 			cntr.AddErr(1)
 		}
-		e := CQErrEntry{CQEntry: CQEntry{Context: d.ctx, Flags: flags, Len: len(d.buf), Buf: d.buf, Data: d.cqData},
-			OLen: d.total - len(d.buf), Err: fi.ETRUNC, ProvErrno: int(fi.ETRUNC), Src: d.src}
+		e := CQErrEntry{CQEntry: CQEntry{Context: d.ctx, Flags: flags, Len: d.size, Buf: d.buf, Data: d.cqData},
+			OLen: d.total - d.size, Err: fi.ETRUNC, ProvErrno: int(fi.ETRUNC), Src: d.src}
 		cq.completeErr(&e, true)
 		return
 	}
@@ -267,7 +274,7 @@ func (ep *Endpoint) completeRecv(cq *CQ, d *recvDone) {
 		cq.unreserve()
 		return
 	}
-	e := CQEntry{Context: d.ctx, Flags: flags, Len: d.total, Buf: d.buf[:d.total], Data: d.cqData}
+	e := CQEntry{Context: d.ctx, Flags: flags, Len: d.total, Buf: d.buf[:min(d.total, len(d.buf))], Data: d.cqData}
 	cq.complete(&e, d.src, true)
 }
 

@@ -26,6 +26,9 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 		if errno, failed := ep.segmentFailed(in); failed {
 			return 0, errno
 		}
+		if d.Flags&wire.OpFirst != 0 {
+			ep.releaseCQData(in.Peer) // left over from a transfer cut short
+		}
 		// The first segment carries the whole transfer's length in Count
 		// (0 from a peer that does not send it): check the whole range
 		// before any byte lands, so a transfer that runs past the region
@@ -37,7 +40,17 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 		}
 		span, err := ep.lookup(in.AuthKey, d.RKey, d.Addr, uint64(d.Len), fi.REMOTE_WRITE)
 		if err != nil {
+			ep.releaseCQData(in.Peer)
 			return 0, ep.failSegment(in, fi.ErrnoOf(err))
+		}
+		// The completion remote CQ data makes at this target is reserved
+		// before the first byte lands: with no room for it the write is
+		// refused whole (FI_EOVERRUN at the initiator) rather than done
+		// with its notification lost.
+		if d.Flags&(wire.OpFirst|wire.OpCQData) == wire.OpFirst|wire.OpCQData {
+			if errno := ep.holdCQData(in.Peer); errno != fi.SUCCESS {
+				return 0, ep.failSegment(in, errno)
+			}
 		}
 		p := in.Payload
 		for _, b := range ep.pieces(&span) {
@@ -47,7 +60,7 @@ func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.E
 			span.MR.CountRemoteWrite()
 			ep.countTarget(cntrRemoteWrite)
 			if d.Flags&wire.OpCQData != 0 {
-				ep.remoteWriteData(in)
+				ep.remoteCQData(in, fi.RMA|fi.REMOTE_WRITE)
 			}
 		}
 		return 0, fi.SUCCESS
@@ -175,12 +188,18 @@ func (ep *Endpoint) executeAtomic(in *reliable.Incoming, resp []byte) (int, fi.E
 	if err != nil {
 		return 0, fi.ErrnoOf(err)
 	}
+	if d.Flags&wire.OpCQData != 0 { // as for RMA writes: reserved before execution
+		if errno := ep.holdCQData(in.Peer); errno != fi.SUCCESS {
+			return 0, errno
+		}
+	}
 	// A region registered from several buffers may split the range; each
 	// piece must hold whole elements (an element is never split across
 	// buffers, which would make it non-atomic).
 	pieces := ep.pieces(&span)
 	for _, b := range pieces {
 		if len(b)%size != 0 {
+			ep.releaseCQData(in.Peer)
 			return 0, fi.EINVAL
 		}
 	}
@@ -198,6 +217,7 @@ func (ep *Endpoint) executeAtomic(in *reliable.Incoming, resp []byte) (int, fi.E
 			res = result[off:end]
 		}
 		if err := ep.amo.Execute(c, dt, op, b, opnd, cmp, res); err != nil {
+			ep.releaseCQData(in.Peer)
 			return 0, fi.ErrnoOf(err)
 		}
 		off = end
@@ -216,27 +236,58 @@ func (ep *Endpoint) executeAtomic(in *reliable.Incoming, resp []byte) (int, fi.E
 	return len(result), fi.SUCCESS
 }
 
-// remoteWriteData reports an RMA write sent with FI_REMOTE_CQ_DATA on the
-// receive CQ.
-func (ep *Endpoint) remoteWriteData(in *reliable.Incoming) {
-	ep.remoteCQData(in, fi.RMA|fi.REMOTE_WRITE)
-}
-
-// remoteCQData reports an RMA write or atomic that succeeded at this
-// target and was sent with FI_REMOTE_CQ_DATA on the receive CQ: flags
-// (FI_RMA or FI_ATOMIC, and FI_REMOTE_WRITE, or FI_REMOTE_READ for an
-// atomic that only reads) with FI_REMOTE_CQ_DATA, and the data. No
-// operation reserved a slot for it: a full CQ drops it, as libfabric's CQ
-// overrun would.
-func (ep *Endpoint) remoteCQData(in *reliable.Incoming, flags fi.Flags) {
+// holdCQData reserves the receive CQ slot the remote CQ data of peer's
+// operation now executing will complete into (remoteCQData), held across
+// the segments of an RMA write. No receive CQ: nothing to hold, the data
+// has nowhere to go. A full CQ: FI_EOVERRUN, which the initiator's
+// completion reports. Only the receive goroutine calls it.
+func (ep *Endpoint) holdCQData(peer reliable.Peer) fi.Errno {
 	ep.mu.Lock()
 	cq := ep.rxCQ
 	ep.mu.Unlock()
 	if cq == nil {
+		return fi.SUCCESS
+	}
+	if err := cq.reserve(); err != nil {
+		return fi.EOVERRUN
+	}
+	if ep.cqDataHeld == nil {
+		ep.cqDataHeld = make(map[reliable.Peer]*CQ)
+	}
+	ep.cqDataHeld[peer] = cq
+	return fi.SUCCESS
+}
+
+// releaseCQData returns a slot holdCQData took for peer's operation, which
+// failed or was cut short.
+func (ep *Endpoint) releaseCQData(peer reliable.Peer) {
+	if cq, ok := ep.cqDataHeld[peer]; ok {
+		delete(ep.cqDataHeld, peer)
+		cq.unreserve()
+	}
+}
+
+// releaseAllCQData returns every held slot, once the datapath has stopped.
+func (ep *Endpoint) releaseAllCQData() {
+	for p := range ep.cqDataHeld {
+		ep.releaseCQData(p)
+	}
+}
+
+// remoteCQData reports an RMA write or atomic that succeeded at this
+// target and was sent with FI_REMOTE_CQ_DATA on the receive CQ, into the
+// slot holdCQData reserved: flags (FI_RMA or FI_ATOMIC, and
+// FI_REMOTE_WRITE, or FI_REMOTE_READ for an atomic that only reads) with
+// FI_REMOTE_CQ_DATA, the data, no context (fi_cq(3): not associated with
+// a posted operation), and the initiator as source.
+func (ep *Endpoint) remoteCQData(in *reliable.Incoming, flags fi.Flags) {
+	cq, ok := ep.cqDataHeld[in.Peer]
+	if !ok {
 		return
 	}
+	delete(ep.cqDataHeld, in.Peer)
 	e := CQEntry{Flags: flags | fi.REMOTE_CQ_DATA, Data: in.Op.Data}
-	cq.complete(&e, ep.av.SourceAddr(in.Peer.Addr), false)
+	cq.complete(&e, ep.av.SourceAddr(in.Peer.Addr), true)
 }
 
 // countTarget advances the counter bound for a target-side event.

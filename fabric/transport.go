@@ -83,13 +83,23 @@ func (d *Domain) Transport() TransportKind { return d.kind }
 // AVOpen is fi_av_open. On a domain using AF_XDP the AV is mirrored into
 // the XDP program's AV map, so the kernel resolves and admits its peers;
 // an AV opened with av.Open directly is not, and an endpoint using AF_XDP
-// refuses it at Enable.
+// refuses it at Enable. Its av_id comes from the attachment (NewAVID):
+// unique among the processes sharing the map, and this process's, so its
+// entries are removed if the process dies without closing it.
 func (d *Domain) AVOpen(attr av.Attr, context any) (*av.AV, error) {
-	var opts []av.Option
-	if d.xdpAtt != nil && attr.Name == "" {
-		opts = append(opts, av.WithKernelMap(d.xdpAtt.AVMap))
+	if d.xdpAtt == nil || attr.Name != "" {
+		return av.Open(attr, context)
 	}
-	return av.Open(attr, context, opts...)
+	att := d.xdpAtt
+	id, err := att.NewAVID()
+	if err != nil {
+		return nil, fmt.Errorf("av open: %w", err)
+	}
+	a, err := av.Open(attr, context, av.WithKernelMap(att.AVMap), av.WithKernelID(id, func() { _ = att.ReleaseAVID(id) }))
+	if err != nil {
+		_ = att.ReleaseAVID(id)
+	}
+	return a, err
 }
 
 func (d *Domain) openTransport(port uint16) (datapath.Transport, error) {

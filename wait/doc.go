@@ -46,6 +46,11 @@
 // fi_wait's result on timeout is not stated by fi_poll(3); Set.Wait returns
 // FI_ETIMEDOUT there, as libfabric's util wait sets do, and nil as soon as a
 // member has something pending (also when it already had before the call).
+// A member's fi_cq_signal (SignalTaker) ends one Set.Wait that finds
+// nothing pending, as it ends one sread of the CQ: libfabric signals the
+// set's wait object there, and its fi_wait returns. Signals are remembered
+// by their owner until a blocking wait takes them; neither fi_trywait nor a
+// zero-timeout wait consumes one.
 // Set.Close fails with FI_EBUSY while a member is attached. Set attributes
 // reject flags (they are reserved and must be 0) with FI_EBADFLAGS and
 // FI_WAIT_POLLFD with FI_ENOSYS. Control knows FI_GETWAIT and

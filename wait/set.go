@@ -22,6 +22,18 @@ type Member interface {
 	Pending() bool
 }
 
+// SignalTaker is implemented by a Member whose owner has a signal call
+// (fi_cq_signal) that must also end a wait on the set: like the owner's
+// own blocking read, a Wait on the set that finds nothing pending returns
+// nil at once, once per signal, when a member has one pending. TakeSignal
+// reports whether one is pending and consumes it; it must not call the
+// Set. TryWait does not look at signals: a signal ends a wait, it is not
+// an entry to read.
+type SignalTaker interface {
+	Member
+	TakeSignal() bool
+}
+
 // TryWaiter is an object fi_trywait accepts: an EQ, CQ, counter or Set.
 type TryWaiter interface {
 	// TryWait returns nil when it is safe to block on the object's native
@@ -140,16 +152,36 @@ func (s *Set) pending() bool {
 	return false
 }
 
+// takeSignal consumes one member's pending signal (see SignalTaker).
+func (s *Set) takeSignal() bool {
+	for _, m := range *s.members.Load() {
+		if st, ok := m.(SignalTaker); ok && st.TakeSignal() {
+			return true
+		}
+	}
+	return false
+}
+
+// ready is Wait's condition: an entry pending, or else a member's signal
+// to take.
+func (s *Set) ready() bool { return s.pending() || s.takeSignal() }
+
 // Wait is fi_wait: it blocks until a member has something pending and then
-// returns nil (at once if one already has). A negative timeout (in
-// milliseconds) waits forever; on expiry it returns FI_ETIMEDOUT. Close
-// from another goroutine makes it return FI_EINVAL.
+// returns nil (at once if one already has), or until a member is signalled
+// (fi_cq_signal: see SignalTaker), which also returns nil, as libfabric's
+// wait sets do. A negative timeout (in milliseconds) waits forever; on
+// expiry it returns FI_ETIMEDOUT. Close from another goroutine makes it
+// return FI_EINVAL.
 func (s *Set) Wait(timeout int) error {
 	d := time.Duration(-1)
 	if timeout >= 0 {
 		d = time.Duration(timeout) * time.Millisecond
 	}
-	err := s.obj.Wait(d, s.pending)
+	ready := s.ready
+	if timeout == 0 { // a poll, not a blocking wait: signals stay pending
+		ready = s.pending
+	}
+	err := s.obj.Wait(d, ready)
 	switch {
 	case err == nil:
 		return nil

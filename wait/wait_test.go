@@ -344,3 +344,53 @@ func TestConcurrentSignalWait(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int64(n), got.Load())
 }
+
+// signaller is a SignalTaker member: never pending, with a signal count.
+type signaller struct{ signals atomic.Int32 }
+
+func (s *signaller) Pending() bool { return false }
+func (s *signaller) TakeSignal() bool {
+	for {
+		n := s.signals.Load()
+		if n == 0 {
+			return false
+		}
+		if s.signals.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// TestSetWaitTakesSignal: a member's signal ends one Set.Wait, made before
+// it (remembered) or while it blocks; TryWait and a zero timeout leave it.
+func TestSetWaitTakesSignal(t *testing.T) {
+	for _, kind := range objectKinds {
+		t.Run(kind.String(), func(t *testing.T) {
+			s, err := wait.Open(wait.Attr{WaitObj: kind}, nil)
+			require.NoError(t, err)
+			m := new(signaller)
+			require.NoError(t, s.Add(m))
+			defer func() { require.NoError(t, s.Remove(m)); require.NoError(t, s.Close()) }()
+
+			m.signals.Store(1)
+			s.Signal()
+			require.NoError(t, s.TryWait(), "a signal is not an entry")
+			require.ErrorIs(t, s.Wait(0), fi.ETIMEDOUT, "a poll leaves the signal")
+			require.NoError(t, s.Wait(-1), "the remembered signal ends the wait")
+			require.ErrorIs(t, s.Wait(20), fi.ETIMEDOUT, "taken by the first wait")
+
+			done := make(chan error, 1)
+			go func() { done <- s.Wait(-1) }()
+			time.Sleep(10 * time.Millisecond)
+			m.signals.Store(1)
+			s.Signal()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("a signal did not end a blocked Wait")
+			}
+			require.Zero(t, m.signals.Load())
+		})
+	}
+}

@@ -35,9 +35,9 @@ func portKey(port uint16) uint16 {
 	return binary.NativeEndian.Uint16(b[:])
 }
 
-// SetPort makes the program handle UDP datagrams to port (host order),
-// replacing its config if it had one.
-func (a *Attachment) SetPort(port uint16, cfg PortConfig) error {
+// setPort writes the entry of port (host order), replacing its config if
+// it had one; SetPort also records the calling process as its owner.
+func (a *Attachment) setPort(port uint16, cfg PortConfig) error {
 	if port == 0 {
 		return fmt.Errorf("xdp: %s: port 0: %w", a.Iface, fi.EINVAL)
 	}
@@ -54,9 +54,8 @@ func (a *Attachment) SetPort(port uint16, cfg PortConfig) error {
 	return nil
 }
 
-// DeletePort stops the program handling port; datagrams to it pass to the
-// stack again.
-func (a *Attachment) DeletePort(port uint16) error {
+// deletePort removes the entry of port.
+func (a *Attachment) deletePort(port uint16) error {
 	err := a.PortMap.Delete(portKey(port))
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("xdp: %s: port %d is not configured: %w", a.Iface, port, fi.ENOENT)
@@ -67,20 +66,35 @@ func (a *Attachment) DeletePort(port uint16) error {
 	return nil
 }
 
+func portConfigOf(v *bpf.XdpfabPortConfig) PortConfig {
+	return PortConfig{AVID: v.AvId, DomainID: v.DomainId, Strict: v.Flags&bpf.PortStrict != 0}
+}
+
+// port reads the config of port; ok is false if it has none.
+func (a *Attachment) port(port uint16) (cfg PortConfig, ok bool, err error) {
+	var v bpf.XdpfabPortConfig
+	err = a.PortMap.Lookup(portKey(port), &v)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return cfg, false, nil
+	}
+	if err != nil {
+		return cfg, false, fmt.Errorf("xdp: %s: read port %d: %w", a.Iface, port, mapErr(err))
+	}
+	return portConfigOf(&v), true, nil
+}
+
 // Ports lists the configured ports in ascending order.
 func (a *Attachment) Ports() ([]Port, error) {
 	var (
 		key   uint16
 		value bpf.XdpfabPortConfig
-		ports []Port
 	)
+	ports := []Port{}
 	it := a.PortMap.Iterate()
 	for it.Next(&key, &value) {
 		var b [2]byte
 		binary.NativeEndian.PutUint16(b[:], key)
-		ports = append(ports, Port{Port: binary.BigEndian.Uint16(b[:]), PortConfig: PortConfig{
-			AVID: value.AvId, DomainID: value.DomainId, Strict: value.Flags&bpf.PortStrict != 0,
-		}})
+		ports = append(ports, Port{Port: binary.BigEndian.Uint16(b[:]), PortConfig: portConfigOf(&value)})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("xdp: %s: list ports: %w", a.Iface, mapErr(err))
@@ -155,7 +169,7 @@ func (a *Attachment) BoundQueues() ([]uint32, error) {
 		return nil, fmt.Errorf("xdp: %s: run XSKMAP probe: %w", a.Iface, mapErr(err))
 	}
 	bits := binary.NativeEndian.Uint64(ropts.DataOut[:8])
-	var qs []uint32
+	qs := []uint32{}
 	for q := uint32(0); q < bpf.XSKMaxQueues; q++ {
 		if bits&(1<<q) != 0 {
 			qs = append(qs, q)
@@ -164,28 +178,47 @@ func (a *Attachment) BoundQueues() ([]uint32, error) {
 	return qs, nil
 }
 
-// Status describes an attachment for `xdpfab status`.
+// Status describes an attachment for `xdpfab status`. Lists are empty,
+// never nil (JSON [], not null).
 type Status struct {
-	Iface       string   `json:"iface"`
-	Ifindex     int      `json:"ifindex"`
-	Mode        string   `json:"mode"`
-	ProgramID   uint32   `json:"program_id"`
-	LinkID      uint32   `json:"link_id"`
-	PinDir      string   `json:"pin_dir"`
-	Ports       []Port   `json:"ports"`
-	AVEntries   int      `json:"av_entries"`
-	AVCapacity  uint32   `json:"av_capacity"`
-	MREntries   int      `json:"mr_entries"`
-	MRCapacity  uint32   `json:"mr_capacity"`
-	BoundQueues []uint32 `json:"bound_queues"`
+	Iface       string       `json:"iface"`
+	Ifindex     int          `json:"ifindex"`
+	Netns       NetnsID      `json:"netns"`
+	Mode        string       `json:"mode"`
+	ProgramID   uint32       `json:"program_id"`
+	LinkID      uint32       `json:"link_id"`
+	PinDir      string       `json:"pin_dir"`
+	Ports       []PortStatus `json:"ports"`
+	Owners      []Owner      `json:"owners"`
+	AVEntries   int          `json:"av_entries"`
+	AVCapacity  uint32       `json:"av_capacity"`
+	MREntries   int          `json:"mr_entries"`
+	MRCapacity  uint32       `json:"mr_capacity"`
+	BoundQueues []uint32     `json:"bound_queues"`
 }
 
-// Status gathers the attachment's mode, ids, ports, map occupancy and
-// bound AF_XDP sockets.
+// PortStatus is a configured port and the process that set it, if a
+// live one did (none for the ports of Options.Ports).
+type PortStatus struct {
+	Port
+	Owner *PortOwner `json:"owner,omitempty"`
+}
+
+// PortOwner names the process owning a port.
+type PortOwner struct {
+	PID  int    `json:"pid"`
+	Comm string `json:"comm"`
+}
+
+// Status gathers the attachment's mode, ids, ports and their owners, map
+// occupancy and bound AF_XDP sockets, after reaping dead owners (whose
+// entries are then gone). The calling thread must be in the attachment's
+// network namespace.
 func (a *Attachment) Status() (*Status, error) {
-	st := &Status{Iface: a.Iface, Ifindex: a.Ifindex, PinDir: PinDir(a.Iface),
+	st := &Status{Iface: a.Iface, Ifindex: a.Ifindex, Netns: a.Netns, PinDir: a.PinDir,
 		AVCapacity: a.AVMap.MaxEntries(), MRCapacity: a.MRMap.MaxEntries()}
 	if nl, err := netlink.LinkByIndex(a.Ifindex); err == nil {
+		st.Iface = nl.Attrs().Name // renamed since it was opened
 		st.Mode = attachedMode(nl).String()
 		if st.Mode == ModeAuto.String() {
 			st.Mode = "detached"
@@ -195,15 +228,28 @@ func (a *Attachment) Status() (*Status, error) {
 		id, _ := info.ID()
 		st.ProgramID = uint32(id)
 	}
-	if l, err := link.LoadPinnedLink(filepath.Join(PinDir(a.Iface), pinLink), nil); err == nil {
+	if l, err := link.LoadPinnedLink(filepath.Join(a.PinDir, pinLink), nil); err == nil {
 		if info, err := l.Info(); err == nil {
 			st.LinkID = uint32(info.ID)
 		}
 		l.Close()
 	}
 	var err error
-	if st.Ports, err = a.Ports(); err != nil {
+	if st.Owners, err = a.Owners(); err != nil {
 		return nil, err
+	}
+	ports, err := a.Ports()
+	if err != nil {
+		return nil, err
+	}
+	st.Ports = make([]PortStatus, len(ports))
+	for i, p := range ports {
+		st.Ports[i].Port = p
+		for _, o := range st.Owners {
+			if slices.Contains(o.Ports, p) {
+				st.Ports[i].Owner = &PortOwner{PID: o.PID, Comm: o.Comm}
+			}
+		}
 	}
 	if st.AVEntries, err = countEntries(a.AVMap); err != nil {
 		return nil, fmt.Errorf("xdp: %s: count AV entries: %w", a.Iface, err)

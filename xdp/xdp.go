@@ -1,13 +1,44 @@
 // Package xdp loads xdpfab's XDP program (package bpf) onto one network
-// interface, pins it, finds it again from other processes, and removes it.
+// interface, pins it, finds it again from other processes, removes it, and
+// keeps track of which live process owns what in its maps.
 //
 // Model. Attach loads the collection, attaches the program to the
 // interface with a bpf_link and pins the link, the program and the maps
-// under /sys/fs/bpf/xdpfab/IFACE/ (PinDir). The pinned link keeps the
-// program attached after the attaching process exits; a process that did
-// not attach calls Open to get the same maps (AV, MR, ports, XSKs,
-// counters). Detach removes the link, the pins and any stale netlink
-// attachment of xdpfab's program, leaving the interface as it was.
+// under /sys/fs/bpf/xdpfab/NETNS/IFINDEX/ (PinDir), where NETNS is the
+// inode number of the interface's network namespace (NetnsID: what
+// `ls -l /proc/PID/ns/net` and `lsns` show) and IFINDEX its index there.
+// The pinned link keeps the program attached after the attaching process
+// exits; a process that did not attach calls Open to get the same maps
+// (AV, MR, ports, XSKs, counters). Detach removes the link, the pins, the
+// owner records and any stale netlink attachment of xdpfab's program,
+// leaving the interface as it was.
+//
+// Namespaces. bpffs is one per host, shared by every network namespace,
+// and every container has an eth0: so nothing is keyed by interface name.
+// Every call acts in the calling thread's network namespace (callers
+// switching namespaces lock the OS thread; `xdpfab -n NETNS` switches only
+// the network namespace) and sees only that namespace's attachments: a pin
+// directory is this namespace's only while its link is attached to the
+// device of that ifindex here, running the link's program (a namespace
+// number can be reused after its namespace is destroyed). Attach, Open,
+// Detach, Attached, OpenAll and Status never find, replace, detach or
+// clean up a live program of another namespace, also on an interface of
+// the same name. The one exception is garbage: pins whose link is attached to
+// nothing (its interface was deleted, e.g. with its namespace, where no
+// one can detach any more) hold no running program, only memory, and the
+// next Attach or Detach in any namespace removes them.
+//
+// Owners. Ports set with SetPort, AV entries under an av_id from NewAVID
+// and MR entries under a domain_id from NewDomainID belong to the calling
+// process, recorded in /run/xdpfab/NETNS/IFINDEX/prog-ID/ in a file the
+// process holds an flock on for as long as it owns anything there (owner.go
+// gives the reasons). When the process dies, however it dies, the kernel
+// drops the lock; the next Open, Attach, SetPort, NewAVID, NewDomainID or
+// Status removes what it owned and shows no trace of it. Ports of
+// Options.Ports (`xdpfab attach --port`) belong to nobody and stay until
+// DeletePort or Detach; named AVs' entries stay with the AV, as after a
+// normal close. The ids NewAVID and NewDomainID hand out are unique among
+// the processes sharing the attachment, so their entries never mix.
 //
 // Provider choices:
 //   - ModeAuto tries native (driver) XDP and falls back to generic (SKB).
@@ -15,28 +46,28 @@
 //     (in a compatible mode) it reuses the pinned objects and only applies
 //     the ports; a leftover from a crash (pins without a live link, or an
 //     xdpfab program attached through netlink with no pins) is cleaned up
-//     first. Any other XDP program is left alone and reported (fi.EBUSY).
+//     first. Any other XDP program is left alone and reported (fi.EBUSY),
+//     before anything is created.
 //   - Attach and Detach serialise on an flock of /sys/fs/bpf/xdpfab, so
-//     processes racing to attach one interface share one program.
+//     processes racing to attach one interface share one program. A Detach
+//     or Open that finds nothing creates nothing and mounts nothing.
 //   - AF_XDP sockets are registered per RX queue (SetXSK); the kernel does
 //     not let user space read an XSKMAP, so BoundQueues asks a probe
-//     program (bpf's xsk_probe) run with BPF_PROG_TEST_RUN.
-//   - Pins are keyed by interface name, so an interface name must be unique
-//     across the network namespaces of one bpffs; Open checks that the
-//     pinned link is attached to the interface of that name in the caller's
-//     namespace.
+//     program (bpf's xsk_probe) run with BPF_PROG_TEST_RUN. A dead
+//     process's sockets leave the XSKMAP by themselves.
+//   - Detach takes the interface by name, in the caller's namespace: an
+//     interface that is gone cannot be named (fi.ENODEV); its pins are
+//     garbage swept as above.
 //   - bpffs must be the host's: under `ip netns exec`, /sys is remounted and
 //     a bpffs mounted there would vanish with the command (and the program
 //     with it), so Attach refuses that case (use `xdpfab -n NETNS`, which
 //     switches only the network namespace).
 //
-// Errors wrap fi errnos: fi.ENODEV (no such interface), fi.EPERM (not
-// privileged), fi.EBUSY (another XDP program, or xdpfab in another mode),
-// fi.EOPNOTSUPP (the kernel or driver lacks a feature), fi.ENOENT (xdpfab
-// is not attached), fi.EINVAL (bad arguments).
-//
-// Functions that talk netlink or attach act in the calling thread's network
-// namespace: callers switching namespaces must lock the OS thread.
+// Errors wrap fi errnos: fi.ENODEV (no such interface in this namespace),
+// fi.EPERM (not privileged), fi.EBUSY (another XDP program, or xdpfab in
+// another mode), fi.EOPNOTSUPP (the kernel or driver lacks a feature),
+// fi.ENOENT (xdpfab is not attached in this namespace), fi.EINVAL (bad
+// arguments).
 package xdp
 
 import (
@@ -94,7 +125,7 @@ func ParseMode(s string) (Mode, error) {
 // program of that name without pins is a leftover of xdpfab.
 const ProgramName = bpf.XdpfabProgXdpfabXdp
 
-// Names of the pins in PinDir.
+// Names of the pins in an attachment's pin directory.
 const (
 	pinLink = "link"
 	pinProg = "prog"
@@ -102,20 +133,21 @@ const (
 
 var pinnedMaps = []string{bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap, bpf.XdpfabMapPorts, bpf.XdpfabMapXsks, bpf.XdpfabMapCounters}
 
-// PinDir is where the program, link and maps of iface are pinned.
-func PinDir(iface string) string { return bpffs.Path(iface) }
+// errNotAttached is Open's error where xdpfab is not attached.
+var errNotAttached = fmt.Errorf("xdpfab is not attached: %w", fi.ENOENT)
 
 // Options configures Attach.
 type Options struct {
 	Mode Mode
-	// Ports are set (SetPort) after attaching, also when xdpfab was
-	// already attached.
+	// Ports are set after attaching, also when xdpfab was already
+	// attached. Unlike SetPort's, they belong to no process: they stay
+	// until DeletePort or Detach (the ports of `xdpfab attach --port`).
 	Ports map[uint16]PortConfig
 	// AVMap and MRMap, if set, are used instead of new maps: maps with
 	// the layout of bpf's av_map and mr_map kept by the av and mr
 	// packages (e.g. mr.MapMirror.Map()), so one AV or MR table serves
-	// several interfaces. They are pinned in PinDir too. Ignored when
-	// xdpfab is already attached.
+	// several interfaces. They are pinned in the pin directory too.
+	// Ignored when xdpfab is already attached.
 	AVMap, MRMap *ebpf.Map
 }
 
@@ -123,8 +155,10 @@ type Options struct {
 // Attach or Open. Close releases this process's handles; the pinned
 // objects and the attachment stay.
 type Attachment struct {
-	Iface   string
-	Ifindex int
+	Iface   string  // the interface's name when opened (display only)
+	Ifindex int     // the interface, in namespace Netns
+	Netns   NetnsID // the network namespace of the interface
+	PinDir  string  // where the objects are pinned
 
 	Program    *ebpf.Program
 	AVMap      *ebpf.Map // av_map: bpf.XdpfabAvKey -> bpf.XdpfabAvValue
@@ -132,6 +166,8 @@ type Attachment struct {
 	PortMap    *ebpf.Map // ports: UDP port (network order) -> bpf.XdpfabPortConfig
 	XSKMap     *ebpf.Map // xsks: RX queue -> AF_XDP socket
 	CounterMap *ebpf.Map // counters: per-CPU, bpf.Counter -> uint64
+
+	progID ebpf.ProgramID // keys the owner records (owner.go)
 }
 
 // Close releases the handles; it does not detach.
@@ -148,9 +184,12 @@ func (a *Attachment) Close() error {
 	return errors.Join(errs...)
 }
 
-// Attach loads xdpfab's program onto iface in opts.Mode, pins it under
-// PinDir(iface) and sets opts.Ports. If xdpfab is already attached there in
-// a compatible mode it returns the existing attachment.
+// Attach loads xdpfab's program onto iface, an interface of the calling
+// thread's network namespace, in opts.Mode, pins it under PinDir(iface)
+// and sets opts.Ports. If xdpfab is already attached there in a
+// compatible mode it returns the existing attachment. Leftovers of this
+// namespace (pins of deleted interfaces, owners that died) are removed on
+// the way; nothing of another namespace is looked at.
 func Attach(iface string, opts Options) (*Attachment, error) {
 	if opts.Mode < ModeAuto || opts.Mode > ModeGeneric {
 		return nil, fmt.Errorf("xdp: attach %s: mode %v: %w", iface, opts.Mode, fi.EINVAL)
@@ -159,47 +198,69 @@ func Attach(iface string, opts Options) (*Attachment, error) {
 	if err != nil {
 		return nil, err
 	}
+	ns, err := CurrentNetns()
+	if err != nil {
+		return nil, err
+	}
 	if err := usableBPFFS(); err != nil {
 		return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
 	}
-	unlock, err := lockPins()
+	// Another program: refuse before touching bpffs (checked again below,
+	// under the lock).
+	if attachedProgName(nl) != ProgramName {
+		if err := checkOtherProgram(iface, nl); err != nil {
+			return nil, err
+		}
+	}
+	unlock, err := lockPins(true)
 	if err != nil {
 		return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
 	}
 	defer unlock()
+	if err := sweepDefunct(); err != nil {
+		return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
+	}
 
-	a, err := reuse(iface, nl, opts.Mode)
+	a, err := reuse(ns, iface, nl, opts.Mode)
 	if err != nil {
 		return nil, err
 	}
 	if a == nil {
-		if a, err = attachNew(iface, nl, opts); err != nil {
+		if a, err = attachNew(ns, iface, nl, opts); err != nil {
+			removeIfEmpty(nsPinDir(ns))
 			return nil, err
 		}
 	}
 	for port, cfg := range opts.Ports {
-		if err := a.SetPort(port, cfg); err != nil {
+		if err := a.setPort(port, cfg); err != nil {
 			a.Close()
 			return nil, err
 		}
 	}
+	_, _ = a.reapDeadOwners()
 	return a, nil
 }
 
-// reuse returns the existing attachment of iface if it is live and in a
+// reuse returns the existing attachment of nl if it is live and in a
 // mode compatible with want, cleans it up if it is stale, and returns nil
-// when a fresh attach is needed.
-func reuse(iface string, nl netlink.Link, want Mode) (*Attachment, error) {
-	live, err := pinnedLinkLive(iface, nl.Attrs().Index)
+// when a fresh attach is needed. The pin lock is held.
+func reuse(ns NetnsID, iface string, nl netlink.Link, want Mode) (*Attachment, error) {
+	dir := pinDir(ns, nl.Attrs().Index)
+	st, err := inspectPins(dir, nl.Attrs().Index)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
 	}
-	if !live {
-		// Pins without a live link (the interface was recreated, or
-		// a crash between attach and pin): start over.
-		if _, err := removePins(iface); err != nil {
+	switch st {
+	case pinsElsewhere:
+		return nil, fmt.Errorf("xdp: attach %s: %s holds xdpfab's link to a device that is not %s of this network namespace (it moved to another namespace while attached?): detach it there: %w",
+			iface, dir, iface, fi.EBUSY)
+	case pinsNone, pinsDefunct:
+		// Pins without a live link (the link was detached, or a crash
+		// between attach and pin): start over.
+		if _, err := removePins(dir); err != nil {
 			return nil, err
 		}
+		removeOwnerRecords(ns, nl.Attrs().Index)
 		if err := clearStaleNetlink(iface, nl); err != nil {
 			return nil, err
 		}
@@ -210,10 +271,10 @@ func reuse(iface string, nl netlink.Link, want Mode) (*Attachment, error) {
 		return nil, fmt.Errorf("xdp: attach %s: xdpfab is already attached in %v mode, not %v: detach first: %w",
 			iface, got, want, fi.EBUSY)
 	}
-	return Open(iface)
+	return open(ns, nl)
 }
 
-func attachNew(iface string, nl netlink.Link, opts Options) (_ *Attachment, err error) {
+func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Attachment, err error) {
 	spec, err := bpf.LoadXdpfab()
 	if err != nil {
 		return nil, err
@@ -255,13 +316,13 @@ func attachNew(iface string, nl netlink.Link, opts Options) (_ *Attachment, err 
 	// Closing the link fd detaches unless it is pinned: pin everything,
 	// the link last, so a crash half way leaves no attached program.
 	defer l.Close()
-	dir, err := bpffs.Ensure(PinDir(iface))
+	dir, err := bpffs.Ensure(pinDir(ns, nl.Attrs().Index))
 	if err != nil {
 		return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
 	}
 	defer func() {
 		if err != nil {
-			_, _ = removePins(iface)
+			_, _ = removePins(dir)
 		}
 	}()
 	maps := map[string]*ebpf.Map{
@@ -280,10 +341,21 @@ func attachNew(iface string, nl netlink.Link, opts Options) (_ *Attachment, err 
 		return nil, fmt.Errorf("xdp: attach %s: pin link: %w", iface, err)
 	}
 	objs.XskProbe.Close()
-	return &Attachment{
-		Iface: iface, Ifindex: nl.Attrs().Index, Program: objs.XdpfabXdp,
+	a := &Attachment{
+		Iface: iface, Ifindex: nl.Attrs().Index, Netns: ns, PinDir: dir, Program: objs.XdpfabXdp,
 		AVMap: objs.AvMap, MRMap: objs.MrMap, PortMap: objs.Ports, XSKMap: objs.Xsks, CounterMap: objs.Counters,
-	}, nil
+	}
+	a.progID = progIDOf(a.Program)
+	return a, nil
+}
+
+func progIDOf(p *ebpf.Program) ebpf.ProgramID {
+	info, err := p.Info()
+	if err != nil {
+		return 0
+	}
+	id, _ := info.ID()
+	return id
 }
 
 func mapID(m *ebpf.Map) ebpf.MapID {
@@ -377,25 +449,6 @@ func attachedMode(nl netlink.Link) Mode {
 	return ModeAuto
 }
 
-// pinnedLinkLive reports whether iface has a pinned link that is attached
-// to the interface with ifindex.
-func pinnedLinkLive(iface string, ifindex int) (bool, error) {
-	l, err := link.LoadPinnedLink(filepath.Join(PinDir(iface), pinLink), nil)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("xdp: %s: open pinned link: %w", iface, mapErr(err))
-	}
-	defer l.Close()
-	info, err := l.Info()
-	if err != nil {
-		return false, fmt.Errorf("xdp: %s: pinned link info: %w", iface, err)
-	}
-	x := info.XDP()
-	return x != nil && int(x.Ifindex) == ifindex, nil
-}
-
 // clearStaleNetlink removes an xdpfab program attached to nl through
 // netlink (it outlives a crashed process and blocks the next attach).
 // Programs of other names are left alone.
@@ -426,8 +479,8 @@ func clearStaleNetlink(iface string, nl netlink.Link) error {
 	}
 	if err := netlink.LinkSetXdpFdWithFlags(fresh, -1, flags); err != nil {
 		if errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("xdp: %s: xdpfab program (id %d) is attached through a bpf_link that xdpfab did not pin (held by another process): %w",
-				iface, x.ProgId, fi.EBUSY)
+			return fmt.Errorf("xdp: %s: xdpfab program (id %d) is attached through a bpf_link that xdpfab did not pin here (held by another process, or pinned by an older xdpfab in /sys/fs/bpf/xdpfab/%s: detach with that version, or remove that pin): %w",
+				iface, x.ProgId, iface, fi.EBUSY)
 		}
 		return fmt.Errorf("xdp: %s: remove stale xdpfab program (id %d): %w", iface, x.ProgId, mapErr(err))
 	}
@@ -437,13 +490,23 @@ func clearStaleNetlink(iface string, nl netlink.Link) error {
 // lockPins serialises Attach and Detach across processes (and goroutines:
 // each call has its own open file description) with an flock on xdpfab's
 // bpffs directory, so concurrent attaches of one interface end with one
-// program that all of them share.
-func lockPins() (unlock func(), err error) {
-	dir, err := bpffs.Ensure(bpffs.Dir)
-	if err != nil {
-		return nil, err
+// program that all of them share. The lock is host-wide, but nothing under
+// it looks at another namespace's pins. With create false, a missing
+// directory means nothing is pinned, and no lock is taken: unlock is nil
+// then, and nothing was created or mounted.
+func lockPins(create bool) (unlock func(), err error) {
+	dir := bpffs.Dir
+	if create {
+		if dir, err = bpffs.Ensure(bpffs.Dir); err != nil {
+			return nil, err
+		}
+	} else if !bpffs.IsMounted() {
+		return nil, nil
 	}
 	f, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) && !create {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
@@ -463,46 +526,61 @@ func lockPins() (unlock func(), err error) {
 	}, nil
 }
 
-// removePins removes xdpfab's pins of iface and reports whether there were
+// removePins removes xdpfab's pins in dir and reports whether there were
 // any. Only the names Attach pins are removed, and the directory only when
-// that leaves it empty: other packages pin under the same root
-// (/sys/fs/bpf/xdpfab/av, .../mr), and an interface may share their name.
-func removePins(iface string) (bool, error) {
-	dir := PinDir(iface)
+// that leaves it empty.
+func removePins(dir string) (bool, error) {
 	found := false
 	for _, name := range append([]string{pinLink, pinProg}, pinnedMaps...) {
 		err := os.Remove(filepath.Join(dir, name))
 		if err == nil {
 			found = true
 		} else if !errors.Is(err, os.ErrNotExist) {
-			return found, fmt.Errorf("xdp: %s: remove pin %s: %w", iface, name, err)
+			return found, fmt.Errorf("xdp: remove pin %s: %w", filepath.Join(dir, name), err)
 		}
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ENOTEMPTY) {
-		return found, fmt.Errorf("xdp: %s: remove %s: %w", iface, dir, err)
+		return found, fmt.Errorf("xdp: remove %s: %w", dir, err)
 	}
 	return found, nil
 }
 
-// Open loads the pinned program and maps of iface for a process that did
-// not attach them.
+// Open loads the pinned program and maps of iface, an interface of the
+// calling thread's network namespace, for a process that did not attach
+// them. It fails with fi.ENOENT when xdpfab is not attached there (also
+// when it is attached to an interface of that name in another namespace).
 func Open(iface string) (*Attachment, error) {
 	nl, err := findLink(iface)
 	if err != nil {
 		return nil, err
 	}
-	live, err := pinnedLinkLive(iface, nl.Attrs().Index)
+	ns, err := CurrentNetns()
 	if err != nil {
 		return nil, err
 	}
-	if !live {
-		return nil, fmt.Errorf("xdp: xdpfab is not attached to %s (no live pinned link in %s): %w", iface, PinDir(iface), fi.ENOENT)
+	a, err := open(ns, nl)
+	if err != nil {
+		return nil, err
 	}
-	dir := PinDir(iface)
-	a := &Attachment{Iface: iface, Ifindex: nl.Attrs().Index}
+	_, _ = a.reapDeadOwners()
+	return a, nil
+}
+
+func open(ns NetnsID, nl netlink.Link) (*Attachment, error) {
+	iface := nl.Attrs().Name
+	dir := pinDir(ns, nl.Attrs().Index)
+	st, err := inspectPins(dir, nl.Attrs().Index)
+	if err != nil {
+		return nil, fmt.Errorf("xdp: open %s: %w", iface, err)
+	}
+	if st != pinsLive {
+		return nil, fmt.Errorf("xdp: %s: %w (no live pinned link in %s)", iface, errNotAttached, dir)
+	}
+	a := &Attachment{Iface: iface, Ifindex: nl.Attrs().Index, Netns: ns, PinDir: dir}
 	if a.Program, err = ebpf.LoadPinnedProgram(filepath.Join(dir, pinProg), nil); err != nil {
 		return nil, fmt.Errorf("xdp: open %s: program: %w", iface, mapErr(err))
 	}
+	a.progID = progIDOf(a.Program)
 	for _, m := range []struct {
 		name string
 		dst  **ebpf.Map
@@ -518,22 +596,68 @@ func Open(iface string) (*Attachment, error) {
 	return a, nil
 }
 
-// Detach removes xdpfab's program from iface: the pinned link (and with it
-// the attachment), every pin, and a stale netlink attachment of xdpfab's
-// program. It fails with fi.ENOENT when there was nothing to remove. The
-// interface may already be gone: the pins are removed all the same.
+// Attached reports whether xdpfab's program is attached to iface (in the
+// calling thread's network namespace) with a live pinned link, as Open
+// needs, without loading the program or its maps. Reading the pin needs
+// the privileges Open needs; without them it fails.
+func Attached(iface string) (bool, error) {
+	nl, err := findLink(iface)
+	if err != nil {
+		return false, err
+	}
+	if attachedProgName(nl) != ProgramName {
+		return false, nil
+	}
+	ns, err := CurrentNetns()
+	if err != nil {
+		return false, err
+	}
+	st, err := inspectPins(pinDir(ns, nl.Attrs().Index), nl.Attrs().Index)
+	if err != nil {
+		return false, fmt.Errorf("xdp: %s: %w", iface, err)
+	}
+	return st == pinsLive, nil
+}
+
+// Detach removes xdpfab's program from iface, an interface of the calling
+// thread's network namespace: the pinned link (and with it the
+// attachment), every pin, the owner records, and a stale netlink
+// attachment of xdpfab's program. It fails with fi.ENOENT when there was
+// nothing to remove, and then changes nothing (no directory is created,
+// no bpffs mounted). Programs and pins of other namespaces are never
+// touched, also those on an interface of the same name.
 func Detach(iface string) error {
-	if bpffs.IsMounted() {
-		unlock, err := lockPins()
-		if err != nil {
-			return fmt.Errorf("xdp: detach %s: %w", iface, err)
-		}
+	nl, err := findLink(iface)
+	if err != nil {
+		return err
+	}
+	ns, err := CurrentNetns()
+	if err != nil {
+		return err
+	}
+	unlock, err := lockPins(false)
+	if err != nil {
+		return fmt.Errorf("xdp: detach %s: %w", iface, err)
+	}
+	if unlock != nil {
 		defer unlock()
 	}
+	ifindex := nl.Attrs().Index
+	dir := pinDir(ns, ifindex)
 	found := false
-	nl, lerr := netlink.LinkByName(iface)
-	path := filepath.Join(PinDir(iface), pinLink)
-	if l, err := link.LoadPinnedLink(path, nil); err == nil {
+	st, err := inspectPins(dir, ifindex)
+	if err != nil {
+		return fmt.Errorf("xdp: detach %s: %w", iface, err)
+	}
+	switch st {
+	case pinsElsewhere:
+		return fmt.Errorf("xdp: detach %s: %s holds xdpfab's link to a device that is not %s of this network namespace: left alone: %w",
+			iface, dir, iface, fi.EBUSY)
+	case pinsLive:
+		l, err := link.LoadPinnedLink(filepath.Join(dir, pinLink), nil)
+		if err != nil {
+			return fmt.Errorf("xdp: detach %s: open pinned link: %w", iface, mapErr(err))
+		}
 		found = true
 		// Detach explicitly: another process may hold the link fd.
 		if err := l.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
@@ -542,27 +666,27 @@ func Detach(iface string) error {
 		}
 		_ = l.Unpin()
 		l.Close()
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("xdp: detach %s: open pinned link: %w", iface, mapErr(err))
 	}
-	removed, err := removePins(iface)
-	if err != nil {
-		return err
+	if unlock != nil { // else nothing is pinned
+		removed, err := removePins(dir)
+		if err != nil {
+			return err
+		}
+		if found = found || removed; found {
+			removeOwnerRecords(ns, ifindex)
+		}
 	}
-	found = found || removed
-	if lerr == nil {
-		if before := attachedProgName(nl); before == ProgramName {
-			found = true
-			if err := clearStaleNetlink(iface, nl); err != nil {
-				return err
-			}
+	if attachedProgName(nl) == ProgramName {
+		found = true
+		if err := clearStaleNetlink(iface, nl); err != nil {
+			return err
 		}
 	}
 	if !found {
-		if lerr != nil {
-			return notFound(iface, lerr)
-		}
-		return fmt.Errorf("xdp: detach %s: xdpfab is not attached: %w", iface, fi.ENOENT)
+		return fmt.Errorf("xdp: detach %s: %w", iface, errNotAttached)
+	}
+	if unlock != nil {
+		_ = sweepDefunct()
 	}
 	return nil
 }

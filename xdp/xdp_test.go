@@ -38,11 +38,30 @@ func newPair(t *testing.T) *pair {
 	p := &pair{a: a, b: b, v: testenv.NewVeth(t, a, b, testenv.VethOptions{})}
 	// Registered after the namespaces, so it runs before they go: detach
 	// and remove the pins whatever the test did.
-	t.Cleanup(func() {
-		_ = b.Do(func() error { return xdp.Detach(p.v.NameB) })
-		_ = os.RemoveAll(xdp.PinDir(p.v.NameB))
-	})
+	t.Cleanup(func() { cleanupIn(b, p.v.NameB) })
 	return p
+}
+
+// cleanupIn detaches xdpfab from iface in ns and removes its pins, whatever
+// a test did.
+func cleanupIn(ns *testenv.Netns, iface string) {
+	_ = ns.Do(func() error {
+		dir := xdp.PinDir(iface)
+		_ = xdp.Detach(iface)
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+		return nil
+	})
+}
+
+// pinDir is B's pin directory.
+func (p *pair) pinDir(t *testing.T) string {
+	t.Helper()
+	var dir string
+	require.NoError(t, p.b.Do(func() error { dir = xdp.PinDir(p.v.NameB); return nil }))
+	require.NotEmpty(t, dir)
+	return dir
 }
 
 // attach runs xdp.Attach inside B.
@@ -113,7 +132,7 @@ func TestAttachDetach(t *testing.T) {
 			wantAttach := map[xdp.Mode]uint32{xdp.ModeNative: 1, xdp.ModeGeneric: 2}[mode]
 			require.Equal(t, wantAttach, x.AttachMode)
 			for _, pin := range []string{"link", "prog", bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap, bpf.XdpfabMapPorts, bpf.XdpfabMapXsks, bpf.XdpfabMapCounters} {
-				require.FileExists(t, filepath.Join(xdp.PinDir(p.v.NameB), pin))
+				require.FileExists(t, filepath.Join(p.pinDir(t), pin))
 			}
 
 			var st *xdp.Status
@@ -121,7 +140,7 @@ func TestAttachDetach(t *testing.T) {
 			require.Equal(t, mode.String(), st.Mode)
 			require.Equal(t, id, st.ProgramID)
 			require.NotZero(t, st.LinkID)
-			require.Equal(t, []xdp.Port{{Port: 4791, PortConfig: xdp.PortConfig{AVID: 1, DomainID: 2, Strict: true}}}, st.Ports)
+			require.Equal(t, []xdp.PortStatus{{Port: xdp.Port{Port: 4791, PortConfig: xdp.PortConfig{AVID: 1, DomainID: 2, Strict: true}}}}, st.Ports)
 			require.Zero(t, st.AVEntries)
 			require.Empty(t, st.BoundQueues)
 
@@ -156,7 +175,7 @@ func TestAttachDetach(t *testing.T) {
 
 			require.NoError(t, p.detach())
 			require.Zero(t, p.linkXDP(t).ProgId, "no XDP program left on the link")
-			require.NoDirExists(t, xdp.PinDir(p.v.NameB))
+			require.NoDirExists(t, p.pinDir(t))
 			require.ErrorIs(t, p.detach(), fi.ENOENT)
 			_, err = p.open(t)
 			require.ErrorIs(t, err, fi.ENOENT)
@@ -239,7 +258,7 @@ func TestAttachBlockedByOtherProgram(t *testing.T) {
 			_, err := p.attach(xdp.Options{Mode: xdp.ModeAuto})
 			require.ErrorIs(t, err, fi.EBUSY)
 			require.ErrorContains(t, err, fmt.Sprintf(`XDP program "other_xdp" (id %d)`, id))
-			require.NoDirExists(t, xdp.PinDir(p.v.NameB), "a failed attach leaves no pins")
+			require.NoDirExists(t, p.pinDir(t), "a failed attach leaves no pins")
 
 			// Detach does not touch a program that is not ours.
 			require.ErrorIs(t, p.detach(), fi.ENOENT)
@@ -296,7 +315,7 @@ func TestStaleLeftovers(t *testing.T) {
 	t.Run("pins without a live link", func(t *testing.T) {
 		a := p.mustAttach(t, xdp.Options{Mode: xdp.ModeGeneric})
 		old := progID(t, a.Program)
-		l, err := link.LoadPinnedLink(filepath.Join(xdp.PinDir(p.v.NameB), "link"), nil)
+		l, err := link.LoadPinnedLink(filepath.Join(p.pinDir(t), "link"), nil)
 		require.NoError(t, err)
 		require.NoError(t, l.Detach()) // the link is defunct, its pins stay
 		l.Close()
@@ -308,7 +327,7 @@ func TestStaleLeftovers(t *testing.T) {
 		require.NotEqual(t, old, progID(t, a2.Program))
 		require.Equal(t, progID(t, a2.Program), p.linkXDP(t).ProgId)
 		require.NoError(t, p.detach())
-		require.NoDirExists(t, xdp.PinDir(p.v.NameB))
+		require.NoDirExists(t, p.pinDir(t))
 	})
 }
 
@@ -477,7 +496,7 @@ func TestSharedMaps(t *testing.T) {
 
 	a := p.mustAttach(t, xdp.Options{Mode: xdp.ModeGeneric, AVMap: shared[bpf.XdpfabMapAvMap], MRMap: shared[bpf.XdpfabMapMrMap]})
 	require.FileExists(t, ownerPin)
-	require.FileExists(t, filepath.Join(xdp.PinDir(p.v.NameB), bpf.XdpfabMapAvMap))
+	require.FileExists(t, filepath.Join(p.pinDir(t), bpf.XdpfabMapAvMap))
 	mapID := func(m *ebpf.Map) ebpf.MapID {
 		info, err := m.Info()
 		require.NoError(t, err)
@@ -508,14 +527,11 @@ func TestNativeUnsupported(t *testing.T) {
 	testenv.RequirePriv(t)
 	na, nb := testenv.NewNetns(t), testenv.NewNetns(t)
 	p := &pair{a: na, b: nb, v: testenv.NewVeth(t, na, nb, testenv.VethOptions{MTU: 4000})}
-	t.Cleanup(func() {
-		_ = nb.Do(func() error { return xdp.Detach(p.v.NameB) })
-		_ = os.RemoveAll(xdp.PinDir(p.v.NameB))
-	})
+	t.Cleanup(func() { cleanupIn(nb, p.v.NameB) })
 	_, err := p.attach(xdp.Options{Mode: xdp.ModeNative})
 	require.ErrorIs(t, err, fi.EOPNOTSUPP)
 	require.ErrorContains(t, err, "native")
-	require.NoDirExists(t, xdp.PinDir(p.v.NameB))
+	require.NoDirExists(t, p.pinDir(t))
 
 	a := p.mustAttach(t, xdp.Options{Mode: xdp.ModeAuto})
 	var st *xdp.Status
@@ -523,16 +539,29 @@ func TestNativeUnsupported(t *testing.T) {
 	require.Equal(t, "generic", st.Mode)
 }
 
-// TestDetachGoneInterface: pins of an interface that no longer exists are
-// removed by Detach.
+// TestDetachGoneInterface: pins of an interface that no longer exists
+// (deleted, or gone with its namespace) hold a program attached to
+// nothing; the next Attach or Detach, in any namespace, removes them.
+// Detach by the gone name finds no interface and changes nothing.
 func TestDetachGoneInterface(t *testing.T) {
 	p := newPair(t)
-	p.mustAttach(t, xdp.Options{Mode: xdp.ModeNative})
+	a := p.mustAttach(t, xdp.Options{Mode: xdp.ModeNative})
+	dir := a.PinDir
+	require.DirExists(t, dir)
 	l, err := p.b.Netlink().LinkByName(p.v.NameB)
 	require.NoError(t, err)
 	require.NoError(t, p.b.Netlink().LinkDel(l))
-	require.NoError(t, p.detach())
-	require.NoDirExists(t, xdp.PinDir(p.v.NameB))
+	require.ErrorIs(t, p.detach(), fi.ENODEV)
+	require.DirExists(t, dir)
+
+	// An attach in the other namespace (the veth went with its end in
+	// B: on A's loopback) sweeps them.
+	t.Cleanup(func() { cleanupIn(p.a, "lo") })
+	var o *xdp.Attachment
+	require.NoError(t, p.a.Do(func() (err error) { o, err = xdp.Attach("lo", xdp.Options{Mode: xdp.ModeGeneric}); return }))
+	o.Close()
+	require.NoDirExists(t, dir)
+	require.NoError(t, p.a.Do(func() error { return xdp.Detach("lo") }))
 }
 
 // TestConcurrentAttach: attaches racing on one interface all succeed and
@@ -580,7 +609,7 @@ func TestConcurrentAttach(t *testing.T) {
 // on detach.
 func TestForeignPinsSurvive(t *testing.T) {
 	p := newPair(t)
-	dir, err := bpffs.Ensure(xdp.PinDir(p.v.NameB))
+	dir, err := bpffs.Ensure(p.pinDir(t))
 	require.NoError(t, err)
 	foreign, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
 	require.NoError(t, err)

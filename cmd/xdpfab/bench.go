@@ -145,7 +145,7 @@ func parseBenchFlags(sub string, args []string) (*benchOptions, error) {
 		fs.StringVar(&o.peer, "peer", "", "the target's IP[:PORT]")
 		fs.IntVar(&o.depth, "depth", 64, "operations in flight in the pipelined phases")
 		fs.Uint64Var(&o.count, "count", 1_000_000, "at most this many operations per phase")
-		fs.Var(&o.out, "o", "output format: text or json")
+		fs.Var(&o.out, "o", "output `FORMAT`: text or json")
 	}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {

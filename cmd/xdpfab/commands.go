@@ -2,29 +2,24 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/xdpfab/xdpfab/bpf"
-	"github.com/xdpfab/xdpfab/fi"
-	"github.com/xdpfab/xdpfab/internal/bpffs"
 	"github.com/xdpfab/xdpfab/xdp"
 )
 
 func cmdAttach(args []string, stdout io.Writer, _ <-chan struct{}) error {
 	fs := newFlagSet("attach")
-	modeName := fs.String("mode", "auto", "attach mode: auto (native, else generic), native or generic")
+	modeName := fs.String("mode", "auto", "attach `MODE`: auto (native, else generic), native or generic")
 	var ports portList
-	fs.Var(&ports, "port", "UDP port the program handles (repeatable)")
-	avID := fs.Uint("av-id", 0, "AV id of the --port ports")
-	domainID := fs.Uint("domain-id", 0, "domain id of the --port ports")
+	fs.Var(&ports, "port", "UDP `PORT` the program handles (repeatable); it belongs to no process and stays until detach")
+	avID := fs.Uint("av-id", 0, "AV `ID` of the --port ports")
+	domainID := fs.Uint("domain-id", 0, "domain `ID` of the --port ports")
 	strict := fs.Bool("strict", false, "drop datagrams to the --port ports from peers not in the AV")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -72,49 +67,21 @@ func cmdDetach(args []string, stdout io.Writer, _ <-chan struct{}) error {
 	return nil
 }
 
-// attachedIfaces returns the interface named in pos, or every interface
-// of this network namespace with xdpfab pins.
-func attachedIfaces(pos []string) ([]string, error) {
+// openAll opens the attachment of the interface named in pos, or those of
+// every interface of this network namespace with xdpfab attached (none is
+// not an error then).
+func openAll(pos []string) ([]*xdp.Attachment, error) {
 	if len(pos) > 1 {
 		return nil, fmt.Errorf("%w: at most one interface", errUsage)
 	}
 	if len(pos) == 1 {
-		return pos, nil
-	}
-	entries, err := os.ReadDir(bpffs.Dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	var names []string
-	for _, e := range entries {
-		if _, err := os.Stat(filepath.Join(bpffs.Dir, e.Name(), "link")); err == nil {
-			names = append(names, e.Name())
-		}
-	}
-	slices.Sort(names)
-	return names, nil
-}
-
-// openAll opens the attachments of ifaces; with no interface named,
-// interfaces of other network namespaces are skipped.
-func openAll(pos []string) ([]*xdp.Attachment, error) {
-	names, err := attachedIfaces(pos)
-	if err != nil {
-		return nil, err
-	}
-	var as []*xdp.Attachment
-	for _, name := range names {
-		a, err := xdp.Open(name)
+		a, err := xdp.Open(pos[0])
 		if err != nil {
-			if len(pos) == 0 && (errors.Is(err, fi.ENODEV) || errors.Is(err, fi.ENOENT)) {
-				continue // pinned from another network namespace, or stale
-			}
-			closeAll(as)
 			return nil, err
 		}
-		as = append(as, a)
+		return []*xdp.Attachment{a}, nil
 	}
-	return as, nil
+	return xdp.OpenAll()
 }
 
 func closeAll(as []*xdp.Attachment) {
@@ -123,10 +90,14 @@ func closeAll(as []*xdp.Attachment) {
 	}
 }
 
+// notAttachedAnywhere is what status and stats say when nothing is
+// attached in the namespace (exit 0: an empty list).
+const notAttachedAnywhere = "xdpfab is not attached to any interface of this network namespace"
+
 func cmdStatus(args []string, stdout io.Writer, _ <-chan struct{}) error {
 	fs := newFlagSet("status")
 	out := outputFlag("text")
-	fs.Var(&out, "o", "output format: text or json")
+	fs.Var(&out, "o", "output `FORMAT`: text or json")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -150,34 +121,54 @@ func cmdStatus(args []string, stdout io.Writer, _ <-chan struct{}) error {
 		return enc.Encode(sts)
 	}
 	if len(sts) == 0 {
-		fmt.Fprintln(stdout, "xdpfab is not attached to any interface of this network namespace")
+		fmt.Fprintln(stdout, notAttachedAnywhere)
 		return nil
 	}
 	for _, st := range sts {
-		fmt.Fprintf(stdout, "%s (ifindex %d): %s mode, program %d, link %d, pinned in %s\n",
-			st.Iface, st.Ifindex, st.Mode, st.ProgramID, st.LinkID, st.PinDir)
-		if len(st.Ports) == 0 {
-			fmt.Fprintln(stdout, "  ports: none")
-		}
-		for _, p := range st.Ports {
-			strict := ""
-			if p.Strict {
-				strict = ", strict"
-			}
-			fmt.Fprintf(stdout, "  port %d: av %d, domain %d%s\n", p.Port, p.AVID, p.DomainID, strict)
-		}
-		fmt.Fprintf(stdout, "  AV map: %d of %d entries\n", st.AVEntries, st.AVCapacity)
-		fmt.Fprintf(stdout, "  MR map: %d of %d entries\n", st.MREntries, st.MRCapacity)
-		qs := make([]string, len(st.BoundQueues))
-		for i, q := range st.BoundQueues {
-			qs[i] = fmt.Sprint(q)
-		}
-		if len(qs) == 0 {
-			qs = []string{"none"}
-		}
-		fmt.Fprintf(stdout, "  AF_XDP sockets on RX queues: %s\n", strings.Join(qs, " "))
+		printStatus(stdout, st)
 	}
 	return nil
+}
+
+func printStatus(w io.Writer, st *xdp.Status) {
+	fmt.Fprintf(w, "%s (ifindex %d, netns %v): %s mode, program %d, link %d, pinned in %s\n",
+		st.Iface, st.Ifindex, st.Netns, st.Mode, st.ProgramID, st.LinkID, st.PinDir)
+	if len(st.Ports) == 0 {
+		fmt.Fprintln(w, "  ports: none")
+	}
+	for _, p := range st.Ports {
+		strict := ""
+		if p.Strict {
+			strict = ", strict"
+		}
+		owner := "no owner (set by attach --port)"
+		if p.Owner != nil {
+			owner = fmt.Sprintf("owner pid %d (%s)", p.Owner.PID, p.Owner.Comm)
+		}
+		fmt.Fprintf(w, "  port %d: av %d, domain %d%s; %s\n", p.Port.Port, p.AVID, p.DomainID, strict, owner)
+	}
+	fmt.Fprintf(w, "  AV map: %d of %d entries\n", st.AVEntries, st.AVCapacity)
+	fmt.Fprintf(w, "  MR map: %d of %d entries\n", st.MREntries, st.MRCapacity)
+	for _, o := range st.Owners {
+		fmt.Fprintf(w, "  owner pid %d (%s): ports %s, av ids %s, domain ids %s\n",
+			o.PID, o.Comm, list(o.Ports, func(p xdp.Port) string { return fmt.Sprint(p.Port) }),
+			list(o.AVIDs, u32), list(o.DomainIDs, u32))
+	}
+	fmt.Fprintf(w, "  AF_XDP sockets on RX queues: %s\n", list(st.BoundQueues, u32))
+}
+
+func u32(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
+
+// list joins the elements of s, or says none.
+func list[T any](s []T, str func(T) string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = str(v)
+	}
+	return strings.Join(out, " ")
 }
 
 // statsRecord is one interface's counters in `stats -o json`.
@@ -191,10 +182,10 @@ type statsRecord struct {
 func cmdStats(args []string, stdout io.Writer, stop <-chan struct{}) error {
 	fs := newFlagSet("stats")
 	out := outputFlag("text")
-	fs.Var(&out, "o", "output format: text or json (one JSON object per interface and sample)")
-	watch := fs.Bool("watch", false, "print counters and rates every --interval until interrupted")
+	fs.Var(&out, "o", "output `FORMAT`: text or json (one JSON object per interface and sample)")
+	watch := fs.Bool("watch", false, "print counters and rates every --interval until interrupted (or --count samples)")
 	interval := fs.Duration("interval", time.Second, "sampling interval with --watch")
-	count := fs.Int("count", 0, "with --watch, stop after this many samples (0: until interrupted)")
+	count := fs.Int("count", 0, "with --watch, stop after `N` samples (0: until interrupted)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -208,7 +199,11 @@ func cmdStats(args []string, stdout io.Writer, stop <-chan struct{}) error {
 	}
 	defer closeAll(as)
 	if len(as) == 0 {
-		return fmt.Errorf("xdpfab is not attached to any interface of this network namespace: %w", fi.ENOENT)
+		// As status: an empty list, not an error.
+		if out == "text" {
+			fmt.Fprintln(stdout, notAttachedAnywhere)
+		}
+		return nil
 	}
 
 	done, release := interrupted(stop)

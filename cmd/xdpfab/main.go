@@ -1,18 +1,29 @@
 // Command xdpfab attaches xdpfab's XDP program to an interface, removes it,
-// and reports its state and counters.
+// and reports its state, owners and counters.
 //
 //	xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict]
 //	xdpfab [-n NETNS] detach IFACE
 //	xdpfab [-n NETNS] status [IFACE] [-o text|json]
 //	xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json]
 //	xdpfab [-n NETNS] bench serve|run|local [flags]   (xdpfab bench help)
+//	xdpfab --version
+//	xdpfab help [COMMAND]
 //
-// attach pins the program, its link and maps under /sys/fs/bpf/xdpfab/IFACE/
+// attach pins the program, its link and maps under
+// /sys/fs/bpf/xdpfab/NETNS/IFINDEX/ (NETNS: the namespace's inode number)
 // so it stays attached after xdpfab exits and library processes find the
-// maps; it is idempotent. -n runs the command in a named network namespace
-// (as `ip -n`) while keeping the host's bpffs, which `ip netns exec` hides.
+// maps; it is idempotent. Every command acts on the interfaces of one
+// network namespace only: a same-named interface elsewhere is invisible.
+// -n runs the command in a named network namespace (as `ip -n`) while
+// keeping the host's bpffs, which `ip netns exec` hides.
 //
-// Exit status: 0 success, 1 error, 2 usage.
+// -h, --help and help print usage with the flags to stdout and exit 0; a
+// command that fails changes nothing (no directory created, no bpffs
+// mounted).
+//
+// Exit status: 0 success (status and stats without IFACE also when nothing
+// is attached), 1 error (also an IFACE where xdpfab is not attached), 2
+// usage.
 package main
 
 import (
@@ -24,6 +35,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,13 +56,24 @@ const (
 // errUsage marks a command-line error (exit 2).
 var errUsage = errors.New("usage")
 
-const usage = `usage:
-  xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict]
-  xdpfab [-n NETNS] detach IFACE
-  xdpfab [-n NETNS] status [IFACE] [-o text|json]
-  xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json]
-  xdpfab [-n NETNS] bench serve|run|local [flags]   (xdpfab bench help)
-`
+// commands by name; bench writes its progress line on stderr.
+func commandFunc(name string, stderr io.Writer) func([]string, io.Writer, <-chan struct{}) error {
+	switch name {
+	case "attach":
+		return cmdAttach
+	case "detach":
+		return cmdDetach
+	case "status":
+		return cmdStatus
+	case "stats":
+		return cmdStats
+	case "bench":
+		return func(args []string, stdout io.Writer, stop <-chan struct{}) error {
+			return cmdBench(args, stdout, stderr, stop)
+		}
+	}
+	return nil
+}
 
 // run is the whole command; stop, if not nil, ends `stats --watch` and
 // `bench` when closed (tests), as SIGINT does.
@@ -58,56 +81,80 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	global := flag.NewFlagSet("xdpfab", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	nsName := global.String("n", "", "network namespace (name under /var/run/netns) to run in")
+	version := global.Bool("version", false, "print the version")
 	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		}
 		return usageError(stderr, err)
+	}
+	if *version {
+		fmt.Fprint(stdout, versionText())
+		return exitOK
 	}
 	rest := global.Args()
 	if len(rest) == 0 {
 		return usageError(stderr, errors.New("no command"))
 	}
 	cmd, cmdArgs := rest[0], rest[1:]
-	var fn func([]string, io.Writer, <-chan struct{}) error
 	switch cmd {
-	case "attach":
-		fn = cmdAttach
-	case "detach":
-		fn = cmdDetach
-	case "status":
-		fn = cmdStatus
-	case "stats":
-		fn = cmdStats
-	case "bench":
-		// bench writes its progress line on stderr.
-		fn = func(args []string, stdout io.Writer, stop <-chan struct{}) error {
-			return cmdBench(args, stdout, stderr, stop)
+	case "help":
+		if len(cmdArgs) == 0 || cmdArgs[0] == "help" {
+			fmt.Fprint(stdout, usage)
+			return exitOK
 		}
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		// help COMMAND [SUBCOMMAND] is COMMAND [SUBCOMMAND] --help.
+		cmd, cmdArgs = cmdArgs[0], append(cmdArgs[1:len(cmdArgs):len(cmdArgs)], "--help")
+		if commandFunc(cmd, stderr) == nil {
+			return usageError(stderr, fmt.Errorf("help: unknown command %q", cmd))
+		}
+	case "version":
+		fmt.Fprint(stdout, versionText())
 		return exitOK
-	default:
+	}
+	fn := commandFunc(cmd, stderr)
+	if fn == nil {
 		return usageError(stderr, fmt.Errorf("unknown command %q", cmd))
 	}
 
-	err := inNetns(*nsName, func() error { return fn(cmdArgs, stdout, stop) })
-	if errors.Is(err, errUsage) && cmd == "bench" {
-		fmt.Fprintf(stderr, "xdpfab: %v\n%s", err, benchUsage)
+	var err error
+	if wantsHelp(cmdArgs) {
+		// Flag parsing answers it before the command does anything: no
+		// namespace to enter.
+		err = fn(cmdArgs, stdout, stop)
+	} else {
+		err = inNetns(*nsName, func() error { return fn(cmdArgs, stdout, stop) })
+	}
+	var help *helpRequest
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &help):
+		fmt.Fprint(stdout, help.text)
+		return exitOK
+	case errors.Is(err, errUsage) && cmd == "bench":
+		fmt.Fprintf(stderr, "xdpfab bench: %s\n%s", usageMessage(err), benchUsage)
+		return exitUsage
+	case errors.Is(err, errUsage):
+		// The command's help, flags included: what it answers to --help.
+		text := usage
+		if herr := fn([]string{"--help"}, io.Discard, stop); errors.As(herr, &help) {
+			text = help.text
+		}
+		fmt.Fprintf(stderr, "xdpfab %s: %s\n%s", cmd, usageMessage(err), text)
 		return exitUsage
 	}
-	if errors.Is(err, errUsage) {
-		return usageError(stderr, err)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "xdpfab %s: %v\n", cmd, err)
-		return exitError
-	}
-	return exitOK
+	fmt.Fprintf(stderr, "xdpfab %s: %v\n", cmd, err)
+	return exitError
+}
+
+// usageMessage is a usage error's text without the errUsage prefix.
+func usageMessage(err error) string {
+	return strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
 }
 
 func usageError(stderr io.Writer, err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stderr, usage)
-		return exitUsage
-	}
 	fmt.Fprintf(stderr, "xdpfab: %v\n%s", err, usage)
 	return exitUsage
 }
@@ -147,10 +194,13 @@ func inNetns(name string, fn func() error) error {
 
 // parseInterspersed parses fs from args allowing flags after positional
 // arguments (`attach IFACE --mode native`), and returns the positionals.
+// -h or --help returns a *helpRequest with the command's help.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return nil, &helpRequest{text: commandHelp(fs)}
+		} else if err != nil {
 			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
 		args = fs.Args()

@@ -30,29 +30,17 @@ func xdpfab(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
-func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{
-		{},
-		{"frobnicate"},
-		{"attach"},
-		{"attach", "a", "b"},
-		{"attach", "eth0", "--mode", "turbo"},
-		{"attach", "eth0", "--port", "0"},
-		{"attach", "eth0", "--port", "70000"},
-		{"attach", "eth0", "--bogus"},
-		{"detach"},
-		{"status", "a", "b"},
-		{"status", "-o", "yaml"},
-		{"stats", "--interval", "0s"},
-		{"-n"},
-	} {
-		code, _, stderr := xdpfab(args...)
-		require.Equal(t, exitUsage, code, "args %q", args)
-		require.Contains(t, stderr, "usage:", "args %q", args)
-	}
-	code, stdout, _ := xdpfab("help")
-	require.Equal(t, exitOK, code)
-	require.Contains(t, stdout, "xdpfab [-n NETNS] attach IFACE")
+// cleanupIn detaches xdpfab from iface in ns and removes its pins, whatever
+// a test did.
+func cleanupIn(ns *testenv.Netns, iface string) {
+	_ = ns.Do(func() error {
+		dir := xdp.PinDir(iface)
+		_ = xdp.Detach(iface)
+		if dir != "" {
+			_ = os.RemoveAll(dir)
+		}
+		return nil
+	})
 }
 
 func TestAttachStatusStatsDetach(t *testing.T) {
@@ -62,10 +50,7 @@ func TestAttachStatusStatsDetach(t *testing.T) {
 			a, b := testenv.NewNetns(t), testenv.NewNetns(t)
 			v := testenv.NewVeth(t, a, b, testenv.VethOptions{})
 			iface := v.NameB
-			t.Cleanup(func() {
-				xdpfab("-n", b.Name, "detach", iface)
-				_ = os.RemoveAll(xdp.PinDir(iface))
-			})
+			t.Cleanup(func() { cleanupIn(b, iface) })
 
 			code, stdout, stderr := xdpfab("-n", b.Name, "attach", iface, "--mode", mode, "--port", "4791", "--port", "4792", "--strict", "--av-id", "1", "--domain-id", "2")
 			require.Equal(t, exitOK, code, stderr)
@@ -147,7 +132,7 @@ func TestAttachStatusStatsDetach(t *testing.T) {
 			l, err := b.Netlink().LinkByName(iface)
 			require.NoError(t, err)
 			require.True(t, l.Attrs().Xdp == nil || l.Attrs().Xdp.ProgId == 0, "no XDP program left")
-			require.NoDirExists(t, xdp.PinDir(iface))
+			require.NoDirExists(t, st.PinDir)
 
 			code, _, stderr = xdpfab("-n", b.Name, "detach", iface)
 			require.Equal(t, exitError, code)
@@ -190,7 +175,7 @@ func TestErrors(t *testing.T) {
 		return err
 	}))
 	defer l.Close()
-	t.Cleanup(func() { _ = os.RemoveAll(xdp.PinDir(v.NameB)) })
+	t.Cleanup(func() { cleanupIn(b, v.NameB) })
 	code, _, stderr = xdpfab("-n", b.Name, "attach", v.NameB)
 	require.Equal(t, exitError, code)
 	require.Contains(t, stderr, `XDP program "someone_else" (id `)
@@ -211,10 +196,7 @@ func TestRefusesPrivateBPFFS(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "xdpfab")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	t.Cleanup(func() {
-		xdpfab("-n", b.Name, "detach", v.NameB)
-		_ = os.RemoveAll(xdp.PinDir(v.NameB))
-	})
+	t.Cleanup(func() { cleanupIn(b, v.NameB) })
 
 	// Whether `ip netns exec` hides bpffs depends on iproute2; check.
 	probe, err := b.Exec("stat", "-f", "-c", "%T", "/sys/fs/bpf")

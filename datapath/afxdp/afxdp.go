@@ -24,17 +24,22 @@
 // KernelPollInterval, from the kernel socket (a recvmmsg that finds nothing
 // cost half the CPU of a busy target when it ran on every Receive); a
 // blocking Receive waits for the queue, looking at the kernel socket at
-// least every FallbackPoll. Send resolves the next hop from a cache; a
-// destination whose MAC is not known yet is resolved in the background and
-// its packets are dropped meanwhile (the reliable layer retransmits), so
-// Send never blocks.
+// least every FallbackPoll. Send resolves the next hop from a cache
+// (datapath/nexthop) that follows the namespace's neighbour, route and link
+// changes; a destination whose hop is not known yet is resolved in the
+// background, and its packets go through the kernel socket meanwhile, so
+// Send never blocks. So do packets whose route leaves through another
+// interface than the one the AF_XDP sockets are on: a frame built for that
+// hop would go out on the wrong link. When the reliable engine finds a
+// peer silent (datapath.PathChecker), the transport has the hop verified
+// again (nexthop.Resolver.Recheck): a neighbour whose MAC changed without
+// telling anyone is learned afresh within milliseconds.
 package afxdp
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -93,6 +98,7 @@ type Stats struct {
 	RxXSK, RxKernel uint64 // packets received through AF_XDP / the kernel socket
 	TxXSK           uint64 // frames transmitted
 	TxNoHop         uint64 // packets sent through the kernel socket: next hop not resolved yet
+	TxOtherLink     uint64 // packets sent through the kernel socket: their route leaves through another interface
 	TxNoFrame       uint64 // packets dropped: every TX frame in flight
 	TxTooBig        uint64 // packets dropped: larger than the next hop's MTU or a frame (Send reports FI_EMSGSIZE)
 	RxQueueFull     uint64 // packets dropped: the transport's queue was full
@@ -116,15 +122,13 @@ type Transport struct {
 	kernelCalls uint32
 	epoch       time.Time
 
-	hopMu     sync.Mutex
-	resolving map[netip.Addr]bool // guarded by hopMu
-
-	rxXSK, rxKernel, txXSK, txNoHop, txNoFrame, txTooBig atomic.Uint64
+	rxXSK, rxKernel, txXSK, txNoHop, txOtherLink, txNoFrame, txTooBig atomic.Uint64
 }
 
 var (
-	_ datapath.Transport = (*Transport)(nil)
-	_ datapath.Pollable  = (*Transport)(nil)
+	_ datapath.Transport   = (*Transport)(nil)
+	_ datapath.Pollable    = (*Transport)(nil)
+	_ datapath.PathChecker = (*Transport)(nil)
 )
 
 // Open binds the transport's port on the interface's shared AF_XDP device
@@ -139,33 +143,31 @@ func Open(opts Options) (*Transport, error) {
 		}
 		opts.Iface = iface
 	}
-	t := &Transport{udpCsum: opts.UDPChecksum, resolving: map[netip.Addr]bool{}, closing: make(chan struct{})}
-	nl, err := netlink.NewHandle()
-	if err != nil {
-		return nil, fmt.Errorf("afxdp: netlink: %w", err)
-	}
+	t := &Transport{udpCsum: opts.UDPChecksum, closing: make(chan struct{})}
+	var err error
 	t.kernel, err = udp.Listen(opts.Local, udp.Options{})
 	if err != nil {
-		nl.Close()
 		return nil, fmt.Errorf("afxdp: kernel socket: %w", err)
 	}
 	t.local = t.kernel.LocalAddr()
-	t.resolver = nexthop.New(nl, time.Second)
-	// Probe from the kernel socket, which lives in the right namespace
-	// whatever goroutine resolves: one byte to the discard port.
-	t.resolver.Probe = func(next netip.Addr) {
-		_ = t.kernel.Send([]datapath.Packet{{Buf: []byte{0}, Addr: netip.AddrPortFrom(next, 9)}})
+	// Bound to this thread's namespace, which its goroutines keep using.
+	t.resolver, err = nexthop.New(nexthop.Options{Src: t.local.Addr()})
+	if err != nil {
+		t.kernel.Close()
+		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	t.q.init(queueLen, slotSize)
 	t.timer = time.NewTimer(time.Hour)
 	t.timer.Stop()
 	t.epoch = time.Now()
 	if t.dev, err = openDevice(opts.Iface, opts.Bind); err != nil {
+		t.resolver.Close()
 		t.kernel.Close()
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	if err := t.dev.register(t); err != nil {
 		t.dev.close(t)
+		t.resolver.Close()
 		t.kernel.Close()
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
@@ -357,10 +359,11 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 			pkts = pkts[1:]
 			hop, ok := t.hop(p.Addr.Addr().Unmap())
 			if !ok {
-				// Until the next hop's MAC is known, the kernel socket
+				// Until the next hop's MAC is known, or when the route
+				// leaves through another interface, the kernel socket
 				// carries the packet: the stack queues it behind ARP or
-				// neighbour discovery instead of losing it.
-				t.txNoHop.Add(1)
+				// neighbour discovery instead of losing it, and sends it
+				// out on the right link.
 				_ = t.kernel.Send(p1(p))
 				continue
 			}
@@ -411,23 +414,27 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 // p1 returns p as a one-packet batch without allocating.
 func p1(p *datapath.Packet) []datapath.Packet { return unsafe.Slice(p, 1) }
 
-// hop returns the cached next hop of dst, or starts resolving it.
+// hop returns the next hop of dst if a frame can be sent to it from the
+// AF_XDP sockets: resolved (else resolving starts in the background) and
+// out through their interface. It counts the packets it refuses.
 func (t *Transport) hop(dst netip.Addr) (nexthop.Hop, bool) {
-	if h, ok := t.resolver.Cached(dst); ok {
-		return h, true
+	h, ok := t.resolver.Try(dst)
+	switch {
+	case !ok:
+		t.txNoHop.Add(1)
+		return h, false
+	case h.Ifindex != t.dev.att.Ifindex:
+		t.txOtherLink.Add(1)
+		return h, false
 	}
-	t.hopMu.Lock()
-	if !t.resolving[dst] {
-		t.resolving[dst] = true
-		go func() {
-			_, _ = t.resolver.Lookup(dst)
-			t.hopMu.Lock()
-			delete(t.resolving, dst)
-			t.hopMu.Unlock()
-		}()
-	}
-	t.hopMu.Unlock()
-	return nexthop.Hop{}, false
+	return h, true
+}
+
+// CheckPath implements datapath.PathChecker: the reliable engine finds dst
+// silent, so its next hop is verified again (nexthop.Resolver.Recheck,
+// rate-limited there); packets go through the kernel socket until it is.
+func (t *Transport) CheckPath(dst netip.AddrPort) {
+	t.resolver.Recheck(dst.Addr())
 }
 
 // Stats returns the transport's counters.
@@ -436,12 +443,14 @@ func (t *Transport) Stats() Stats {
 	drops := t.q.drops
 	t.q.mu.Unlock()
 	return Stats{RxXSK: t.rxXSK.Load(), RxKernel: t.rxKernel.Load(), TxXSK: t.txXSK.Load(),
-		TxNoHop: t.txNoHop.Load(), TxNoFrame: t.txNoFrame.Load(), TxTooBig: t.txTooBig.Load(), RxQueueFull: drops}
+		TxNoHop: t.txNoHop.Load(), TxOtherLink: t.txOtherLink.Load(), TxNoFrame: t.txNoFrame.Load(), TxTooBig: t.txTooBig.Load(),
+		RxQueueFull: drops}
 }
 
 // Close implements datapath.Transport: it wakes a blocked Receive, removes
-// the port entry, leaves the device (the last transport closes it) and
-// closes the kernel socket.
+// the port entry, leaves the device (the last transport closes it), stops
+// the next-hop resolver (its goroutines and netlink sockets) and closes the
+// kernel socket.
 func (t *Transport) Close() error {
 	if t.closed.Swap(true) {
 		return nil
@@ -449,5 +458,6 @@ func (t *Transport) Close() error {
 	close(t.closing)
 	_ = t.dev.att.DeletePort(t.local.Port())
 	t.dev.close(t)
+	t.resolver.Close()
 	return t.kernel.Close()
 }

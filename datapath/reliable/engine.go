@@ -55,6 +55,14 @@
 //     (datapath.VerdictUnreachable: the peer's host is up but nothing
 //     listens) they complete with FI_ECONNREFUSED at once. Close
 //     completes whatever is still pending with FI_ECANCELED.
+//   - Path checks: from a packet's PathCheckRetries-th retransmission on,
+//     if the peer has answered nothing since the packet was first sent,
+//     each timer pass that retransmits to the peer tells a transport
+//     implementing datapath.PathChecker that the peer's address looks
+//     dead, once per pass, so a transport that picks next hops itself
+//     re-verifies them long before the peer is declared unreachable. A
+//     peer that keeps answering other packets has a working path: its
+//     losses are the retransmissions' business.
 //   - Admission: Config.Admit (the fabric layer's AV lookup) decides which
 //     sources may open a session; others are dropped and counted. A new
 //     session is accepted only at sequence numbers 1..Window, and never
@@ -306,6 +314,7 @@ type txPeer struct {
 	srtt     int64 // smoothed RTT, ns (0 = no sample yet)
 	rttvar   int64
 	rto      time.Duration // initial timeout of new packets
+	heard    int64         // engine clock of the last response matched (path checks)
 }
 
 func (p *txPeer) slot(seq uint32) *txSlot { return &p.slots[seq&uint32(len(p.slots)-1)] }
@@ -365,6 +374,7 @@ type cachedResp struct {
 type Engine struct {
 	cfg   Config
 	tr    datapath.Transport
+	paths datapath.PathChecker // tr, when it implements it
 	epoch time.Time
 
 	mu        sync.Mutex // guards the initiator state below
@@ -441,6 +451,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	for i := range e.freeOps {
 		e.freeOps[i] = int32(cfg.MaxOps - 1 - i)
 	}
+	e.paths, _ = tr.(datapath.PathChecker)
 	batch := tr.BatchSize()
 	e.rxPkts = make([]datapath.Packet, batch)
 	for i := range e.rxPkts {
@@ -954,10 +965,12 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	}
 	s.inUse = false
 	e.stats.rxResponses.Add(1)
+	now := e.now()
+	p.heard = now
 	// Karn's rule, plus: a request the target held behind a lost one
 	// (HdrHeld) is no sample, its wait was not round-trip time.
 	if s.retries == 0 && !s.fastRetx && pk.Flags&wire.HdrHeld == 0 {
-		e.rttSample(p, e.now()-s.sentAt)
+		e.rttSample(p, now-s.sentAt)
 	}
 	for i := 0; i < s.nsegs; i++ {
 		ref := &s.segs[i]
@@ -990,6 +1003,12 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		}
 	}
 }
+
+// PathCheckRetries is how many retransmissions of one packet, with no
+// answer from the peer meanwhile, make the engine ask the transport to
+// check its path to the peer (see the package doc): with the 1 ms initial
+// timeout, about 7 ms of silence.
+const PathCheckRetries = 3
 
 // retxBurst bounds timer-driven retransmissions per peer per timer pass.
 const retxBurst = 8
@@ -1083,6 +1102,7 @@ func (e *Engine) expire(out *[]Completion) int64 {
 	for _, p := range e.peers {
 		burst := 0
 		due := false
+		pathChecked := false
 		for seq := p.base; seq != p.nextSeq; seq++ {
 			s := p.slot(seq)
 			if !s.inUse {
@@ -1106,6 +1126,10 @@ func (e *Engine) expire(out *[]Completion) int64 {
 				s.deadline = now + int64(s.rto)
 				s.fastRetx = false
 				e.retransmit(p, s)
+				if s.retries >= PathCheckRetries && p.heard < s.sentAt && e.paths != nil && !pathChecked {
+					pathChecked = true
+					e.paths.CheckPath(p.peer.Addr)
+				}
 			}
 			if next == 0 || s.deadline < next {
 				next = s.deadline

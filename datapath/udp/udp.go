@@ -21,6 +21,15 @@
 // packet with Verdict datapath.VerdictUnreachable: the sent datagram and
 // its destination. That lets the engine fail requests to a peer whose
 // process is gone with FI_ECONNREFUSED at once instead of timing out.
+//
+// With Options.PathChecks the transport is a datapath.PathChecker: when
+// the engine finds a peer silent, the kernel's learned neighbour entry for
+// the peer's next hop is deleted and resolved afresh (nexthop.Resolver's
+// Recheck, at most every 250 ms per peer). The kernel does not confirm
+// neighbours for UDP traffic, so without that a next hop whose MAC changed
+// silently keeps getting our datagrams for as long as its entry counts as
+// reachable (tens of seconds), and the engine declares the peer
+// unreachable first.
 package udp
 
 import (
@@ -36,6 +45,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/nexthop"
 	"github.com/xdpfab/xdpfab/fi"
 )
 
@@ -49,6 +59,10 @@ type Options struct {
 	// DisableGSO sends every datagram as its own message instead of
 	// batching equal-size runs to one peer with UDP_SEGMENT.
 	DisableGSO bool
+	// PathChecks makes CheckPath verify the kernel's next hop to a silent
+	// peer (see the package doc). It opens netlink sockets in the calling
+	// thread's network namespace.
+	PathChecks bool
 }
 
 // Stats are the transport's counters.
@@ -114,11 +128,14 @@ type Transport struct {
 	errPending atomic.Bool // a send saw a socket error: drain the error queue
 	gsoOff     atomic.Bool // UDP GSO disabled (by option, or the kernel refused it)
 	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach atomic.Uint64 }
+
+	paths *nexthop.Resolver // Options.PathChecks, else nil; immutable
 }
 
 var (
-	_ datapath.Transport = (*Transport)(nil)
-	_ datapath.Pollable  = (*Transport)(nil)
+	_ datapath.Transport   = (*Transport)(nil)
+	_ datapath.Pollable    = (*Transport)(nil)
+	_ datapath.PathChecker = (*Transport)(nil)
 )
 
 // Listen opens a UDP socket bound to addr (port 0 picks a free port). An
@@ -184,7 +201,21 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 	for i := range t.rx.ctrl {
 		t.rx.ctrl[i] = make([]byte, 128)
 	}
+	if opts.PathChecks {
+		if t.paths, err = nexthop.New(nexthop.Options{Src: t.local.Addr()}); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("udp listen %s: %w", addr, err)
+		}
+	}
 	return t, nil
+}
+
+// CheckPath implements datapath.PathChecker (with Options.PathChecks; a
+// no-op without).
+func (t *Transport) CheckPath(dst netip.AddrPort) {
+	if t.paths != nil && !t.closed.Load() {
+		t.paths.Recheck(dst.Addr())
+	}
 }
 
 func errnoOf(err error) error {
@@ -220,6 +251,9 @@ func (t *Transport) PollFDs(dst []unix.PollFd) ([]unix.PollFd, bool) {
 func (t *Transport) Close() error {
 	if t.closed.Swap(true) {
 		return nil
+	}
+	if t.paths != nil {
+		t.paths.Close()
 	}
 	return t.conn.Close()
 }

@@ -172,10 +172,13 @@ type Veth struct {
 }
 
 // VethOptions configures NewVeth. Zero values pick 10.200.0.1/24 and
-// 10.200.0.2/24 and the default MTU.
+// 10.200.0.2/24, names unique to the test process, and the default MTU.
 type VethOptions struct {
 	AddrA, AddrB netip.Prefix
 	MTU          int
+	// NameA and NameB, if set, name the ends (each must be free in its
+	// namespace): tests of namespaces holding same-named interfaces.
+	NameA, NameB string
 }
 
 // NewVeth joins two namespaces with a veth pair, addresses both ends and
@@ -193,6 +196,12 @@ func NewVeth(tb testing.TB, a, b *Netns, opts VethOptions) *Veth {
 	v := &Veth{A: a, B: b, AddrA: opts.AddrA, AddrB: opts.AddrB,
 		NameA: fmt.Sprintf("xf%x%xa", os.Getpid()&0xffff, n),
 		NameB: fmt.Sprintf("xf%x%xb", os.Getpid()&0xffff, n)}
+	if opts.NameA != "" {
+		v.NameA = opts.NameA
+	}
+	if opts.NameB != "" {
+		v.NameB = opts.NameB
+	}
 	la := netlink.NewLinkAttrs()
 	la.Name = v.NameA
 	la.Namespace = netlink.NsFd(a.handle)

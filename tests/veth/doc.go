@@ -42,6 +42,9 @@
 //   - TestUserIDInCompletions: on an AV opened with FI_AV_USER_ID, received
 //     messages report the sender's user ID (FI_ADDR_NOTAVAIL before
 //     SetUserID).
+//   - TestGetInfoXDPAttached: GetInfo lists the veth end with xdpfab's
+//     program attached first and says so, the other namespace's end
+//     without; a domain opened from the Info uses AF_XDP and reports it.
 //
 // bugs_test.go holds minimal reproductions of defects found by the suite
 // in the packages it builds on; each fails until its defect is fixed.

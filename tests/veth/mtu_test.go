@@ -93,7 +93,7 @@ func TestMTU(t *testing.T) {
 				a, b := n.nodes[sideA][0], n.target()
 				for _, x := range []*node{a, b} {
 					require.Equal(t, fam.wantPacket, x.ep.MaxPacket(), "%s", x.name)
-					require.Equal(t, fam.wantPacket, x.dom.Info().MaxPacket, "%s", x.name)
+					require.Equal(t, fam.wantPacket, x.dom.MaxPacket(), "%s", x.name)
 				}
 				checkMultiPacket(t, a, b, fam.wantPacket)
 				if tc.kernelFilters {
@@ -175,8 +175,8 @@ func TestMTUTooSmall(t *testing.T) {
 			return err
 		}
 		defer d.Close()
-		require.Equal(t, 280, d.Info().MTU)
-		require.Zero(t, d.Info().MaxPacket)
+		require.Equal(t, 280, d.MTU())
+		require.Zero(t, d.MaxPacket())
 		ep, err := d.Endpoint(fabric.EPAttr{}, nil)
 		if err == nil {
 			ep.Close()

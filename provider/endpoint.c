@@ -1,0 +1,623 @@
+/*
+ * struct fid_ep and its ops: fi_ops_ep, cm, msg, rma, atomic, tagged and
+ * collective tables. The single-buffer calls pass scalars to Go; the
+ * vector and msg forms pass their one iovec (iov_limit and rma_iov_limit
+ * are 1) or the fi_msg_atomic itself.
+ */
+#include <rdma/fi_collective.h>
+
+#include "xdpfab.h"
+#include "_cgo_export.h"
+
+#define EP(e) XF_CONTAINER(e, struct xf_ep, ep)
+
+/* Modes of the send and RMA entries. */
+enum { XF_PLAIN = 0, XF_DATA = 1, XF_INJECT = 2, XF_INJECTDATA = 3, XF_MSG = 4 };
+
+static int xf_ep_close(struct fid *fid)
+{
+	XF_GUARD();
+	return xfgo_ep_close(EP(fid)->h);
+}
+
+static int xf_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	XF_GUARD();
+	return xfgo_ep_bind(EP(fid)->h, xf_fid_handle(bfid), flags);
+}
+
+static int xf_ep_control(struct fid *fid, int command, void *arg)
+{
+	XF_GUARD();
+	return xfgo_ep_control(EP(fid)->h, command, arg);
+}
+
+struct fi_ops xf_ep_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = xf_ep_close,
+	.bind = xf_ep_bind,
+	.control = xf_ep_control,
+	.ops_open = xf_no_ops_open,
+	.tostr = xf_no_tostr,
+	.ops_set = xf_no_ops_set,
+};
+
+/* ---- fi_ops_ep ---- */
+
+static ssize_t xf_ep_cancel(fid_t fid, void *context)
+{
+	XF_GUARD();
+	return xfgo_ep_cancel(EP(fid)->h, context);
+}
+
+static int xf_ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+static int xf_ep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
+{
+	return -FI_ENOPROTOOPT;
+}
+
+static int xf_ep_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr, struct fid_ep **tx_ep,
+			void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static int xf_ep_rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr, struct fid_ep **rx_ep,
+			void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static ssize_t xf_ep_size_left(struct fid_ep *ep) { return -FI_ENOSYS; }
+
+static struct fi_ops_ep xf_ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = xf_ep_cancel,
+	.getopt = xf_ep_getopt,
+	.setopt = xf_ep_setopt,
+	.tx_ctx = xf_ep_tx_ctx,
+	.rx_ctx = xf_ep_rx_ctx,
+	.rx_size_left = xf_ep_size_left,
+	.tx_size_left = xf_ep_size_left,
+};
+
+/* ---- cm ---- */
+
+static int xf_cm_setname(fid_t fid, void *addr, size_t addrlen) { return -FI_ENOSYS; }
+
+static int xf_cm_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	XF_GUARD();
+	return xfgo_ep_getname(EP(fid)->h, addr, addrlen);
+}
+
+static int xf_cm_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen) { return -FI_ENOSYS; }
+static int xf_cm_connect(struct fid_ep *ep, const void *addr, const void *param, size_t paramlen)
+{
+	return -FI_ENOSYS;
+}
+static int xf_cm_listen(struct fid_pep *pep) { return -FI_ENOSYS; }
+static int xf_cm_accept(struct fid_ep *ep, const void *param, size_t paramlen) { return -FI_ENOSYS; }
+static int xf_cm_reject(struct fid_pep *pep, fid_t handle, const void *param, size_t paramlen)
+{
+	return -FI_ENOSYS;
+}
+static int xf_cm_shutdown(struct fid_ep *ep, uint64_t flags) { return -FI_ENOSYS; }
+static int xf_cm_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops_cm xf_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = xf_cm_setname,
+	.getname = xf_cm_getname,
+	.getpeer = xf_cm_getpeer,
+	.connect = xf_cm_connect,
+	.listen = xf_cm_listen,
+	.accept = xf_cm_accept,
+	.reject = xf_cm_reject,
+	.shutdown = xf_cm_shutdown,
+	.join = xf_cm_join,
+};
+
+/* ---- msg ---- */
+
+/* one_iov reduces a vector to the single buffer xdpfab takes. */
+static int one_iov(const struct iovec *iov, void **desc, size_t count, void **buf, size_t *len, void **d)
+{
+	if (count > 1)
+		return -FI_EINVAL;
+	*buf = count ? iov[0].iov_base : NULL;
+	*len = count ? iov[0].iov_len : 0;
+	*d = (count && desc) ? desc[0] : NULL;
+	return 0;
+}
+
+static ssize_t xf_msg_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, void *context)
+{
+	XF_GUARD();
+	return xfgo_ep_recv(EP(ep)->h, buf, len, xf_desc_handle(desc), src, 0, context, 0);
+}
+
+static ssize_t xf_msg_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			    fi_addr_t src, void *context)
+{
+	void *buf, *d;
+	size_t len;
+	int ret = one_iov(iov, desc, count, &buf, &len, &d);
+
+	if (ret)
+		return ret;
+	return xf_msg_recv(ep, buf, len, d, src, context);
+}
+
+static ssize_t xf_msg_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
+{
+	void *buf, *d;
+	size_t len;
+	int ret = one_iov(msg->msg_iov, msg->desc, msg->iov_count, &buf, &len, &d);
+
+	if (ret)
+		return ret;
+	XF_GUARD();
+	return xfgo_ep_recv(EP(ep)->h, buf, len, xf_desc_handle(d), msg->addr, flags, msg->context, 1);
+}
+
+static ssize_t xf_msg_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
+			   void *context)
+{
+	XF_GUARD();
+	return xfgo_ep_send(EP(ep)->h, (void *)buf, len, xf_desc_handle(desc), dest, 0, 0, context, XF_PLAIN);
+}
+
+static ssize_t xf_msg_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			    fi_addr_t dest, void *context)
+{
+	void *buf, *d;
+	size_t len;
+	int ret = one_iov(iov, desc, count, &buf, &len, &d);
+
+	if (ret)
+		return ret;
+	return xf_msg_send(ep, buf, len, d, dest, context);
+}
+
+static ssize_t xf_msg_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
+{
+	void *buf, *d;
+	size_t len;
+	int ret = one_iov(msg->msg_iov, msg->desc, msg->iov_count, &buf, &len, &d);
+
+	if (ret)
+		return ret;
+	XF_GUARD();
+	return xfgo_ep_send(EP(ep)->h, buf, len, xf_desc_handle(d), msg->addr, msg->data, flags, msg->context,
+			    XF_MSG);
+}
+
+static ssize_t xf_msg_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
+{
+	XF_GUARD();
+	return xfgo_ep_send(EP(ep)->h, (void *)buf, len, 0, dest, 0, 0, NULL, XF_INJECT);
+}
+
+static ssize_t xf_msg_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
+			       fi_addr_t dest, void *context)
+{
+	XF_GUARD();
+	return xfgo_ep_send(EP(ep)->h, (void *)buf, len, xf_desc_handle(desc), dest, data, 0, context, XF_DATA);
+}
+
+static ssize_t xf_msg_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data, fi_addr_t dest)
+{
+	XF_GUARD();
+	return xfgo_ep_send(EP(ep)->h, (void *)buf, len, 0, dest, data, 0, NULL, XF_INJECTDATA);
+}
+
+static struct fi_ops_msg xf_msg_ops = {
+	.size = sizeof(struct fi_ops_msg),
+	.recv = xf_msg_recv,
+	.recvv = xf_msg_recvv,
+	.recvmsg = xf_msg_recvmsg,
+	.send = xf_msg_send,
+	.sendv = xf_msg_sendv,
+	.sendmsg = xf_msg_sendmsg,
+	.inject = xf_msg_inject,
+	.senddata = xf_msg_senddata,
+	.injectdata = xf_msg_injectdata,
+};
+
+/* ---- rma ---- */
+
+static ssize_t rma(struct fid_ep *ep, int write, const void *buf, size_t len, void *desc, fi_addr_t peer,
+		   uint64_t addr, uint64_t key, uint64_t data, uint64_t flags, void *context, int mode)
+{
+	XF_GUARD();
+	return xfgo_ep_rma(EP(ep)->h, write, (void *)buf, len, xf_desc_handle(desc), peer, addr, key, data, flags,
+			   context, mode);
+}
+
+static ssize_t xf_rma_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t addr,
+			   uint64_t key, void *context)
+{
+	return rma(ep, 0, buf, len, desc, src, addr, key, 0, 0, context, XF_PLAIN);
+}
+
+static ssize_t xf_rma_readv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			    fi_addr_t src, uint64_t addr, uint64_t key, void *context)
+{
+	void *buf, *d;
+	size_t len;
+	int ret = one_iov(iov, desc, count, &buf, &len, &d);
+
+	if (ret)
+		return ret;
+	return rma(ep, 0, buf, len, d, src, addr, key, 0, 0, context, XF_PLAIN);
+}
+
+static ssize_t rma_msg(struct fid_ep *ep, int write, const struct fi_msg_rma *msg, uint64_t flags)
+{
+	void *buf, *d;
+	size_t len;
+	int ret = one_iov(msg->msg_iov, msg->desc, msg->iov_count, &buf, &len, &d);
+
+	if (ret)
+		return ret;
+	if (msg->rma_iov_count != 1 || msg->rma_iov[0].len != len)
+		return -FI_EINVAL;
+	return rma(ep, write, buf, len, d, msg->addr, msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->data,
+		   flags, msg->context, XF_MSG);
+}
+
+static ssize_t xf_rma_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
+{
+	return rma_msg(ep, 0, msg, flags);
+}
+
+static ssize_t xf_rma_write(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
+			    uint64_t addr, uint64_t key, void *context)
+{
+	return rma(ep, 1, buf, len, desc, dest, addr, key, 0, 0, context, XF_PLAIN);
+}
+
+static ssize_t xf_rma_writev(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			     fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
+{
+	void *buf, *d;
+	size_t len;
+	int ret = one_iov(iov, desc, count, &buf, &len, &d);
+
+	if (ret)
+		return ret;
+	return rma(ep, 1, buf, len, d, dest, addr, key, 0, 0, context, XF_PLAIN);
+}
+
+static ssize_t xf_rma_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
+{
+	return rma_msg(ep, 1, msg, flags);
+}
+
+static ssize_t xf_rma_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest, uint64_t addr,
+			     uint64_t key)
+{
+	return rma(ep, 1, buf, len, NULL, dest, addr, key, 0, 0, NULL, XF_INJECT);
+}
+
+static ssize_t xf_rma_writedata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
+				fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
+{
+	return rma(ep, 1, buf, len, desc, dest, addr, key, data, 0, context, XF_DATA);
+}
+
+static ssize_t xf_rma_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data, fi_addr_t dest,
+				 uint64_t addr, uint64_t key)
+{
+	return rma(ep, 1, buf, len, NULL, dest, addr, key, data, 0, NULL, XF_INJECTDATA);
+}
+
+static struct fi_ops_rma xf_rma_ops = {
+	.size = sizeof(struct fi_ops_rma),
+	.read = xf_rma_read,
+	.readv = xf_rma_readv,
+	.readmsg = xf_rma_readmsg,
+	.write = xf_rma_write,
+	.writev = xf_rma_writev,
+	.writemsg = xf_rma_writemsg,
+	.inject = xf_rma_inject,
+	.writedata = xf_rma_writedata,
+	.injectdata = xf_rma_injectdata,
+};
+
+/* ---- atomic ---- */
+
+enum { XF_BASE = 0, XF_FETCH = 1, XF_COMPARE = 2 };
+
+static ssize_t atomic(struct fid_ep *ep, int class, const struct fi_msg_atomic *msg, const struct fi_ioc *comparev,
+		      void **compare_desc, size_t compare_count, struct fi_ioc *resultv, void **result_desc,
+		      size_t result_count, uint64_t flags, int mode)
+{
+	XF_GUARD();
+	return xfgo_ep_atomic(EP(ep)->h, class, (struct fi_msg_atomic *)msg, (struct fi_ioc *)comparev,
+			      compare_desc, compare_count, resultv, result_desc, result_count, flags, mode);
+}
+
+#define ATOMIC_MSG(iov_, desc_, count_, dest, addr_, key_, dt, op_, ctx)                                   \
+	struct fi_rma_ioc rma_ioc = {.addr = (addr_), .count = 0, .key = (key_)};                           \
+	struct fi_msg_atomic msg = {.msg_iov = (iov_), .desc = (desc_), .iov_count = (count_), .addr = (dest), \
+				    .rma_iov = &rma_ioc, .rma_iov_count = 1, .datatype = (dt), .op = (op_), \
+				    .context = (ctx)};                                                      \
+	for (size_t i_ = 0; i_ < (count_); i_++)                                                            \
+		rma_ioc.count += (iov_)[i_].count
+
+static ssize_t xf_atomic_write(struct fid_ep *ep, const void *buf, size_t count, void *desc, fi_addr_t dest,
+			       uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op, void *context)
+{
+	struct fi_ioc ioc = {.addr = (void *)buf, .count = count};
+	void *d[1] = {desc};
+	ATOMIC_MSG(&ioc, d, 1, dest, addr, key, dt, op, context);
+	return atomic(ep, XF_BASE, &msg, NULL, NULL, 0, NULL, NULL, 0, 0, XF_PLAIN);
+}
+
+static ssize_t xf_atomic_writev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc, size_t count,
+				fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op,
+				void *context)
+{
+	ATOMIC_MSG(iov, desc, count, dest, addr, key, dt, op, context);
+	return atomic(ep, XF_BASE, &msg, NULL, NULL, 0, NULL, NULL, 0, 0, XF_PLAIN);
+}
+
+static ssize_t xf_atomic_writemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg, uint64_t flags)
+{
+	return atomic(ep, XF_BASE, msg, NULL, NULL, 0, NULL, NULL, 0, flags, XF_MSG);
+}
+
+static ssize_t xf_atomic_inject(struct fid_ep *ep, const void *buf, size_t count, fi_addr_t dest, uint64_t addr,
+				uint64_t key, enum fi_datatype dt, enum fi_op op)
+{
+	struct fi_ioc ioc = {.addr = (void *)buf, .count = count};
+	ATOMIC_MSG(&ioc, NULL, 1, dest, addr, key, dt, op, NULL);
+	return atomic(ep, XF_BASE, &msg, NULL, NULL, 0, NULL, NULL, 0, 0, XF_INJECT);
+}
+
+static ssize_t xf_atomic_readwrite(struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,
+				   void *result_desc, fi_addr_t dest, uint64_t addr, uint64_t key,
+				   enum fi_datatype dt, enum fi_op op, void *context)
+{
+	struct fi_ioc ioc = {.addr = (void *)buf, .count = count};
+	struct fi_ioc res = {.addr = result, .count = count};
+	void *d[1] = {desc}, *rd[1] = {result_desc};
+	ATOMIC_MSG(&ioc, d, 1, dest, addr, key, dt, op, context);
+	return atomic(ep, XF_FETCH, &msg, NULL, NULL, 0, &res, rd, 1, 0, XF_PLAIN);
+}
+
+static ssize_t xf_atomic_readwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc, size_t count,
+				    struct fi_ioc *resultv, void **result_desc, size_t result_count,
+				    fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt,
+				    enum fi_op op, void *context)
+{
+	ATOMIC_MSG(iov, desc, count, dest, addr, key, dt, op, context);
+	return atomic(ep, XF_FETCH, &msg, NULL, NULL, 0, resultv, result_desc, result_count, 0, XF_PLAIN);
+}
+
+static ssize_t xf_atomic_readwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg, struct fi_ioc *resultv,
+				      void **result_desc, size_t result_count, uint64_t flags)
+{
+	return atomic(ep, XF_FETCH, msg, NULL, NULL, 0, resultv, result_desc, result_count, flags, XF_MSG);
+}
+
+static ssize_t xf_atomic_compwrite(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				   const void *compare, void *compare_desc, void *result, void *result_desc,
+				   fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt,
+				   enum fi_op op, void *context)
+{
+	struct fi_ioc ioc = {.addr = (void *)buf, .count = count};
+	struct fi_ioc cmp = {.addr = (void *)compare, .count = count};
+	struct fi_ioc res = {.addr = result, .count = count};
+	void *d[1] = {desc}, *cd[1] = {compare_desc}, *rd[1] = {result_desc};
+	ATOMIC_MSG(&ioc, d, 1, dest, addr, key, dt, op, context);
+	return atomic(ep, XF_COMPARE, &msg, &cmp, cd, 1, &res, rd, 1, 0, XF_PLAIN);
+}
+
+static ssize_t xf_atomic_compwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc, size_t count,
+				    const struct fi_ioc *comparev, void **compare_desc, size_t compare_count,
+				    struct fi_ioc *resultv, void **result_desc, size_t result_count,
+				    fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt,
+				    enum fi_op op, void *context)
+{
+	ATOMIC_MSG(iov, desc, count, dest, addr, key, dt, op, context);
+	return atomic(ep, XF_COMPARE, &msg, comparev, compare_desc, compare_count, resultv, result_desc,
+		      result_count, 0, XF_PLAIN);
+}
+
+static ssize_t xf_atomic_compwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				      const struct fi_ioc *comparev, void **compare_desc, size_t compare_count,
+				      struct fi_ioc *resultv, void **result_desc, size_t result_count,
+				      uint64_t flags)
+{
+	return atomic(ep, XF_COMPARE, msg, comparev, compare_desc, compare_count, resultv, result_desc,
+		      result_count, flags, XF_MSG);
+}
+
+static int xf_atomic_writevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	XF_GUARD();
+	return xfgo_ep_atomicvalid(EP(ep)->h, XF_BASE, dt, op, count);
+}
+
+static int xf_atomic_readwritevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	XF_GUARD();
+	return xfgo_ep_atomicvalid(EP(ep)->h, XF_FETCH, dt, op, count);
+}
+
+static int xf_atomic_compwritevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	XF_GUARD();
+	return xfgo_ep_atomicvalid(EP(ep)->h, XF_COMPARE, dt, op, count);
+}
+
+static struct fi_ops_atomic xf_atomic_ops = {
+	.size = sizeof(struct fi_ops_atomic),
+	.write = xf_atomic_write,
+	.writev = xf_atomic_writev,
+	.writemsg = xf_atomic_writemsg,
+	.inject = xf_atomic_inject,
+	.readwrite = xf_atomic_readwrite,
+	.readwritev = xf_atomic_readwritev,
+	.readwritemsg = xf_atomic_readwritemsg,
+	.compwrite = xf_atomic_compwrite,
+	.compwritev = xf_atomic_compwritev,
+	.compwritemsg = xf_atomic_compwritemsg,
+	.writevalid = xf_atomic_writevalid,
+	.readwritevalid = xf_atomic_readwritevalid,
+	.compwritevalid = xf_atomic_compwritevalid,
+};
+
+/* ---- tagged: not yet in the Go library (FI_TAGGED is not reported) ---- */
+
+static ssize_t xf_tagged_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
+			      uint64_t ignore, void *context)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t xf_tagged_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			       fi_addr_t src, uint64_t tag, uint64_t ignore, void *context)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t xf_tagged_recvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t xf_tagged_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
+			      uint64_t tag, void *context)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t xf_tagged_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			       fi_addr_t dest, uint64_t tag, void *context)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t xf_tagged_sendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t xf_tagged_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest, uint64_t tag)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t xf_tagged_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
+				  fi_addr_t dest, uint64_t tag, void *context)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t xf_tagged_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+				    fi_addr_t dest, uint64_t tag)
+{
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops_tagged xf_tagged_ops = {
+	.size = sizeof(struct fi_ops_tagged),
+	.recv = xf_tagged_recv,
+	.recvv = xf_tagged_recvv,
+	.recvmsg = xf_tagged_recvmsg,
+	.send = xf_tagged_send,
+	.sendv = xf_tagged_sendv,
+	.sendmsg = xf_tagged_sendmsg,
+	.inject = xf_tagged_inject,
+	.senddata = xf_tagged_senddata,
+	.injectdata = xf_tagged_injectdata,
+};
+
+/* ---- collective: FI_COLLECTIVE is not offered ---- */
+
+static ssize_t xf_coll_barrier(struct fid_ep *ep, fi_addr_t coll_addr, void *context) { return -FI_ENOSYS; }
+static ssize_t xf_coll_broadcast(struct fid_ep *ep, void *buf, size_t count, void *desc, fi_addr_t coll_addr,
+				 fi_addr_t root_addr, enum fi_datatype datatype, uint64_t flags, void *context)
+{
+	return -FI_ENOSYS;
+}
+#define XF_COLL_RESULT(name)                                                                            \
+	static ssize_t name(struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,     \
+			    void *result_desc, fi_addr_t coll_addr, enum fi_datatype datatype, uint64_t flags, \
+			    void *context)                                                              \
+	{                                                                                               \
+		return -FI_ENOSYS;                                                                      \
+	}
+#define XF_COLL_OP(name)                                                                                \
+	static ssize_t name(struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,     \
+			    void *result_desc, fi_addr_t coll_addr, enum fi_datatype datatype, enum fi_op op,  \
+			    uint64_t flags, void *context)                                              \
+	{                                                                                               \
+		return -FI_ENOSYS;                                                                      \
+	}
+#define XF_COLL_ROOT(name)                                                                              \
+	static ssize_t name(struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,     \
+			    void *result_desc, fi_addr_t coll_addr, fi_addr_t root_addr,                  \
+			    enum fi_datatype datatype, uint64_t flags, void *context)                   \
+	{                                                                                               \
+		return -FI_ENOSYS;                                                                      \
+	}
+XF_COLL_RESULT(xf_coll_alltoall)
+XF_COLL_RESULT(xf_coll_allgather)
+XF_COLL_OP(xf_coll_allreduce)
+XF_COLL_OP(xf_coll_reduce_scatter)
+XF_COLL_ROOT(xf_coll_scatter)
+XF_COLL_ROOT(xf_coll_gather)
+static ssize_t xf_coll_reduce(struct fid_ep *ep, const void *buf, size_t count, void *desc, void *result,
+			      void *result_desc, fi_addr_t coll_addr, fi_addr_t root_addr, enum fi_datatype datatype,
+			      enum fi_op op, uint64_t flags, void *context)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t xf_coll_msg(struct fid_ep *ep, const struct fi_msg_collective *msg, struct fi_ioc *resultv,
+			   void **result_desc, size_t result_count, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t xf_coll_barrier2(struct fid_ep *ep, fi_addr_t coll_addr, uint64_t flags, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops_collective xf_coll_ops = {
+	.size = sizeof(struct fi_ops_collective),
+	.barrier = xf_coll_barrier,
+	.broadcast = xf_coll_broadcast,
+	.alltoall = xf_coll_alltoall,
+	.allreduce = xf_coll_allreduce,
+	.allgather = xf_coll_allgather,
+	.reduce_scatter = xf_coll_reduce_scatter,
+	.reduce = xf_coll_reduce,
+	.scatter = xf_coll_scatter,
+	.gather = xf_coll_gather,
+	.msg = xf_coll_msg,
+	.barrier2 = xf_coll_barrier2,
+};
+
+struct fid_ep *xf_ep_new(uintptr_t h, void *context)
+{
+	struct xf_ep *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->ep.fid.fclass = FI_CLASS_EP;
+	e->ep.fid.context = context;
+	e->ep.fid.ops = &xf_ep_fi_ops;
+	e->ep.ops = &xf_ep_ops;
+	e->ep.cm = &xf_cm_ops;
+	e->ep.msg = &xf_msg_ops;
+	e->ep.rma = &xf_rma_ops;
+	e->ep.tagged = &xf_tagged_ops;
+	e->ep.atomic = &xf_atomic_ops;
+	e->ep.collective = &xf_coll_ops;
+	e->h = h;
+	return &e->ep;
+}

@@ -1,0 +1,42 @@
+// Command provider is libxdpfab-go.so, the Go part of xdpfab's libfabric
+// provider, built with -buildmode=c-shared (make provider). libfabric loads
+// the C shim libxdpfab-fi.so (provider/shim), which loads this library only
+// when a process asks libfabric for xdpfab; see provider/shim for when that
+// is and how one process never gets two Go runtimes.
+//
+// Model. Every libfabric object xdpfab returns is a C struct beginning
+// with libfabric's fid structure (struct fid_domain, fid_ep, ...) and
+// holding the Go object's runtime/cgo.Handle (xdpfab.h): fid.context is
+// the application's. The ops tables are static C tables whose functions
+// call one exported Go function each (ops_*.c, exports in the Go files of
+// the same object); a slot xdpfab does not serve returns -FI_ENOSYS (never
+// NULL). Application buffers and registered memory are C memory the Go
+// side uses in place (unsafe.Slice over the C pointer, no copy): cgo's
+// pointer rules allow Go to hold C pointers, and no Go pointer is stored in
+// C memory.
+//
+// Errors. Every exported function recovers a panic and returns -FI_EOTHER
+// (logging it), so no Go panic unwinds into C; other failures return the
+// negative libfabric errno of the Go error (fi.ErrnoOf).
+//
+// Runtime. GOMAXPROCS is min(2, CPUs) unless XDPFAB_GOMAXPROCS (or
+// GOMAXPROCS) says otherwise: a provider lives in every MPI rank, and a
+// rank's Go runtime should not spread over every core the ranks share.
+//
+// fork. Only the forking thread survives fork(2), so the Go runtime cannot
+// run in a child. A child that does not use xdpfab (MPI launchers, fabtests'
+// helpers, fork+exec) is fine; in a child of a process that had loaded
+// xdpfab every provider entry fails without entering Go: fi_getinfo for
+// xdpfab gives FI_ENODATA (other providers still answer), other calls
+// -FI_EOTHER. A child of a process that never asked for xdpfab loads it
+// afresh like any process.
+package main
+
+/*
+#cgo CFLAGS: -O2 -Wall
+#cgo LDFLAGS: -lfabric
+#include "xdpfab.h"
+*/
+import "C"
+
+func main() {}

@@ -1,0 +1,126 @@
+/*
+ * The C side of libxdpfab-go.so: the fid structures libfabric's inline
+ * calls see and the ops tables behind them. Each provider object is a C
+ * struct that begins with the libfabric fid structure (so the pointer the
+ * application holds is the provider's) followed by the Go handle of the
+ * object (a runtime/cgo.Handle): fid.context stays the application's.
+ *
+ * Later optimisation (fi_cq_read without entering Go): struct xf_cq has
+ * room to grow a C-readable completion ring after the handle; the Go side
+ * would produce into it and C would consume it without a Go call.
+ */
+#ifndef XDPFAB_PROVIDER_H
+#define XDPFAB_PROVIDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+/* Set in a child process after fork: the Go runtime did not survive the
+ * fork (only the forking thread did), so nothing may enter Go there. */
+extern volatile int xf_forked;
+
+void xf_runtime_init(void);
+
+/* Entries the C shim (libxdpfab-fi.so) looks up with dlsym. */
+int xdpfab_getinfo(uint32_t version, const char *node, const char *service,
+		   uint64_t flags, const struct fi_info *hints, struct fi_info **info);
+int xdpfab_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
+void xdpfab_cleanup(void);
+
+#define XF_CONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* Every op that would enter Go first checks the fork guard. */
+#define XF_GUARD()                     \
+	do {                           \
+		if (xf_forked)         \
+			return -FI_EOTHER; \
+	} while (0)
+
+struct xf_fabric {
+	struct fid_fabric fabric;
+	uintptr_t h;
+};
+
+struct xf_domain {
+	struct fid_domain domain;
+	uintptr_t h;
+};
+
+struct xf_ep {
+	struct fid_ep ep;
+	uintptr_t h;
+};
+
+struct xf_av {
+	struct fid_av av;
+	uintptr_t h;
+};
+
+struct xf_eq {
+	struct fid_eq eq;
+	uintptr_t h;
+};
+
+/* A later fi_cq_read served without entering Go would put a
+ * single-producer ring (Go producing formatted entries, C consuming) here,
+ * after h; the fid layout already leaves the ops to C. */
+struct xf_cq {
+	struct fid_cq cq;
+	uintptr_t h;
+	int format;
+};
+
+struct xf_cntr {
+	struct fid_cntr cntr;
+	uintptr_t h;
+};
+
+struct xf_mr {
+	struct fid_mr mr;
+	uintptr_t h;
+};
+
+struct fid_fabric *xf_fabric_new(uintptr_t h, void *context);
+void xf_fabric_free(struct fid_fabric *f);
+struct fid_domain *xf_domain_new(uintptr_t h, void *context);
+struct fid_ep *xf_ep_new(uintptr_t h, void *context);
+struct fid_av *xf_av_new(uintptr_t h, void *context);
+struct fid_eq *xf_eq_new(uintptr_t h, void *context);
+struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format);
+struct fid_cntr *xf_cntr_new(uintptr_t h, void *context);
+struct fid_mr *xf_mr_new(uintptr_t h, void *context, uint64_t key);
+void xf_mr_set_key(struct fid_mr *mr, uint64_t key);
+void xf_free(void *p);
+
+/* The Go handle of one of xdpfab's fids (0 for anything else) and its
+ * class. */
+uintptr_t xf_fid_handle(struct fid *fid);
+/* The Go handle of an MR descriptor (fi_mr_desc), 0 for NULL or foreign. */
+uintptr_t xf_desc_handle(void *desc);
+
+/* Empty slots: -FI_ENOSYS, never NULL. */
+int xf_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+int xf_no_control(struct fid *fid, int command, void *arg);
+int xf_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context);
+int xf_no_tostr(const struct fid *fid, char *buf, size_t len);
+int xf_no_ops_set(struct fid *fid, const char *name, uint64_t flags, void *ops, void *context);
+
+/* Helpers for the Go side. */
+struct fi_info *xf_allocinfo(void);
+void xf_freeinfo(struct fi_info *info);
+
+#endif
