@@ -69,6 +69,7 @@ type counters struct {
 	peersRefused      atomic.Uint64
 	eagain            atomic.Uint64
 	rxErrors          atomic.Uint64
+	txErrors          atomic.Uint64
 
 	// Per-operation counters (metrics): completions by opcode, failed
 	// ones by opcode, and those that timed out.
@@ -101,6 +102,11 @@ type Stats struct {
 	PeersRefused      uint64 // peers whose port was unreachable (ops failed with FI_ECONNREFUSED)
 	EAgain            uint64 // Submits refused with FI_EAGAIN
 	RxErrors          uint64 // transport receive errors
+	// TxErrors counts transport Send calls that failed. What they carried
+	// is sent again like a lost datagram (a request by its retransmission
+	// timer, a response when the initiator asks again); Submit never
+	// reports them.
+	TxErrors uint64
 
 	// Ops are the requests completed, by opcode (wire.Opcode); OpErrors
 	// the part of them that completed with an error (a NAK, a timeout,
@@ -177,7 +183,8 @@ func (e *Engine) Stats() Stats {
 		AcksSent: c.acksSent.Load(), SessionResets: c.sessionResets.Load(),
 		PeersUnreachable: c.peersUnreachable.Load(), PeersEvicted: c.peersEvicted.Load(),
 		PeersRefused: c.peersRefused.Load(), EAgain: c.eagain.Load(), RxErrors: c.rxErrors.Load(),
-		Timeouts: c.timeouts.Load(), InFlight: c.inflight.Load(), SRTT: time.Duration(c.srtt.Load())}
+		TxErrors: c.txErrors.Load(), Timeouts: c.timeouts.Load(), InFlight: c.inflight.Load(),
+		SRTT: time.Duration(c.srtt.Load())}
 	for i := range s.Drops {
 		s.Drops[i] = c.drops[i].Load()
 	}
