@@ -1,12 +1,15 @@
 package metrics_test
 
 import (
+	"bufio"
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,5 +172,66 @@ func TestHandlerParses(t *testing.T) {
 	}
 	if msgs != 5 {
 		t.Fatalf("xdpfab_engine_ops_total{op=MSG} sums to %v, want 5", msgs)
+	}
+}
+
+// TestKilledProcessLeavesNothing: a process with an endpoint serves a
+// metrics socket; killed with -9 it leaves no trace for the CLI to find
+// or clean up.
+func TestKilledProcessLeavesNothing(t *testing.T) {
+	if os.Getenv("XDPFAB_METRICS_CHILD") == "1" {
+		tr, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
+		if err != nil {
+			os.Exit(1)
+		}
+		metrics.Register(metrics.Source{Stats: func() reliable.Stats { return reliable.Stats{} }, Transport: tr})
+		os.Stdout.WriteString("ready\n")
+		select {} // until killed
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledProcessLeavesNothing$")
+	cmd.Env = append(os.Environ(), "XDPFAB_METRICS_CHILD=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	prefix := metrics.SocketPrefix + strconv.Itoa(cmd.Process.Pid) + "-"
+	childSockets := func() []string {
+		names, err := metrics.Discover()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []string
+		for _, n := range names {
+			if strings.HasPrefix(n, prefix) {
+				mine = append(mine, n)
+			}
+		}
+		return mine
+	}
+	socks := childSockets()
+	if len(socks) != 1 {
+		t.Fatalf("child's metrics sockets %v, want one", socks)
+	}
+	p, err := metrics.Fetch(socks[0])
+	if err != nil || p.PID != cmd.Process.Pid || len(p.Endpoints) != 1 {
+		t.Fatalf("child's snapshot %+v, %v", p, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if left := childSockets(); len(left) != 0 {
+		t.Fatalf("sockets of the killed child still listed: %v", left)
+	}
+	if _, err := metrics.Fetch(socks[0]); err == nil {
+		t.Fatal("the killed child's socket still answers")
 	}
 }
