@@ -46,8 +46,12 @@
 //     (in a compatible mode) it reuses the pinned objects and only applies
 //     the ports; a leftover from a crash (pins without a live link, or an
 //     xdpfab program attached through netlink with no pins) is cleaned up
-//     first. Any other XDP program is left alone and reported (fi.EBUSY),
-//     before anything is created.
+//     first. Any other XDP program attached alone is left alone and
+//     reported by name and id (fi.EBUSY), before anything is created.
+//   - Beside other programs: with Options.MultiProg, or when the interface
+//     runs libxdp's multi-program dispatcher already, the program becomes
+//     one component of that dispatcher (multiprog.go, libxdp.go), so that
+//     xdp-filter, xdp-loader's programs and xdpfab share the interface.
 //   - Attach and Detach serialise on an flock of /sys/fs/bpf/xdpfab, so
 //     processes racing to attach one interface share one program. A Detach
 //     or Open that finds nothing creates nothing and mounts nothing.
