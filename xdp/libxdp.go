@@ -265,6 +265,45 @@ func newDispatcher(ifindex int, mode Mode, comps []*component, load func(target 
 		return nil, fmt.Errorf("libxdp dispatcher: %d programs (1..%d): %w", len(comps), dispatcherMaxProgs, fi.E2BIG)
 	}
 	sortComponents(comps)
+	prog, err := loadDispatcher(comps)
+	if err != nil {
+		return nil, err
+	}
+	b := &built{prog: prog, ifindex: ifindex, mode: mode, comps: comps}
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
+	if info, err := b.prog.Info(); err == nil {
+		b.id, _ = info.ID()
+	}
+	for i, c := range comps {
+		fn := fmt.Sprintf("prog%d", i)
+		if len(comps) == 1 {
+			fn = dispatcherProgName
+		}
+		if c.prog == nil {
+			if c.prog, err = load(b.prog, fn); err != nil {
+				return nil, err
+			}
+			if ci, err := c.prog.Info(); err == nil {
+				c.id, _ = ci.ID()
+				c.name, c.tag = ci.Name, ci.Tag
+			}
+		}
+		l, err := link.AttachFreplace(b.prog, fn, c.prog)
+		if err != nil {
+			return nil, fmt.Errorf("libxdp dispatcher: link %s (id %d) as %s: %w", c.name, c.id, fn, mapErr(err))
+		}
+		b.links = append(b.links, l)
+	}
+	return b, nil
+}
+
+// loadDispatcher loads libxdp's dispatcher configured for comps, in
+// order.
+func loadDispatcher(comps []*component) (*ebpf.Program, error) {
 	path, err := findDispatcherObject()
 	if err != nil {
 		return nil, err
@@ -297,37 +336,8 @@ func newDispatcher(ifindex int, mode Mode, comps []*component, load func(target 
 	if err != nil {
 		return nil, fmt.Errorf("libxdp dispatcher: load: %w", loadErr(err))
 	}
-	b := &built{prog: coll.DetachProgram(dispatcherProgName), ifindex: ifindex, mode: mode, comps: comps}
-	coll.Close()
-	defer func() {
-		if err != nil {
-			b.close()
-		}
-	}()
-	if info, err := b.prog.Info(); err == nil {
-		b.id, _ = info.ID()
-	}
-	for i, c := range comps {
-		fn := fmt.Sprintf("prog%d", i)
-		if len(comps) == 1 {
-			fn = dispatcherProgName
-		}
-		if c.prog == nil {
-			if c.prog, err = load(b.prog, fn); err != nil {
-				return nil, err
-			}
-			if ci, err := c.prog.Info(); err == nil {
-				c.id, _ = ci.ID()
-				c.name, c.tag = ci.Name, ci.Tag
-			}
-		}
-		l, err := link.AttachFreplace(b.prog, fn, c.prog)
-		if err != nil {
-			return nil, fmt.Errorf("libxdp dispatcher: link %s (id %d) as %s: %w", c.name, c.id, fn, mapErr(err))
-		}
-		b.links = append(b.links, l)
-	}
-	return b, nil
+	defer coll.Close()
+	return coll.DetachProgram(dispatcherProgName), nil
 }
 
 // built is a dispatcher newDispatcher made, with its freplace links.
