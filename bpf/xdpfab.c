@@ -452,8 +452,9 @@ int xdpfab_xdp(struct xdp_md *ctx)
 	flags |= XDP_META_CSUM_OK;
 	/* A request the program can execute on kernel-resident regions is
 	 * answered here (kserve.h), on ports whose endpoint shares its
-	 * target state; only peers in the AV are served. */
-	if (peer && (pc->flags & PORT_KSERVE)) {
+	 * target state: a peer's state exists only once user space admitted
+	 * it, so an unknown peer (non-strict port) may be served too. */
+	if (pc->flags & PORT_KSERVE) {
 		int act = kserve(ctx, &f, pc);
 		if (act >= 0)
 			return act;
