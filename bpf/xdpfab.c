@@ -20,10 +20,11 @@
  * bound there it falls back to the kernel stack, so the kernel-socket
  * transport still works.
  *
- * The program does not read the xdpfab payload and vets no op: the target
- * checks each against its MR table, which alone can (package doc, "No MR
- * verdict"). mr_map stays as the kernel-visible registry of MR keys that
- * user space keeps; the program does not read it.
+ * The program vets no op it hands up: the target checks each against its
+ * MR table, which alone can (package doc, "No MR verdict"). mr_map stays as
+ * the kernel-visible registry of MR keys that user space keeps; the
+ * program does not read it. Requests on kernel-resident regions it can
+ * execute itself are served here (kserve.h) and answered with XDP_TX.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
