@@ -2,6 +2,7 @@ package veth
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -10,9 +11,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	fatomic "github.com/xdpfab/xdpfab/atomic"
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/datapath/lossy"
+	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 	"github.com/xdpfab/xdpfab/xdp"
 )
@@ -118,4 +122,43 @@ func kernelExactlyOnce(t *testing.T, tc transportCase, pct, initiators, perIniti
 	if pct > 0 {
 		require.Positive(t, d["tx_cached"], "XDP answered retransmissions from the ring")
 	}
+}
+
+// TestKernelResidentClose: a fetch-add on a kernel-resident region is
+// served in XDP; once the region's Close returns, the program refuses the
+// key (the request goes up and user space answers FI_EKEYREJECTED).
+func TestKernelResidentClose(t *testing.T) {
+	testenv.RequirePriv(t)
+	tc := transportCases[1]
+	require.Equal(t, "xdp-native", tc.name)
+	net := newNet(t, tc, netOpts{node: func(side, int) nodeOpts { return nodeOpts{noRemoteCntr: true} }})
+	target, a := net.target(), net.nodes[sideA][0]
+	m, _, err := target.dom.MRRegKernel(4096, fi.REMOTE_READ|fi.REMOTE_WRITE, kernelKey, 0, nil)
+	require.NoError(t, err)
+	fetchAdd := func() error {
+		res := make([]byte, 8)
+		require.NoError(t, a.ep.FetchAtomic(one, 1, mr.Desc{}, res, mr.Desc{}, a.peers[0], 0, kernelKey,
+			fatomic.UINT64, fatomic.SUM, "fa"))
+		buf := make([]fabric.CQEntry, 1)
+		_, err := a.txCQ.SRead(buf, int(compTimeout/time.Millisecond))
+		if errors.Is(err, fi.EAVAIL) {
+			e, rerr := a.txCQ.ReadErr(0)
+			require.NoError(t, rerr)
+			return e.Err
+		}
+		return err
+	}
+	for range 3 { // the first opens the session in user space, then XDP serves
+		require.NoError(t, fetchAdd())
+	}
+	before := xdpCounters(t, net, sideB, tc)
+	require.NoError(t, fetchAdd())
+	d := counterDelta(before, xdpCounters(t, net, sideB, tc))
+	require.Equal(t, uint64(1), d["tx_served"], "served in XDP: %v", d)
+
+	require.NoError(t, m.Close())
+	before = xdpCounters(t, net, sideB, tc)
+	require.ErrorIs(t, fetchAdd(), fi.EKEYREJECTED)
+	d = counterDelta(before, xdpCounters(t, net, sideB, tc))
+	require.Zero(t, d["tx_served"], "nothing served after Close: %v", d)
 }
