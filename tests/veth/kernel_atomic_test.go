@@ -16,8 +16,8 @@ import (
 	"github.com/xdpfab/xdpfab/datapath/lossy"
 	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
-	"github.com/xdpfab/xdpfab/mr"
 	"github.com/xdpfab/xdpfab/internal/testenv"
+	"github.com/xdpfab/xdpfab/mr"
 	"github.com/xdpfab/xdpfab/xdp"
 )
 
