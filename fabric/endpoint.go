@@ -67,8 +67,12 @@ type Endpoint struct {
 	attr EPAttr
 	tr   datapath.Transport
 	eng  *reliable.Engine // nil until Enable
-	amo  fatomic.Engine   // valid counts and execution for this endpoint's packet size
-	size sizes            // packet size and what follows from it, fixed at open
+	// kshare shares the engine's target state with the XDP program
+	// (kernelshare.go); nil when the domain cannot have kernel-resident
+	// regions.
+	kshare *kernelShare
+	amo    fatomic.Engine // valid counts and execution for this endpoint's packet size
+	size   sizes          // packet size and what follows from it, fixed at open
 	// enabledCntr is cntr as Enable found it: bindings are refused once
 	// enabled, so the datapath reads this copy without taking mu (written
 	// by Enable before the engine starts, never after).
@@ -375,6 +379,7 @@ func (ep *Endpoint) Enable() error {
 		BusyPoll:   ep.dom.attr.BusyPoll,
 
 		ManualProgress: ep.manual(),
+		Shared:         ep.sharedTarget(),
 	})
 	if err != nil {
 		_ = ep.av.DisableEndpoint(ep)
@@ -454,6 +459,10 @@ func (ep *Endpoint) Close() error {
 	}
 	if eng != nil {
 		eng.Close() // completes what is pending with FI_ECANCELED, via onComplete
+		if ep.kshare != nil {
+			ep.kshare.close()
+			ep.dom.kmr.removeEndpoint(ep)
+		}
 		ep.dropCtl(nil)
 		ep.cancelRndvSends(nil)
 		ep.releaseAllCQData()
