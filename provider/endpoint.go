@@ -43,33 +43,14 @@ func xfgo_endpoint(h C.uintptr_t, info *C.struct_fi_info, out **C.struct_fid_ep,
 	if pd == nil || info == nil || out == nil {
 		return -C.FI_EINVAL
 	}
-	var attr fabric.EPAttr
-	if e := info.ep_attr; e != nil {
-		switch e._type {
-		case C.FI_EP_UNSPEC, C.FI_EP_RDM:
-		default:
-			return -C.FI_ENOPROTOOPT
-		}
+	attr, err := pd.d.EndpointAttrFromInfo(infoFromC(info))
+	if err != nil {
+		return errno[C.int](err)
 	}
-	attr.Type = fabric.EPRDM
 	// An RDM endpoint receives from peers it has not inserted (fabtests and
-	// MPI learn addresses from a first message); their completions report
-	// FI_ADDR_NOTAVAIL as source.
+	// MPI learn addresses from a first message, FI_SOURCE); their
+	// completions report FI_ADDR_NOTAVAIL as source. See the package doc.
 	attr.AcceptUnknown = true
-	if info.src_addr != nil {
-		src, err := sockaddrIn(info.src_addr, info.src_addrlen)
-		if err != nil {
-			return -C.FI_EINVAL
-		}
-		attr.Port = src.Port()
-	}
-	if t := info.tx_attr; t != nil {
-		attr.TxSize = int(min(t.size, 1<<16))
-		attr.OpFlags = fi.Flags(t.op_flags)
-	}
-	if r := info.rx_attr; r != nil {
-		attr.RxSize = int(min(r.size, 1<<16))
-	}
 	ep, err := pd.d.Endpoint(attr, ctxOf(context))
 	if err != nil {
 		return errno[C.int](err)
