@@ -114,7 +114,7 @@ const (
 	// txOpFlags are the tx_attr.op_flags an endpoint takes (EPAttr.OpFlags).
 	txOpFlags = fi.COMPLETION | fi.INJECT | fi.FENCE | fi.DELIVERY_COMPLETE | fi.TRANSMIT_COMPLETE | fi.INJECT_COMPLETE
 	// rxOpFlags are the rx_attr.op_flags an endpoint takes.
-	rxOpFlags = fi.COMPLETION
+	rxOpFlags = fi.COMPLETION | fi.MULTI_RECV
 	// msgOrder is every ordering bit: requests to one peer execute at the
 	// target in posting order (datapath/reliable).
 	msgOrder = fi.OrderStrict | fi.OrderRMARAR | fi.OrderRMARAW | fi.OrderRMAWAR | fi.OrderRMAWAW |

@@ -232,7 +232,8 @@ func TestGetInfoHints(t *testing.T) {
 			require.Equal(t, fi.DELIVERY_COMPLETE|fi.COMPLETION, info.TxAttr.OpFlags)
 		}},
 		{name: "tx op flags commit", hints: func(h *fabric.Info) { h.TxAttr.OpFlags = fi.COMMIT_COMPLETE }, err: fi.ENODATA},
-		{name: "rx op flags multi recv", hints: func(h *fabric.Info) { h.RxAttr.OpFlags = fi.MULTI_RECV }, err: fi.ENODATA},
+		{name: "rx op flags multi recv", hints: func(h *fabric.Info) { h.RxAttr.OpFlags = fi.MULTI_RECV | fi.COMPLETION }},
+		{name: "rx op flags peek", hints: func(h *fabric.Info) { h.RxAttr.OpFlags = fi.PEEK }, err: fi.ENODATA},
 		{name: "tx caps beyond", hints: func(h *fabric.Info) { h.TxAttr.Caps = fi.MSG | fi.MULTICAST }, err: fi.ENODATA},
 		{name: "tx caps ignore rx bits", hints: func(h *fabric.Info) { h.TxAttr.Caps = fi.MSG | fi.RECV | fi.SOURCE }},
 		{name: "total buffered above", hints: func(h *fabric.Info) { h.RxAttr.TotalBufferedRecv = fabric.MaxUnexpectedBytes + 1 }, err: fi.ENODATA},

@@ -104,7 +104,8 @@ func (d *Domain) EndpointAttrFromInfo(info *Info) (EPAttr, error) {
 	}
 	if info.RxAttr != nil {
 		attr.RxSize = info.RxAttr.Size
-		attr.OpFlags |= info.RxAttr.OpFlags
+		attr.OpFlags |= info.RxAttr.OpFlags &^ fi.MULTI_RECV
+		attr.RxOpFlags = info.RxAttr.OpFlags & fi.MULTI_RECV
 	}
 	if info.SrcAddr != nil {
 		ap, ok := parseSockaddr(info.SrcAddr)
