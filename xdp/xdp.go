@@ -46,8 +46,12 @@
 //     (in a compatible mode) it reuses the pinned objects and only applies
 //     the ports; a leftover from a crash (pins without a live link, or an
 //     xdpfab program attached through netlink with no pins) is cleaned up
-//     first. Any other XDP program is left alone and reported (fi.EBUSY),
-//     before anything is created.
+//     first. Any other XDP program attached alone is left alone and
+//     reported by name and id (fi.EBUSY), before anything is created.
+//   - Beside other programs: with Options.MultiProg, or when the interface
+//     runs libxdp's multi-program dispatcher already, the program becomes
+//     one component of that dispatcher (multiprog.go, libxdp.go), so that
+//     xdp-filter, xdp-loader's programs and xdpfab share the interface.
 //   - Attach and Detach serialise on an flock of /sys/fs/bpf/xdpfab, so
 //     processes racing to attach one interface share one program. A Detach
 //     or Open that finds nothing creates nothing and mounts nothing.
@@ -131,7 +135,8 @@ const (
 	pinProg = "prog"
 )
 
-var pinnedMaps = []string{bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap, bpf.XdpfabMapPorts, bpf.XdpfabMapXsks, bpf.XdpfabMapCounters}
+var pinnedMaps = []string{bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap, bpf.XdpfabMapPorts, bpf.XdpfabMapXsks, bpf.XdpfabMapCounters,
+	bpf.XdpfabMapLocalAddrs}
 
 // errNotAttached is Open's error where xdpfab is not attached.
 var errNotAttached = fmt.Errorf("xdpfab is not attached: %w", fi.ENOENT)
@@ -149,6 +154,14 @@ type Options struct {
 	// several interfaces. They are pinned in the pin directory too.
 	// Ignored when xdpfab is already attached.
 	AVMap, MRMap *ebpf.Map
+	// MultiProg attaches the program as a component of libxdp's
+	// multi-program dispatcher (multiprog.go), so that other libxdp
+	// programs (xdp-filter, xdp-loader's) can run on the interface too.
+	// It is implied when a dispatcher is attached there already.
+	MultiProg bool
+	// RunPriority is the component's run priority in the dispatcher
+	// (lower runs first; 0: DefaultRunPriority).
+	RunPriority uint32
 }
 
 // Attachment is xdpfab's program and maps on one interface, as loaded by
@@ -166,6 +179,7 @@ type Attachment struct {
 	PortMap    *ebpf.Map // ports: UDP port (network order) -> bpf.XdpfabPortConfig
 	XSKMap     *ebpf.Map // xsks: RX queue -> AF_XDP socket
 	CounterMap *ebpf.Map // counters: per-CPU, bpf.Counter -> uint64
+	LocalMap   *ebpf.Map // local_addrs: the namespace's addresses (bpf.XdpfabLocalAddr)
 
 	progID ebpf.ProgramID // keys the owner records (owner.go)
 }
@@ -176,7 +190,7 @@ func (a *Attachment) Close() error {
 	if a.Program != nil {
 		errs = append(errs, a.Program.Close())
 	}
-	for _, m := range []*ebpf.Map{a.AVMap, a.MRMap, a.PortMap, a.XSKMap, a.CounterMap} {
+	for _, m := range []*ebpf.Map{a.AVMap, a.MRMap, a.PortMap, a.XSKMap, a.CounterMap, a.LocalMap} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
@@ -206,8 +220,13 @@ func Attach(iface string, opts Options) (*Attachment, error) {
 		return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
 	}
 	// Another program: refuse before touching bpffs (checked again below,
-	// under the lock).
-	if attachedProgName(nl) != ProgramName {
+	// under the lock). A libxdp dispatcher is joined, not refused.
+	multi := opts.MultiProg
+	switch attachedProgName(nl) {
+	case ProgramName:
+	case dispatcherProgName:
+		multi = true
+	default:
 		if err := checkOtherProgram(iface, nl); err != nil {
 			return nil, err
 		}
@@ -225,11 +244,21 @@ func Attach(iface string, opts Options) (*Attachment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a == nil {
+	if a == nil && multi {
+		if a, err = attachMulti(ns, iface, nl, opts); err != nil {
+			removeIfEmpty(nsPinDir(ns))
+			return nil, err
+		}
+	} else if a == nil {
 		if a, err = attachNew(ns, iface, nl, opts); err != nil {
 			removeIfEmpty(nsPinDir(ns))
 			return nil, err
 		}
+	}
+	// Ports bound to every address need the namespace's addresses.
+	if err := a.SyncLocalAddrs(nil); err != nil {
+		a.Close()
+		return nil, err
 	}
 	for port, cfg := range opts.Ports {
 		if err := a.setPort(port, cfg); err != nil {
@@ -279,23 +308,11 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 	if err != nil {
 		return nil, err
 	}
-	copts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
-	for name, m := range map[string]*ebpf.Map{bpf.XdpfabMapAvMap: opts.AVMap, bpf.XdpfabMapMrMap: opts.MRMap} {
-		if m == nil {
-			continue
-		}
-		// A fresh handle with no pin path of its own: pinning it must
-		// add a pin, not move the owner's.
-		own, err := ebpf.NewMapFromID(mapID(m))
-		if err != nil {
-			return nil, fmt.Errorf("xdp: attach %s: reopen %s: %w", iface, name, mapErr(err))
-		}
-		defer own.Close()
-		copts.MapReplacements[name] = own
-		// The program does not depend on the capacity: take the
-		// replacement's, so only type, sizes and flags must agree.
-		spec.Maps[name].MaxEntries = own.MaxEntries()
+	copts, release, err := replacementMaps(iface, spec, opts)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	var objs bpf.XdpfabObjects
 	if err := spec.LoadAndAssign(&objs, copts); err != nil {
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
@@ -327,7 +344,7 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 	}()
 	maps := map[string]*ebpf.Map{
 		bpf.XdpfabMapAvMap: objs.AvMap, bpf.XdpfabMapMrMap: objs.MrMap, bpf.XdpfabMapPorts: objs.Ports,
-		bpf.XdpfabMapXsks: objs.Xsks, bpf.XdpfabMapCounters: objs.Counters,
+		bpf.XdpfabMapXsks: objs.Xsks, bpf.XdpfabMapCounters: objs.Counters, bpf.XdpfabMapLocalAddrs: objs.LocalAddrs,
 	}
 	for _, name := range pinnedMaps {
 		if err := maps[name].Pin(filepath.Join(dir, name)); err != nil {
@@ -344,9 +361,39 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 	a := &Attachment{
 		Iface: iface, Ifindex: nl.Attrs().Index, Netns: ns, PinDir: dir, Program: objs.XdpfabXdp,
 		AVMap: objs.AvMap, MRMap: objs.MrMap, PortMap: objs.Ports, XSKMap: objs.Xsks, CounterMap: objs.Counters,
+		LocalMap: objs.LocalAddrs,
 	}
 	a.progID = progIDOf(a.Program)
 	return a, nil
+}
+
+// replacementMaps returns the collection options using opts.AVMap and
+// opts.MRMap instead of new maps; release closes their handles after the
+// load.
+func replacementMaps(iface string, spec *ebpf.CollectionSpec, opts Options) (*ebpf.CollectionOptions, func(), error) {
+	copts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	release := func() {
+		for _, m := range copts.MapReplacements {
+			m.Close()
+		}
+	}
+	for name, m := range map[string]*ebpf.Map{bpf.XdpfabMapAvMap: opts.AVMap, bpf.XdpfabMapMrMap: opts.MRMap} {
+		if m == nil {
+			continue
+		}
+		// A fresh handle with no pin path of its own: pinning it must
+		// add a pin, not move the owner's.
+		own, err := ebpf.NewMapFromID(mapID(m))
+		if err != nil {
+			release()
+			return nil, nil, fmt.Errorf("xdp: attach %s: reopen %s: %w", iface, name, mapErr(err))
+		}
+		copts.MapReplacements[name] = own
+		// The program does not depend on the capacity: take the
+		// replacement's, so only type, sizes and flags must agree.
+		spec.Maps[name].MaxEntries = own.MaxEntries()
+	}
+	return copts, release, nil
 }
 
 func progIDOf(p *ebpf.Program) ebpf.ProgramID {
@@ -423,8 +470,12 @@ func checkOtherProgram(iface string, nl netlink.Link) error {
 		}
 		p.Close()
 	}
-	return fmt.Errorf("xdp: %s already has XDP program %q (id %d) attached in %v mode: detach it first: %w",
-		iface, name, x.ProgId, modeOf(x.AttachMode), fi.EBUSY)
+	if name == dispatcherProgName {
+		return fmt.Errorf("xdp: %s runs a libxdp dispatcher (id %d, %v mode) that xdpfab cannot read (another version, or its pins in %s are missing): unload its programs with xdp-loader unload, or attach xdpfab elsewhere: %w",
+			iface, x.ProgId, modeOf(x.AttachMode), libxdpDir(), fi.EBUSY)
+	}
+	return fmt.Errorf("xdp: %s already has XDP program %q (id %d) attached in %v mode, alone: detach it first (ip link set dev %s xdp off, or the tool that loaded it), or load it through libxdp's dispatcher (xdp-loader load) and attach xdpfab with --multiprog to run both: %w",
+		iface, name, x.ProgId, modeOf(x.AttachMode), iface, fi.EBUSY)
 }
 
 func modeOf(attachMode uint32) Mode {
@@ -586,7 +637,7 @@ func open(ns NetnsID, nl netlink.Link) (*Attachment, error) {
 		dst  **ebpf.Map
 	}{
 		{bpf.XdpfabMapAvMap, &a.AVMap}, {bpf.XdpfabMapMrMap, &a.MRMap}, {bpf.XdpfabMapPorts, &a.PortMap},
-		{bpf.XdpfabMapXsks, &a.XSKMap}, {bpf.XdpfabMapCounters, &a.CounterMap},
+		{bpf.XdpfabMapXsks, &a.XSKMap}, {bpf.XdpfabMapCounters, &a.CounterMap}, {bpf.XdpfabMapLocalAddrs, &a.LocalMap},
 	} {
 		if *m.dst, err = ebpf.LoadPinnedMap(filepath.Join(dir, m.name), nil); err != nil {
 			a.Close()
@@ -605,7 +656,7 @@ func Attached(iface string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if attachedProgName(nl) != ProgramName {
+	if n := attachedProgName(nl); n != ProgramName && n != dispatcherProgName {
 		return false, nil
 	}
 	ns, err := CurrentNetns()
@@ -654,6 +705,13 @@ func Detach(iface string) error {
 		return fmt.Errorf("xdp: detach %s: %s holds xdpfab's link to a device that is not %s of this network namespace: left alone: %w",
 			iface, dir, iface, fi.EBUSY)
 	case pinsLive:
+		if isMultiProg(dir) {
+			if err := detachMulti(iface, nl, dir); err != nil {
+				return err
+			}
+			found = true
+			break
+		}
 		l, err := link.LoadPinnedLink(filepath.Join(dir, pinLink), nil)
 		if err != nil {
 			return fmt.Errorf("xdp: detach %s: open pinned link: %w", iface, mapErr(err))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -28,6 +29,7 @@ type device struct {
 	att     *xdp.Attachment
 	socks   []*xsk.Socket
 	pollFDs []unix.PollFd
+	addrs   *addrWatch // keeps the program's local_addrs map current
 
 	rxMu sync.Mutex // held while draining or polling the RX rings; guards rx
 
@@ -39,6 +41,11 @@ type device struct {
 	tx   [batch]xsk.Desc
 
 	rx [batch]xsk.Desc
+
+	// statSocks is socks for readers of ring statistics (Rings), set when
+	// the device opened and cleared before it closes: they need neither
+	// rxMu nor txMu, so a metrics scrape never waits for the datapath.
+	statSocks atomic.Pointer[[]*xsk.Socket]
 }
 
 var (
@@ -76,6 +83,9 @@ func (d *device) open(iface string, bind xsk.BindMode) error {
 	if err != nil {
 		return fmt.Errorf("link %s: %w", iface, err)
 	}
+	if d.addrs, err = watchLocalAddrs(d.att); err != nil {
+		return fmt.Errorf("%s: %w", iface, err)
+	}
 	queues := min(max(link.Attrs().NumRxQueues, 1), bpf.XSKMaxQueues)
 	for q := 0; q < queues; q++ {
 		s, err := openQueue(d.att.Ifindex, q, bind)
@@ -93,6 +103,8 @@ func (d *device) open(iface string, bind xsk.BindMode) error {
 		}
 		d.pollFDs = append(d.pollFDs, unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN})
 	}
+	socks := d.socks
+	d.statSocks.Store(&socks)
 	return nil
 }
 
@@ -134,6 +146,9 @@ func (d *device) close(t *Transport) {
 }
 
 func (d *device) release() {
+	d.statSocks.Store(nil)
+	d.addrs.stop()
+	d.addrs = nil
 	for q, s := range d.socks {
 		_ = d.att.DeleteXSK(uint32(q))
 		s.Close()
@@ -160,10 +175,24 @@ func (d *device) drain() int {
 			if t == nil {
 				continue
 			}
+			// The program steers only datagrams to the address the
+			// port is bound to; this catches the rest (a port entry
+			// still bound to every address, a stale one).
+			if p.Dst.Addr() != t.addr {
+				t.rxOtherHost.Add(1)
+				continue
+			}
+			// The program redirects only datagrams whose UDP checksum
+			// it verified, and says so: one without that mark (a
+			// program from before checksums) is not trusted.
+			m, ok := bpf.ParseMeta(s.Meta(desc, bpf.MetaLen))
+			if !ok || m.Flags&bpf.MetaCsumOK == 0 {
+				t.rxBadCsum.Add(1)
+				continue
+			}
 			t.rxXSK.Add(1)
 			t.q.push(f[p.PayloadOffset:p.PayloadOffset+p.PayloadLen],
-				netip.AddrPortFrom(p.Src.Addr().Unmap(), p.Src.Port()),
-				metaOf(bpf.ParseMeta(s.Meta(desc, bpf.MetaLen))))
+				netip.AddrPortFrom(p.Src.Addr().Unmap(), p.Src.Port()), metaOf(m, ok))
 		}
 		d.mu.RUnlock()
 		if k > 0 {
