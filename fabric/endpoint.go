@@ -42,6 +42,11 @@ type EPAttr struct {
 	// (tx_attr.op_flags), e.g. fi.COMPLETION with a CQ bound with
 	// FI_SELECTIVE_COMPLETION.
 	OpFlags fi.Flags
+	// RxOpFlags are rx_attr.op_flags beyond fi.COMPLETION (which OpFlags
+	// carries for both sides): fi.MULTI_RECV makes fi_recv and fi_recvv
+	// (untagged, one buffer) post FI_MULTI_RECV buffers, as fi_recvmsg
+	// with the flag does.
+	RxOpFlags fi.Flags
 	// Caps are the endpoint's capabilities (fi_info caps); 0 takes all
 	// of the provider's (Domain.Info().Caps). Of them the datapath looks
 	// at fi.DIRECTED_RECV: without it a receive's source address is
@@ -181,6 +186,9 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 	}
 	if attr.OpFlags&^(fi.COMPLETION|fi.INJECT|fi.FENCE|fi.DELIVERY_COMPLETE|fi.TRANSMIT_COMPLETE|fi.INJECT_COMPLETE) != 0 {
 		return nil, fmt.Errorf("endpoint: op flags %#x: %w", uint64(attr.OpFlags), fi.EBADFLAGS)
+	}
+	if attr.RxOpFlags&^(fi.COMPLETION|fi.MULTI_RECV) != 0 {
+		return nil, fmt.Errorf("endpoint: rx op flags %#x: %w", uint64(attr.RxOpFlags), fi.EBADFLAGS)
 	}
 	d.mu.Lock()
 	if d.closed {
