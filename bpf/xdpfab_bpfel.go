@@ -28,6 +28,19 @@ type XdpfabAvValue struct {
 	Flags     uint32
 }
 
+type XdpfabKtBucket struct {
+	_    structs.HostLayout
+	Slot [8]XdpfabKtSlot
+}
+
+type XdpfabKtSlot struct {
+	_     structs.HostLayout
+	Seq   uint32
+	State uint32
+	Key   [3]uint64
+	Val   [4]uint64
+}
+
 type XdpfabLocalAddr struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -48,6 +61,22 @@ type XdpfabMrValue struct {
 	RegionId uint32
 	Flags    uint32
 	Pad      uint32
+}
+
+type XdpfabMrVetAns struct {
+	_       structs.HostLayout
+	Verdict uint32
+	Pad     uint32
+	Value   XdpfabMrValue
+}
+
+type XdpfabMrVetReq struct {
+	_        structs.HostLayout
+	DomainId uint32
+	Access   uint32
+	Key      uint64
+	Addr     uint64
+	Len      uint64
 }
 
 type XdpfabPortConfig struct {
@@ -86,22 +115,31 @@ const (
 	XdpfabXdpfabCounterCNT_PASS_NO_META      XdpfabXdpfabCounter = 12
 	XdpfabXdpfabCounterCNT_REDIRECT_XSK      XdpfabXdpfabCounter = 13
 	XdpfabXdpfabCounterCNT_PASS_NO_XSK       XdpfabXdpfabCounter = 14
-	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 15
+	XdpfabXdpfabCounterCNT_PASS_AV_BUSY      XdpfabXdpfabCounter = 15
+	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 16
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	XdpfabMapAvMap         = "av_map"
-	XdpfabMapCounters      = "counters"
-	XdpfabMapLocalAddrs    = "local_addrs"
-	XdpfabMapMrMap         = "mr_map"
-	XdpfabMapPorts         = "ports"
-	XdpfabMapXsks          = "xsks"
-	XdpfabProgXdpfabXdp    = "xdpfab_xdp"
-	XdpfabProgXskProbe     = "xsk_probe"
-	XdpfabVarUnusedXdpMeta = "unused_xdp_meta"
+	XdpfabMapAvMap          = "av_map"
+	XdpfabMapCounters       = "counters"
+	XdpfabMapLocalAddrs     = "local_addrs"
+	XdpfabMapMrMap          = "mr_map"
+	XdpfabMapPorts          = "ports"
+	XdpfabMapXsks           = "xsks"
+	XdpfabProgMrVet         = "mr_vet"
+	XdpfabProgXdpfabXdp     = "xdpfab_xdp"
+	XdpfabProgXskProbe      = "xsk_probe"
+	XdpfabVarUnusedAvKey    = "unused_av_key"
+	XdpfabVarUnusedAvValue  = "unused_av_value"
+	XdpfabVarUnusedKtBucket = "unused_kt_bucket"
+	XdpfabVarUnusedMrKey    = "unused_mr_key"
+	XdpfabVarUnusedMrValue  = "unused_mr_value"
+	XdpfabVarUnusedMrVetAns = "unused_mr_vet_ans"
+	XdpfabVarUnusedMrVetReq = "unused_mr_vet_req"
+	XdpfabVarUnusedXdpMeta  = "unused_xdp_meta"
 )
 
 // LoadXdpfab returns the embedded CollectionSpec for Xdpfab.
@@ -146,6 +184,7 @@ type XdpfabSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabProgramSpecs struct {
+	MrVet     *ebpf.ProgramSpec `ebpf:"mr_vet"`
 	XdpfabXdp *ebpf.ProgramSpec `ebpf:"xdpfab_xdp"`
 	XskProbe  *ebpf.ProgramSpec `ebpf:"xsk_probe"`
 }
@@ -166,7 +205,14 @@ type XdpfabMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabVariableSpecs struct {
-	UnusedXdpMeta *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
+	UnusedAvKey    *ebpf.VariableSpec `ebpf:"unused_av_key"`
+	UnusedAvValue  *ebpf.VariableSpec `ebpf:"unused_av_value"`
+	UnusedKtBucket *ebpf.VariableSpec `ebpf:"unused_kt_bucket"`
+	UnusedMrKey    *ebpf.VariableSpec `ebpf:"unused_mr_key"`
+	UnusedMrValue  *ebpf.VariableSpec `ebpf:"unused_mr_value"`
+	UnusedMrVetAns *ebpf.VariableSpec `ebpf:"unused_mr_vet_ans"`
+	UnusedMrVetReq *ebpf.VariableSpec `ebpf:"unused_mr_vet_req"`
+	UnusedXdpMeta  *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
 }
 
 // XdpfabObjects contains all objects after they have been loaded into the kernel.
@@ -212,19 +258,28 @@ func (m *XdpfabMaps) Close() error {
 //
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabVariables struct {
-	UnusedXdpMeta *ebpf.Variable `ebpf:"unused_xdp_meta"`
+	UnusedAvKey    *ebpf.Variable `ebpf:"unused_av_key"`
+	UnusedAvValue  *ebpf.Variable `ebpf:"unused_av_value"`
+	UnusedKtBucket *ebpf.Variable `ebpf:"unused_kt_bucket"`
+	UnusedMrKey    *ebpf.Variable `ebpf:"unused_mr_key"`
+	UnusedMrValue  *ebpf.Variable `ebpf:"unused_mr_value"`
+	UnusedMrVetAns *ebpf.Variable `ebpf:"unused_mr_vet_ans"`
+	UnusedMrVetReq *ebpf.Variable `ebpf:"unused_mr_vet_req"`
+	UnusedXdpMeta  *ebpf.Variable `ebpf:"unused_xdp_meta"`
 }
 
 // XdpfabPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabPrograms struct {
+	MrVet     *ebpf.Program `ebpf:"mr_vet"`
 	XdpfabXdp *ebpf.Program `ebpf:"xdpfab_xdp"`
 	XskProbe  *ebpf.Program `ebpf:"xsk_probe"`
 }
 
 func (p *XdpfabPrograms) Close() error {
 	return _XdpfabClose(
+		p.MrVet,
 		p.XdpfabXdp,
 		p.XskProbe,
 	)
