@@ -223,18 +223,23 @@ func Open(attr Attr, ctx any, opts ...Option) (*AV, error) {
 		case o.mirrorSet:
 			av.mirror = o.mirror
 		case o.kmap != nil:
-			km, err := NewKernelMirror(o.kmap)
+			tm, err := NewTableMirror(o.kmap, av.id, attr.Count)
 			if err != nil {
 				return nil, fmt.Errorf("av open: %w", err)
 			}
-			av.mirror = km
+			av.mirror = tm
 		default:
 			m, err := acquireProcessMap()
 			if err != nil {
 				return nil, fmt.Errorf("av open: %w (open with WithMirror(nil) for an AV without kernel copy)", err)
 			}
+			tm, err := NewTableMirror(m, av.id, attr.Count)
+			if err != nil {
+				releaseProcessMap()
+				return nil, fmt.Errorf("av open: %w", err)
+			}
 			av.procMap = true
-			av.mirror = &KernelMirror{m: m}
+			av.mirror = tm
 		}
 	}
 	if attr.Flags&fi.EVENT != 0 {
@@ -281,9 +286,10 @@ func validateAttr(attr *Attr, o *options) error {
 	return nil
 }
 
-// processMap is the kernel AV map the unnamed AVs of this process share by
-// default, each keying its entries with its av_id: one map (of the XDP
-// program's av_map size) per process rather than one per AV.
+// processMap is the av_map the unnamed AVs of this process share by
+// default, each entering its kernel table under its av_id. Created with
+// the first such AV and closed with the last: an empty av_map costs
+// microseconds to make (its hash buckets are not preallocated).
 var processMap struct {
 	sync.Mutex
 	m    *ebpf.Map // guarded by the mutex
@@ -389,7 +395,10 @@ func (av *AV) Close() error {
 		errs = append(errs, av.shared.close())
 	} else {
 		var err error
-		if av.mirror != nil {
+		if tm, ok := av.mirror.(*TableMirror); ok {
+			err = tm.Drop() // the whole table at once
+			errs = append(errs, err)
+		} else if av.mirror != nil {
 			err = av.deleteAllFromKernel()
 			errs = append(errs, err)
 		}

@@ -21,9 +21,15 @@ import (
 	"github.com/xdpfab/xdpfab/internal/testenv"
 )
 
-// kernelEntries reads a kernel AV map back.
+// kernelEntries reads a kernel AV map back: an av_map's tables, or a
+// named AV's hash map (whose records, pad != 0, it leaves out).
 func kernelEntries(t testing.TB, m *ebpf.Map) map[bpf.XdpfabAvKey]bpf.XdpfabAvValue {
 	t.Helper()
+	if m.Type() == ebpf.HashOfMaps {
+		out, err := KernelEntries(m)
+		require.NoError(t, err)
+		return out
+	}
 	out := map[bpf.XdpfabAvKey]bpf.XdpfabAvValue{}
 	var k bpf.XdpfabAvKey
 	var v bpf.XdpfabAvValue
