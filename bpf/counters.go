@@ -28,6 +28,7 @@ var counterInfo = [...]enumInfo{
 	XdpfabXdpfabCounterCNT_PASS_NO_META:      {"CNT_PASS_NO_META", "pass_no_meta", "xdpfab datagrams the driver could not attach metadata to: passed"},
 	XdpfabXdpfabCounterCNT_REDIRECT_XSK:      {"CNT_REDIRECT_XSK", "redirect_xsk", "xdpfab datagrams redirected to the AF_XDP socket of their RX queue"},
 	XdpfabXdpfabCounterCNT_PASS_NO_XSK:       {"CNT_PASS_NO_XSK", "pass_no_xsk", "xdpfab datagrams with no AF_XDP socket on their queue: passed to the stack"},
+	XdpfabXdpfabCounterCNT_PASS_AV_BUSY:      {"CNT_PASS_AV_BUSY", "pass_av_busy", "xdpfab datagrams whose peer's AV entry was being written on every read: passed to the stack (the kernel socket)"},
 }
 
 // Counters returns every counter, in enum order.
