@@ -347,3 +347,30 @@ func BenchmarkKernelFloor1M(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkOpenClose is fi_av_open + fi_close of an unnamed FI_AV_TABLE
+// AV: with its kernel table in the process's av_map ("kernel",
+// privileged; the av_map comes and goes with the AV, as in an open/close
+// loop) and without kernel copy ("nomirror").
+func BenchmarkOpenClose(b *testing.B) {
+	for _, mode := range []string{"kernel", "nomirror"} {
+		b.Run(mode, func(b *testing.B) {
+			var opts []Option
+			if mode == "kernel" {
+				testenv.RequirePriv(b)
+			} else {
+				opts = append(opts, WithMirror(nil))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				a, err := Open(Attr{Type: TypeTable}, nil, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := a.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -118,15 +119,28 @@ func (k *KernelMirror) Delete(keys []bpf.XdpfabAvKey) (int, error) {
 // AVMapSpec returns a copy of the av_map spec of the XDP object: a hash of
 // maps from av_id to the AV's kernel table.
 func AVMapSpec() (*ebpf.MapSpec, error) {
-	spec, err := bpf.LoadXdpfab()
-	if err != nil {
-		return nil, fmt.Errorf("av: load BPF spec: %w", err)
+	avSpec.once.Do(func() {
+		spec, err := bpf.LoadXdpfab()
+		if err != nil {
+			avSpec.err = fmt.Errorf("av: load BPF spec: %w", err)
+			return
+		}
+		if avSpec.spec = spec.Maps[bpf.XdpfabMapAvMap]; avSpec.spec == nil {
+			avSpec.err = fmt.Errorf("av: no %s in the BPF object", bpf.XdpfabMapAvMap)
+		}
+	})
+	if avSpec.err != nil {
+		return nil, avSpec.err
 	}
-	ms := spec.Maps[bpf.XdpfabMapAvMap]
-	if ms == nil {
-		return nil, fmt.Errorf("av: no %s in the BPF object", bpf.XdpfabMapAvMap)
-	}
-	return ms.Copy(), nil
+	return avSpec.spec.Copy(), nil
+}
+
+// avSpec is av_map's spec, parsed from the object once (parsing it takes
+// longer than opening an AV).
+var avSpec struct {
+	once sync.Once
+	spec *ebpf.MapSpec // never handed out: AVMapSpec copies it
+	err  error
 }
 
 // NewKernelMap creates an av_map from the XDP object's spec, for up to

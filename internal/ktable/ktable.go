@@ -431,6 +431,29 @@ func (t *Table) Each(fn func(k *Key, v *Value) bool) {
 	}
 }
 
+// Reset empties the table: every slot it used becomes free again and the
+// header counts restart. Only its one writer may call it, and only when
+// no reader can still be looking keys up for the entries it held (what
+// the table served is gone: a new owner starts from an empty table).
+func (t *Table) Reset() {
+	for bi := 1; bi < len(t.buckets); bi++ {
+		b := &t.buckets[bi]
+		for i := range b {
+			s := &b[i]
+			if atomic.LoadUint32(&s.state) == stateFree {
+				continue
+			}
+			seq := atomic.LoadUint32(&s.seq) &^ 1
+			atomic.StoreUint32(&s.seq, seq+1)
+			atomic.StoreUint32(&s.state, stateFree)
+			s.key, s.val = Key{}, Value{}
+			atomic.StoreUint32(&s.seq, seq+2)
+		}
+	}
+	atomic.StoreUint64(&t.hdr.val[0], 0)
+	atomic.StoreUint64(&t.hdr.val[1], 0)
+}
+
 // DeleteIf removes every entry for which drop returns true (reaping a dead
 // process's keys); it returns how many went.
 func (t *Table) DeleteIf(drop func(k *Key) bool) int {
