@@ -3,7 +3,7 @@
 GO      ?= go
 TIMEOUT ?= 30m
 
-.PHONY: all build generate test lint bench bench-veth demo clean provider install-provider
+.PHONY: all build generate test lint bench bench-veth bench-control demo clean provider install-provider
 
 all: build
 
@@ -38,6 +38,12 @@ demo:
 # blocking, busy-polling and with FI_PROGRESS_MANUAL (root needed).
 bench-veth:
 	GO=$(GO) sh scripts/bench-veth.sh
+
+# Control-plane costs (MR reg+close, AV open/insert/lookup, CQ and counter
+# open+close) beside libfabric's udp;ofi_rxd, tcp;ofi_rxm and sockets and a
+# BPF map syscall baseline, one run (root, gcc, libfabric-dev).
+bench-control:
+	GO=$(GO) sh scripts/bench-control.sh
 
 # xdpfab's libfabric provider: libxdpfab-fi.so (the C shim libfabric
 # loads, exporting fi_prov_ini only) and libxdpfab-go.so (the Go part it
