@@ -1,7 +1,18 @@
 # xdpfab build, test and demo entry points. `make test` is exactly what CI
-# runs (.ci/run); `make demo` is the main job.
+# runs (.ci/run); `make demo` is the main job. Both, and generate, first
+# install what the machine lacks (scripts/deps.sh, scripts/deps.txt).
 GO      ?= go
 TIMEOUT ?= 30m
+
+# Go's usual home, for a root shell whose PATH lacks it (tests that build
+# binaries run `go` from PATH too).
+export PATH := $(PATH):/usr/local/go/bin
+
+# The allocation guards: tests named *Allocs, *NoAlloc(s), *ZeroAlloc(s),
+# *DoesNotAllocate or *ZeroCopy. Those that count allocations across
+# goroutines skip under -race, whose instrumentation allocates, so `make
+# test` runs them all once more without it. Name a new guard to match.
+GUARDS = Allocs$$|NoAllocs?$$|ZeroAllocs?$$|DoesNotAllocate$$|ZeroCopy
 
 .PHONY: all build generate test lint bench bench-veth bench-control demo clean provider install-provider
 
@@ -14,6 +25,7 @@ build:
 # llvm and libbpf-dev), then record the source hash the staleness test
 # checks.
 generate:
+	GO=$(GO) sh scripts/deps.sh generate
 	cd bpf && $(GO) generate . && sha256sum gen.go xdpfab.c xdpfab.h > sources.sha256
 
 lint:
@@ -23,8 +35,11 @@ lint:
 
 # Every package, including the privileged tests/veth suite (root needed;
 # XDPFAB_REQUIRE_PRIV=1 makes a privilege skip a failure).
-test: lint
+test:
+	GO=$(GO) sh scripts/deps.sh test
+	$(MAKE) --no-print-directory lint
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) ./...
+	$(GO) test -count=1 -timeout $(TIMEOUT) -run '$(GUARDS)' ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TIMEOUT) ./...
@@ -32,6 +47,7 @@ bench:
 # Two network namespaces joined by veth, xdpfab attached on both ends,
 # examples/remote-atomics between them, then xdpfab bench (root needed).
 demo:
+	GO=$(GO) sh scripts/deps.sh demo
 	GO=$(GO) sh scripts/demo.sh
 
 # xdpfab bench over veth, side by side: AF_XDP vs kernel UDP socket, each
@@ -43,6 +59,7 @@ bench-veth:
 # open+close) beside libfabric's udp;ofi_rxd, tcp;ofi_rxm and sockets and a
 # BPF map syscall baseline, one run (root, gcc, libfabric-dev).
 bench-control:
+	GO=$(GO) sh scripts/deps.sh bench-control
 	GO=$(GO) sh scripts/bench-control.sh
 
 # xdpfab's libfabric provider: libxdpfab-fi.so (the C shim libfabric

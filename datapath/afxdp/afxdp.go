@@ -107,6 +107,7 @@ type Stats struct {
 	TxNoHop         uint64 // packets sent through the kernel socket: next hop not resolved yet
 	TxOtherLink     uint64 // packets sent through the kernel socket: their route leaves through another interface
 	TxNoFrame       uint64 // packets dropped: every TX frame in flight
+	TxTooBig        uint64 // packets dropped: larger than the next hop's MTU or a frame (Send reports FI_EMSGSIZE)
 	RxQueueFull     uint64 // packets dropped: the transport's queue was full
 	RxBadChecksum   uint64 // packets dropped: not marked checksum-verified by the XDP program
 	RxOtherHost     uint64 // packets dropped: to the port but not to the transport's address
@@ -130,8 +131,8 @@ type Transport struct {
 	kernelCalls uint32
 	epoch       time.Time
 
-	rxXSK, rxKernel, txXSK, txNoHop, txOtherLink, txNoFrame atomic.Uint64
-	rxBadCsum, rxOtherHost                                  atomic.Uint64
+	rxXSK, rxKernel, txXSK, txNoHop, txOtherLink, txNoFrame, txTooBig atomic.Uint64
+	rxBadCsum, rxOtherHost                                            atomic.Uint64
 }
 
 var (
@@ -354,7 +355,9 @@ func metaOf(m bpf.Meta, ok bool) datapath.Meta {
 	return dm
 }
 
-// Send implements datapath.Transport.
+// Send implements datapath.Transport. A datagram larger than the next
+// hop's MTU (or a frame) is dropped and counted (Stats.TxTooBig) while the
+// rest of the batch goes out; Send then reports FI_EMSGSIZE for it.
 func (t *Transport) Send(pkts []datapath.Packet) error {
 	if t.closed.Load() {
 		return datapath.ErrClosed
@@ -366,6 +369,7 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 		return datapath.ErrClosed
 	}
 	s := d.socks[0]
+	var tooBig error
 	for len(pkts) > 0 {
 		k := 0
 		for len(pkts) > 0 && k < len(d.tx) {
@@ -390,8 +394,15 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 				Dst: netip.AddrPortFrom(p.Addr.Addr().Unmap(), p.Addr.Port())}
 			hl := ep.HeaderLen()
 			if hl+len(p.Buf) > len(buf) || hl+len(p.Buf)-udpframe.EthLen > hop.MTU {
+				// Dropped, counted and reported once the rest of the
+				// batch is on its way: the frames built for it stay ours
+				// to send.
 				s.ReturnTxFrame(addr)
-				return fmt.Errorf("afxdp: %d-byte datagram exceeds the MTU %d: %w", len(p.Buf), hop.MTU, fi.EMSGSIZE)
+				t.txTooBig.Add(1)
+				if tooBig == nil {
+					tooBig = fmt.Errorf("afxdp: %d-byte datagram exceeds the MTU %d: %w", len(p.Buf), hop.MTU, fi.EMSGSIZE)
+				}
+				continue
 			}
 			n, err := udpframe.BuildCopy(buf, &ep, p.Buf)
 			if err != nil {
@@ -414,7 +425,7 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 			return err
 		}
 	}
-	return nil
+	return tooBig
 }
 
 // p1 returns p as a one-packet batch without allocating.
@@ -449,8 +460,8 @@ func (t *Transport) Stats() Stats {
 	drops := t.q.drops
 	t.q.mu.Unlock()
 	return Stats{RxXSK: t.rxXSK.Load(), RxKernel: t.rxKernel.Load(), TxXSK: t.txXSK.Load(),
-		TxNoHop: t.txNoHop.Load(), TxOtherLink: t.txOtherLink.Load(), TxNoFrame: t.txNoFrame.Load(), RxQueueFull: drops,
-		RxBadChecksum: t.rxBadCsum.Load(), RxOtherHost: t.rxOtherHost.Load()}
+		TxNoHop: t.txNoHop.Load(), TxOtherLink: t.txOtherLink.Load(), TxNoFrame: t.txNoFrame.Load(), TxTooBig: t.txTooBig.Load(),
+		RxQueueFull: drops, RxBadChecksum: t.rxBadCsum.Load(), RxOtherHost: t.rxOtherHost.Load()}
 }
 
 // Close implements datapath.Transport: it wakes a blocked Receive, removes
