@@ -148,7 +148,8 @@ func heapInUse() uint64 {
 }
 
 // BenchmarkInsert1M inserts 1,000,000 sockaddr_in addresses in one call
-// into a fresh AV, with its kernel map ("kernel", privileged) or without
+// into a fresh AV opened with count 1,000,000 (as bench-control's peers
+// are), with its kernel map ("kernel", privileged) or without
 // kernel copy ("nomirror"). retained-B/entry is the Go heap the AV holds
 // afterwards per address; B/op / 1e6 is everything allocated per address.
 func BenchmarkInsert1M(b *testing.B) {
@@ -170,7 +171,7 @@ func BenchmarkInsert1M(b *testing.B) {
 					b.StopTimer()
 					before := heapInUse()
 					b.StartTimer()
-					a, err := Open(Attr{Type: typ}, nil, opts...)
+					a, err := Open(Attr{Type: typ, Count: n}, nil, opts...)
 					if err != nil {
 						b.Fatal(err)
 					}

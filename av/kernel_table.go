@@ -147,8 +147,10 @@ func (tm *TableMirror) Delete(keys []bpf.XdpfabAvKey) (int, error) {
 // the new one after: both hold every entry.
 func (tm *TableMirror) grow(n int) error {
 	nb := ktable.Buckets(n)
-	if nb < tm.t.Buckets() {
-		nb = tm.t.Buckets()
+	if cur := tm.t.Buckets(); tm.t.Dead() > tm.t.Len() {
+		nb = max(nb, cur) // mostly tombstones: rebuild at the same size
+	} else {
+		nb = max(nb, 2*cur)
 	}
 	for {
 		t, err := ktable.Create(tm.spec, nb, ktable.RandomSeed())
@@ -157,7 +159,7 @@ func (tm *TableMirror) grow(n int) error {
 		}
 		full := false
 		tm.t.Each(func(k *ktable.Key, v *ktable.Value) bool {
-			if t.Put(k, v) != nil {
+			if t.Insert(k, v) != nil {
 				full = true
 			}
 			return !full

@@ -284,11 +284,9 @@ func (t *Table) Put(k *Key, v *Value) error {
 			atomic.StoreUint32(&s.seq, seq+2)
 			return nil
 		}
-		s, seq, state := free(b1)
+		s, seq, state := emptier(b1, b2)
 		if s == nil {
-			if s, seq, state = free(b2); s == nil {
-				return ErrFull
-			}
+			return ErrFull
 		}
 		if !atomic.CompareAndSwapUint32(&s.seq, seq, seq+1) {
 			continue
@@ -314,20 +312,67 @@ func storeValue(s *slot, v *Value) {
 	atomic.StoreUint64(&s.val[3], v[3])
 }
 
-// free returns a stable free or dead slot of b and its seq.
-func free(b *bucket) (*slot, uint32, uint32) {
+// Insert enters k, which the caller knows is not in the table (a table
+// being filled by one writer before anyone reads it), skipping the search
+// Put makes for it; ErrFull if both its buckets are full.
+func (t *Table) Insert(k *Key, v *Value) error {
+	b1, b2 := t.homes(k)
+	for {
+		s, seq, state := emptier(b1, b2)
+		if s == nil {
+			return ErrFull
+		}
+		if !atomic.CompareAndSwapUint32(&s.seq, seq, seq+1) {
+			continue
+		}
+		atomic.StoreUint64(&s.key[0], k[0])
+		atomic.StoreUint64(&s.key[1], k[1])
+		atomic.StoreUint64(&s.key[2], k[2])
+		storeValue(s, v)
+		atomic.StoreUint32(&s.state, stateUsed)
+		atomic.StoreUint32(&s.seq, seq+2)
+		atomic.AddUint64(&t.hdr.val[0], 1)
+		if state == stateDead {
+			atomic.AddUint64(&t.hdr.val[1], ^uint64(0))
+		}
+		return nil
+	}
+}
+
+// emptier returns a free or dead slot, its seq and state, of whichever of
+// b1 and b2 has more of them (two choices keep the buckets' loads within
+// a slot or two of each other, so a table fills to ~90% before a key
+// finds both full), nil if both are full.
+func emptier(b1, b2 *bucket) (*slot, uint32, uint32) {
+	s1, q1, st1, n1 := free(b1)
+	if n1 > Ways/2 {
+		return s1, q1, st1 // mostly empty: no need to read the other bucket
+	}
+	s2, q2, st2, n2 := free(b2)
+	if n2 > n1 {
+		return s2, q2, st2
+	}
+	return s1, q1, st1
+}
+
+// free returns the first stable free or dead slot of b, its seq and
+// state, and how many such slots b has.
+func free(b *bucket) (first *slot, seq, state uint32, n int) {
 	for i := range b {
 		s := &b[i]
-		seq := atomic.LoadUint32(&s.seq)
-		if seq&1 != 0 {
+		q := atomic.LoadUint32(&s.seq)
+		if q&1 != 0 {
 			continue
 		}
 		st := atomic.LoadUint32(&s.state)
 		if st == stateFree || st == stateDead {
-			return s, seq, st
+			if n == 0 {
+				first, seq, state = s, q, st
+			}
+			n++
 		}
 	}
-	return nil, 0, 0
+	return first, seq, state, n
 }
 
 // Delete removes k; it reports whether k was there.
@@ -398,6 +443,8 @@ func readSlot(s *slot, k *Key) (v Value, ok, stable bool) {
 // Each calls fn with every entry in use, each read consistently, until fn
 // returns false. Entries written during the walk may be seen or not.
 func (t *Table) Each(fn func(k *Key, v *Value) bool) {
+	var k Key // one pair for the walk: they escape to fn
+	var v Value
 	for bi := 1; bi < len(t.buckets); bi++ {
 		b := &t.buckets[bi]
 		for i := range b {
@@ -411,8 +458,6 @@ func (t *Table) Each(fn func(k *Key, v *Value) bool) {
 					continue
 				}
 				st := atomic.LoadUint32(&s.state)
-				var k Key
-				var v Value
 				for j := range k {
 					k[j] = atomic.LoadUint64(&s.key[j])
 				}
