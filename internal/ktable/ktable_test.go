@@ -16,8 +16,10 @@ func spec() *ebpf.MapSpec {
 	return &ebpf.MapSpec{Type: ebpf.Array, Flags: unix.BPF_F_MMAPABLE, KeySize: 4, ValueSize: ktable.BucketSize}
 }
 
-func key(i int) ktable.Key     { return ktable.Key{uint64(i), uint64(i) * 7, 3} }
-func value(i int) ktable.Value { return ktable.Value{uint64(i), uint64(i) + 1, uint64(i) + 2, uint64(i) + 3} }
+func key(i int) ktable.Key { return ktable.Key{uint64(i), uint64(i) * 7, 3} }
+func value(i int) ktable.Value {
+	return ktable.Value{uint64(i), uint64(i) + 1, uint64(i) + 2, uint64(i) + 3}
+}
 
 // TestTable: entries go in, are read back (also through a second mapping
 // of the map, as another process would), replaced in place, deleted,
