@@ -14,7 +14,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # test` runs them all once more without it. Name a new guard to match.
 GUARDS = Allocs$$|NoAllocs?$$|ZeroAllocs?$$|DoesNotAllocate$$|ZeroCopy
 
-.PHONY: all build generate test lint bench bench-veth demo clean provider install-provider
+.PHONY: all build generate test lint bench bench-veth bench-control demo clean provider install-provider
 
 all: build
 
@@ -54,6 +54,13 @@ demo:
 # blocking, busy-polling and with FI_PROGRESS_MANUAL (root needed).
 bench-veth:
 	GO=$(GO) sh scripts/bench-veth.sh
+
+# Control-plane costs (MR reg+close, AV open/insert/lookup, CQ and counter
+# open+close) beside libfabric's udp;ofi_rxd, tcp;ofi_rxm and sockets and a
+# BPF map syscall baseline, one run (root, gcc, libfabric-dev).
+bench-control:
+	GO=$(GO) sh scripts/deps.sh bench-control
+	GO=$(GO) sh scripts/bench-control.sh
 
 # xdpfab's libfabric provider: libxdpfab-fi.so (the C shim libfabric
 # loads, exporting fi_prov_ini only) and libxdpfab-go.so (the Go part it

@@ -223,18 +223,25 @@ func Open(attr Attr, ctx any, opts ...Option) (*AV, error) {
 		case o.mirrorSet:
 			av.mirror = o.mirror
 		case o.kmap != nil:
-			km, err := NewKernelMirror(o.kmap)
+			tm, err := NewTableMirror(o.kmap, av.id, attr.Count)
 			if err != nil {
 				return nil, fmt.Errorf("av open: %w", err)
 			}
-			av.mirror = km
+			av.mirror = tm
 		default:
 			m, err := acquireProcessMap()
 			if err != nil {
 				return nil, fmt.Errorf("av open: %w (open with WithMirror(nil) for an AV without kernel copy)", err)
 			}
+			tm := takePooledTable()
+			if tm != nil {
+				av.id = tm.id // its table is entered in av_map under its id
+			} else if tm, err = NewTableMirror(m, av.id, attr.Count); err != nil {
+				releaseProcessMap()
+				return nil, fmt.Errorf("av open: %w", err)
+			}
 			av.procMap = true
-			av.mirror = &KernelMirror{m: m}
+			av.mirror = tm
 		}
 	}
 	if attr.Flags&fi.EVENT != 0 {
@@ -281,13 +288,58 @@ func validateAttr(attr *Attr, o *options) error {
 	return nil
 }
 
-// processMap is the kernel AV map the unnamed AVs of this process share by
-// default, each keying its entries with its av_id: one map (of the XDP
-// program's av_map size) per process rather than one per AV.
+// processMap is the av_map the unnamed AVs of this process share by
+// default, each entering its kernel table under its av_id. It is created
+// with the first such AV and kept for the life of the process, with the
+// tables of closed AVs (pool): entering a table in av_map or taking it
+// out waits for an RCU grace period in the kernel (bpf(2) waits for
+// running programs after a map-in-map update), 5-20 ms each, which an
+// fi_av_open/fi_close loop would otherwise pay twice per AV. Fixed cost:
+// the av_map's bucket array (1 MiB for AV_MAP_MAX_AVS) and up to
+// poolMax tables of at most poolMaxBuckets buckets (32 KiB each).
 var processMap struct {
 	sync.Mutex
 	m    *ebpf.Map // guarded by the mutex
 	refs int       // AVs using m
+	pool []*TableMirror
+}
+
+// The process map keeps at most poolMax tables of closed AVs, each of at
+// most poolMaxBuckets data buckets (a bigger one is dropped).
+const (
+	poolMax        = 64
+	poolMaxBuckets = 64
+)
+
+// takePooledTable returns a kept table, empty, nil if there is none.
+func takePooledTable() *TableMirror {
+	processMap.Lock()
+	defer processMap.Unlock()
+	n := len(processMap.pool)
+	if n == 0 {
+		return nil
+	}
+	tm := processMap.pool[n-1]
+	processMap.pool = processMap.pool[:n-1]
+	return tm
+}
+
+// poolTable empties tm and keeps it for the next AV, if there is room.
+func poolTable(tm *TableMirror) bool {
+	tm.mu.Lock()
+	if tm.t == nil || tm.t.Buckets() > poolMaxBuckets {
+		tm.mu.Unlock()
+		return false
+	}
+	tm.t.Reset()
+	tm.mu.Unlock()
+	processMap.Lock()
+	defer processMap.Unlock()
+	if len(processMap.pool) >= poolMax {
+		return false
+	}
+	processMap.pool = append(processMap.pool, tm)
+	return true
 }
 
 func acquireProcessMap() (*ebpf.Map, error) {
@@ -304,19 +356,17 @@ func acquireProcessMap() (*ebpf.Map, error) {
 	return processMap.m, nil
 }
 
+// releaseProcessMap drops an AV's reference; the map stays (see
+// processMap).
 func releaseProcessMap() error {
 	processMap.Lock()
 	defer processMap.Unlock()
-	if processMap.refs--; processMap.refs > 0 {
-		return nil
-	}
-	m := processMap.m
-	processMap.m = nil
-	return m.Close()
+	processMap.refs--
+	return nil
 }
 
-// ProcessKernelMap returns the kernel AV map the unnamed AVs of this
-// process mirror into by default, nil while no such AV is open. The XDP
+// ProcessKernelMap returns the av_map the unnamed AVs of this process
+// mirror into by default, nil until the first such AV opens. The XDP
 // program of the process is loaded with it as its av_map.
 func ProcessKernelMap() *ebpf.Map {
 	processMap.Lock()
@@ -389,7 +439,15 @@ func (av *AV) Close() error {
 		errs = append(errs, av.shared.close())
 	} else {
 		var err error
-		if av.mirror != nil {
+		if tm, ok := av.mirror.(*TableMirror); ok {
+			if av.procMap && poolTable(tm) {
+				// Emptied and kept, entered in av_map under its id,
+				// for the next AV of the process.
+			} else {
+				err = tm.Drop() // the whole table at once
+				errs = append(errs, err)
+			}
+		} else if av.mirror != nil {
 			err = av.deleteAllFromKernel()
 			errs = append(errs, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
 )
@@ -1115,7 +1116,12 @@ func TestBackgroundWrites(t *testing.T) {
 	require.NoError(t, a.Remove([]fi.Addr{0, 1, 2}, 0))
 
 	b, g := openTest(t, Attr{Type: TypeMap})
-	g.limit = 2*batchLen + 100
+	// The map refuses every address from index 2*batchLen+100 on. Not a
+	// count limit: batches in flight land in any order, and a count
+	// would make which address is refused depend on it.
+	g.refuse = func(k bpf.XdpfabAvKey) bool {
+		return int(k.Addr[13])<<16|int(k.Addr[14])<<8|int(k.Addr[15]) >= 2*batchLen+100
+	}
 	st := make([]int, n)
 	out := fiAddrs(n)
 	got, err = b.InsertAddrPort(in, out, fi.SYNC_ERR, st)

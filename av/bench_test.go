@@ -148,7 +148,8 @@ func heapInUse() uint64 {
 }
 
 // BenchmarkInsert1M inserts 1,000,000 sockaddr_in addresses in one call
-// into a fresh AV, with its kernel map ("kernel", privileged) or without
+// into a fresh AV opened with count 1,000,000 (as bench-control's peers
+// are), with its kernel map ("kernel", privileged) or without
 // kernel copy ("nomirror"). retained-B/entry is the Go heap the AV holds
 // afterwards per address; B/op / 1e6 is everything allocated per address.
 func BenchmarkInsert1M(b *testing.B) {
@@ -170,7 +171,7 @@ func BenchmarkInsert1M(b *testing.B) {
 					b.StopTimer()
 					before := heapInUse()
 					b.StartTimer()
-					a, err := Open(Attr{Type: typ}, nil, opts...)
+					a, err := Open(Attr{Type: typ, Count: n}, nil, opts...)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -345,5 +346,32 @@ func BenchmarkKernelFloor1M(b *testing.B) {
 		m.Close()
 		time.Sleep(time.Second) // let the kernel free the elements
 		b.StartTimer()
+	}
+}
+
+// BenchmarkOpenClose is fi_av_open + fi_close of an unnamed FI_AV_TABLE
+// AV: with its kernel table in the process's av_map ("kernel",
+// privileged; the av_map comes and goes with the AV, as in an open/close
+// loop) and without kernel copy ("nomirror").
+func BenchmarkOpenClose(b *testing.B) {
+	for _, mode := range []string{"kernel", "nomirror"} {
+		b.Run(mode, func(b *testing.B) {
+			var opts []Option
+			if mode == "kernel" {
+				testenv.RequirePriv(b)
+			} else {
+				opts = append(opts, WithMirror(nil))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				a, err := Open(Attr{Type: TypeTable}, nil, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := a.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -38,20 +38,58 @@
 //
 // # Kernel mirror
 //
-// Every insert and remove keeps a Mirror in step: by default the BPF hash
-// map of the av_map layout (bpf/xdpfab.h) that the unnamed AVs of the
-// process share (ProcessKernelMap), each keying its entries with its own
-// av_id (ID) and taking them out again on Close; WithKernelMap names
-// another map to share; WithMirror(nil) opens an AV without kernel copy.
+// Every insert and remove keeps a Mirror in step. An unnamed AV has a
+// kernel table of its own (TableMirror): a hash table in a
+// BPF_F_MMAPABLE array map that the process has mmapped and writes with
+// plain stores, under the seqlock protocol of bpf/xdpfab.h ("Kernel
+// tables"), and that av_map, the XDP program's hash of maps, holds under
+// the AV's av_id (ID). The program looks a datagram's source up in the
+// table of its port's AV. The default av_map is the process's
+// (ProcessKernelMap); WithKernelMap names another (the interface's, which
+// the fabric package uses); WithMirror(nil) opens an AV without kernel
+// copy. A named AV keeps its entries in its pinned hash map instead
+// (KernelMirror, one BPF_MAP_UPDATE_BATCH per batchLen writes), which the
+// XDP program does not read.
 //
-// Writes are gathered and made with BPF_MAP_UPDATE_BATCH, batchLen at a
-// time; on machines with 4 CPUs or more a full batch is written by a
-// goroutine while the next one fills. An insert with FI_MORE may leave its writes
-// pending; an insert without it, a remove, SetUserID or Close writes them and waits
-// for them. Removes use BPF_MAP_DELETE_BATCH. If the kernel refuses a
-// write (a full map), that address fails with the kernel's error
-// (FI_ENOSPC for a full map) and the addresses of the batch after it are
-// aborted (FI_ECANCELED); all of them leave the AV again.
+// Why: an insert into a BPF hash map is a bpf(2) call and an element
+// allocation, about 1.3 µs an address even batched, and a hash map sized
+// for the largest AV preallocates its bucket array (64 MiB for 4M
+// addresses, 100-340 ms to make). A kernel table costs memory writes per
+// address and grows with the AV: it starts at one page, and when 7/8 full
+// (or a key's two buckets are) the AV builds a table twice the size,
+// copies the entries and swaps it into av_map with one bpf(2) call (XDP
+// reads the old table until then, the new one after; both hold every
+// entry). Kernel memory: 64 bytes a slot at 44-88% load, so 73-145 bytes
+// an address.
+//
+// Failure modes:
+//   - A slot a writer holds (seq odd) is busy to readers: XDP passes that
+//     datagram to the stack (pass_av_busy), whose kernel socket the
+//     AF_XDP transport also reads; it is never resolved from a
+//     half-written entry.
+//   - Growing needs a new map: if the kernel refuses it (memory, memlock),
+//     the insert fails with the kernel's errno and those addresses leave
+//     the AV, as any refused write (below).
+//   - Entering a table in av_map or taking it out is a map-in-map update,
+//     after which bpf(2) waits for running programs (an RCU grace period,
+//     5-20 ms). The process's av_map therefore stays for the life of the
+//     process and keeps the tables of closed AVs, emptied (up to 64 of at
+//     most 64 buckets), for the next AVs, which take them with their
+//     av_ids: fi_av_open + fi_close cost microseconds, not two grace
+//     periods. An AV in another av_map (WithKernelMap, WithKernelID) pays
+//     the two grace periods at open and close; in exchange its Close
+//     returns only once no program run can still see its table.
+//   - Closing an AV empties or drops its table: a datagram the program
+//     vets after Close returned finds no entry.
+//
+// Writes are gathered and made batchLen at a time; on machines with 4
+// CPUs or more a full batch is written by a goroutine while the next one
+// fills. An insert with FI_MORE may leave its writes pending; an insert
+// without it, a remove, SetUserID or Close writes them and waits for them.
+// If a write fails (a table that cannot grow, a full named AV map), that
+// address fails with the kernel's error (FI_ENOSPC for a full map) and
+// the addresses of the batch after it are aborted (FI_ECANCELED); all of
+// them leave the AV again.
 //
 // # FI_MORE and late failures
 //
@@ -80,13 +118,14 @@
 // Asynchronous FI_MORE inserts complete only once their writes are made,
 // so their failures are ordinary error entries.
 //
-// To attach XDP for an AV, load the program with KernelMap() as its
-// av_map,
+// To attach XDP for an unnamed AV, load the program with KernelMap() as
+// its av_map,
 //
 //	ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{bpf.XdpfabMapAvMap: a.KernelMap()}}
 //
-// and steer the AV's local port to ID(). For a named AV, any process may
-// instead open the map pinned at PinPath(name) with ebpf.LoadPinnedMap.
+// and steer the AV's local port to ID(). KernelEntries reads an av_map
+// back. A named AV's map, pinned at PinPath(name), is for the processes
+// sharing the name (ebpf.LoadPinnedMap), not for the program.
 //
 // # Provider choices
 //

@@ -25,6 +25,10 @@ type fakeMirror struct {
 	updates int // Update calls
 	deletes int // Delete calls
 	limit   int
+	// refuse, if set, refuses the keys it reports, whatever was written
+	// before: a full map that does not depend on the order in which
+	// concurrent batches land.
+	refuse  func(bpf.XdpfabAvKey) bool
 	entered chan struct{}
 	block   chan struct{}
 }
@@ -42,6 +46,9 @@ func (f *fakeMirror) Update(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue) 
 	defer f.mu.Unlock()
 	f.updates++
 	for i := range keys {
+		if f.refuse != nil && f.refuse(keys[i]) {
+			return i, fmt.Errorf("fake map update: %w", unix.E2BIG)
+		}
 		if _, ok := f.m[keys[i]]; !ok && f.limit > 0 && len(f.m) >= f.limit {
 			return i, fmt.Errorf("fake map update: %w", unix.E2BIG)
 		}

@@ -21,9 +21,15 @@ import (
 	"github.com/xdpfab/xdpfab/internal/testenv"
 )
 
-// kernelEntries reads a kernel AV map back.
+// kernelEntries reads a kernel AV map back: an av_map's tables, or a
+// named AV's hash map (whose records, pad != 0, it leaves out).
 func kernelEntries(t testing.TB, m *ebpf.Map) map[bpf.XdpfabAvKey]bpf.XdpfabAvValue {
 	t.Helper()
+	if m.Type() == ebpf.HashOfMaps {
+		out, err := KernelEntries(m)
+		require.NoError(t, err)
+		return out
+	}
 	out := map[bpf.XdpfabAvKey]bpf.XdpfabAvValue{}
 	var k bpf.XdpfabAvKey
 	var v bpf.XdpfabAvValue
@@ -324,8 +330,17 @@ func TestProcessKernelMap(t *testing.T) {
 		require.NotEqual(t, a.ID(), k.AvId, "a closed AV leaves no entry")
 	}
 	require.NoError(t, b.Close())
+	require.Same(t, m, ProcessKernelMap(), "kept for the life of the process")
 	if !othersOpen {
-		require.Nil(t, ProcessKernelMap(), "closed with its last AV")
+		// The next AV takes a closed AV's table, emptied, with its id.
+		c, err := Open(Attr{}, nil)
+		require.NoError(t, err)
+		require.Contains(t, []uint32{a.ID(), b.ID()}, c.ID())
+		requireInStep(t, c, kernelEntries(t, m)) // nothing of a's or b's
+		_, err = c.InsertAddrPort(addrs(3), nil, 0, nil)
+		require.NoError(t, err)
+		requireInStep(t, c, kernelEntries(t, m))
+		require.NoError(t, c.Close())
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
@@ -36,24 +38,35 @@ const entryFlagUserIDSet = 0x1 // AV_ENTRY_USER_ID_SET
 // batch takes.
 const batchLen = 4096
 
-// KernelMirror mirrors AV entries into a BPF hash map of the av_map layout
-// with batched map updates.
+// KernelMirror mirrors AV entries into a BPF hash map of av_key ->
+// av_value (a named AV's pinned map, which processes share and the XDP
+// program does not read) with batched map updates.
 type KernelMirror struct {
 	m *ebpf.Map
 }
 
-// NewKernelMirror returns a mirror writing into m, which must have the
-// av_map key and value sizes. The mirror does not own m.
+// NewKernelMirror returns a mirror writing into m, a hash map of av_key ->
+// av_value. The mirror does not own m.
 func NewKernelMirror(m *ebpf.Map) (*KernelMirror, error) {
-	spec, err := AVMapSpec()
-	if err != nil {
-		return nil, err
-	}
-	if m == nil || m.KeySize() != spec.KeySize || m.ValueSize() != spec.ValueSize {
-		return nil, fmt.Errorf("av: kernel map is not an av_map (key %d, value %d bytes): %w",
+	spec := namedMapSpec()
+	if m == nil || m.Type() != spec.Type || m.KeySize() != spec.KeySize || m.ValueSize() != spec.ValueSize {
+		return nil, fmt.Errorf("av: kernel map is not a hash of av_key -> av_value (key %d, value %d bytes): %w",
 			spec.KeySize, spec.ValueSize, fi.EINVAL)
 	}
 	return &KernelMirror{m: m}, nil
+}
+
+// namedMapSpec is the map of a named AV: a hash of av_key -> av_value
+// holding the entries and the records of shared.go.
+func namedMapSpec() *ebpf.MapSpec {
+	return &ebpf.MapSpec{
+		Name:       "xdpfab_av",
+		Type:       ebpf.Hash,
+		Flags:      unix.BPF_F_NO_PREALLOC,
+		KeySize:    uint32(binary.Size(bpf.XdpfabAvKey{})),
+		ValueSize:  uint32(binary.Size(bpf.XdpfabAvValue{})),
+		MaxEntries: 1 << 22,
+	}
 }
 
 // Map returns the kernel map.
@@ -103,24 +116,40 @@ func (k *KernelMirror) Delete(keys []bpf.XdpfabAvKey) (int, error) {
 	return done, nil
 }
 
-// AVMapSpec returns a copy of the av_map spec of the XDP object.
+// AVMapSpec returns a copy of the av_map spec of the XDP object: a hash of
+// maps from av_id to the AV's kernel table.
 func AVMapSpec() (*ebpf.MapSpec, error) {
-	spec, err := bpf.LoadXdpfab()
-	if err != nil {
-		return nil, fmt.Errorf("av: load BPF spec: %w", err)
+	avSpec.once.Do(func() {
+		spec, err := bpf.LoadXdpfab()
+		if err != nil {
+			avSpec.err = fmt.Errorf("av: load BPF spec: %w", err)
+			return
+		}
+		if avSpec.spec = spec.Maps[bpf.XdpfabMapAvMap]; avSpec.spec == nil {
+			avSpec.err = fmt.Errorf("av: no %s in the BPF object", bpf.XdpfabMapAvMap)
+		}
+	})
+	if avSpec.err != nil {
+		return nil, avSpec.err
 	}
-	ms := spec.Maps[bpf.XdpfabMapAvMap]
-	if ms == nil {
-		return nil, fmt.Errorf("av: no %s in the BPF object", bpf.XdpfabMapAvMap)
-	}
-	return ms.Copy(), nil
+	return avSpec.spec.Copy(), nil
 }
 
-// NewKernelMap creates an AV map from the XDP object's av_map spec;
-// maxEntries 0 keeps the spec's size. Several AVs can share it (each keys
-// its entries with its own av_id, see WithKernelMap), and the XDP program
-// can be loaded with it as its av_map (ebpf.CollectionOptions.MapReplacements);
-// a map of another size needs the program's spec given the same MaxEntries.
+// avSpec is av_map's spec, parsed from the object once (parsing it takes
+// longer than opening an AV).
+var avSpec struct {
+	once sync.Once
+	spec *ebpf.MapSpec // never handed out: AVMapSpec copies it
+	err  error
+}
+
+// NewKernelMap creates an av_map from the XDP object's spec, for up to
+// maxEntries AVs (0 keeps the spec's AV_MAP_MAX_AVS). Several AVs can
+// share it (each enters its kernel table under its own av_id, see
+// WithKernelMap), and the XDP program can be loaded with it as its av_map
+// (ebpf.CollectionOptions.MapReplacements); a map of another size needs
+// the program's spec given the same MaxEntries. An empty av_map costs
+// next to nothing: its hash buckets are allocated as AVs enter.
 func NewKernelMap(maxEntries uint32) (*ebpf.Map, error) {
 	spec, err := AVMapSpec()
 	if err != nil {

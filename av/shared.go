@@ -165,11 +165,7 @@ func (s *shared) create(path string) (*ebpf.Map, error) {
 		// AV; processes opening the name get it back from the map.
 		av.attr.MapAddr = uint64(av.id) << 16
 	}
-	spec, err := AVMapSpec()
-	if err != nil {
-		return nil, err
-	}
-	m, err := ebpf.NewMap(spec)
+	m, err := ebpf.NewMap(namedMapSpec())
 	if err != nil {
 		return nil, fmt.Errorf("create AV map: %w", errnoOfKernel(err))
 	}
@@ -190,11 +186,8 @@ func (s *shared) create(path string) (*ebpf.Map, error) {
 // takes the ones left to the provider.
 func (s *shared) adopt() error {
 	av := s.av
-	spec, err := AVMapSpec()
-	if err != nil {
-		return err
-	}
-	if s.m.KeySize() != spec.KeySize || s.m.ValueSize() != spec.ValueSize {
+	spec := namedMapSpec()
+	if s.m.Type() != spec.Type || s.m.KeySize() != spec.KeySize || s.m.ValueSize() != spec.ValueSize {
 		return fmt.Errorf("%s is not an AV map: %w", PinPath(av.attr.Name), fi.EINVAL)
 	}
 	var meta bpf.XdpfabAvValue

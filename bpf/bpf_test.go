@@ -15,7 +15,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
+	"github.com/xdpfab/xdpfab/internal/ktable"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 )
 
@@ -43,14 +45,30 @@ func TestGeneratedUpToDate(t *testing.T) {
 func TestSpecLayout(t *testing.T) {
 	spec, err := LoadXdpfab()
 	require.NoError(t, err)
+	// Kernel tables: arrays of 512-byte buckets of 64-byte slots, whose
+	// key and value words the AV and MR types fill.
+	require.Equal(t, 64, binary.Size(XdpfabKtSlot{}))
+	require.Equal(t, ktable.BucketSize, binary.Size(XdpfabKtBucket{}))
+	require.LessOrEqual(t, binary.Size(XdpfabAvKey{}), 24)
+	require.LessOrEqual(t, binary.Size(XdpfabAvValue{}), 32)
+	require.LessOrEqual(t, binary.Size(XdpfabMrKey{}), 24)
+	require.LessOrEqual(t, binary.Size(XdpfabMrValue{}), 32)
 	av := spec.Maps[XdpfabMapAvMap]
 	require.NotNil(t, av)
-	require.Equal(t, uint32(24), av.KeySize)
-	require.Equal(t, uint32(16), av.ValueSize)
+	require.Equal(t, ebpf.HashOfMaps, av.Type)
+	require.Equal(t, uint32(4), av.KeySize)
+	require.Equal(t, uint32(AVMapMaxAVs), av.MaxEntries)
+	require.NotNil(t, av.InnerMap)
+	require.Equal(t, ebpf.Array, av.InnerMap.Type)
+	require.Equal(t, uint32(ktable.BucketSize), av.InnerMap.ValueSize)
+	require.Equal(t, uint32(unix.BPF_F_MMAPABLE|unix.BPF_F_INNER_MAP), av.InnerMap.Flags)
 	mr := spec.Maps[XdpfabMapMrMap]
 	require.NotNil(t, mr)
-	require.Equal(t, uint32(16), mr.KeySize)
-	require.Equal(t, uint32(32), mr.ValueSize)
+	require.Equal(t, ebpf.Array, mr.Type)
+	require.Equal(t, uint32(unix.BPF_F_MMAPABLE), mr.Flags)
+	require.Equal(t, uint32(4), mr.KeySize)
+	require.Equal(t, uint32(ktable.BucketSize), mr.ValueSize)
+	require.Equal(t, uint32(1+MRTableBuckets), mr.MaxEntries)
 	require.Equal(t, ebpf.PerCPUArray, spec.Maps[XdpfabMapCounters].Type)
 	require.Equal(t, uint32(XdpfabXdpfabCounterCNT_MAX), spec.Maps[XdpfabMapCounters].MaxEntries)
 	ports := spec.Maps[XdpfabMapPorts]
@@ -154,10 +172,11 @@ func loadTestObjects(t *testing.T) *XdpfabObjects {
 	require.NoError(t, err)
 	// Small maps: the test needs a handful of entries.
 	spec.Maps[XdpfabMapAvMap].MaxEntries = 64
-	spec.Maps[XdpfabMapMrMap].MaxEntries = 64 // not read by the program
+	spec.Maps[XdpfabMapMrMap].MaxEntries = 3 // the smallest table; not read by the program
 	var objs XdpfabObjects
 	require.NoError(t, spec.LoadAndAssign(&objs, nil))
 	t.Cleanup(func() { objs.Close() })
+	peers := newAVTable(t, objs.AvMap, avID)
 
 	for port, flags := range map[uint16]uint32{portStrict: PortStrict, portLoose: 0} {
 		require.NoError(t, objs.Ports.Put(htons(port), XdpfabPortConfig{AvId: avID, DomainId: domainID, Flags: flags}))
@@ -170,7 +189,7 @@ func loadTestObjects(t *testing.T) *XdpfabObjects {
 		require.NoError(t, objs.LocalAddrs.Put(XdpfabLocalAddr{Addr: a.As16()}, uint32(0)))
 	}
 	for ap, fiAddr := range map[netip.AddrPort]uint64{peer4: 42, peer6: 43} {
-		require.NoError(t, objs.AvMap.Put(avKey(avID, ap), XdpfabAvValue{FiAddr: fiAddr, AuthKeyId: 7}))
+		putPeer(t, peers, avKey(avID, ap), XdpfabAvValue{FiAddr: fiAddr, AuthKeyId: 7})
 	}
 	return &objs
 }
@@ -506,15 +525,16 @@ func BenchmarkProgram(b *testing.B) {
 	spec, err := LoadXdpfab()
 	require.NoError(b, err)
 	spec.Maps[XdpfabMapAvMap].MaxEntries = 1024
-	spec.Maps[XdpfabMapMrMap].MaxEntries = 1024
+	spec.Maps[XdpfabMapMrMap].MaxEntries = 3
 	var objs XdpfabObjects
 	require.NoError(b, spec.LoadAndAssign(&objs, nil))
 	defer objs.Close()
+	peers := newAVTable(b, objs.AvMap, avID)
 	require.NoError(b, objs.Ports.Put(htons(portStrict), XdpfabPortConfig{AvId: avID, DomainId: domainID, Flags: PortStrict}))
 	require.NoError(b, objs.Ports.Put(htons(portBound4), XdpfabPortConfig{AvId: avID, DomainId: domainID,
 		Flags: PortStrict | PortBoundAddr, Addr: self4.As16()}))
 	require.NoError(b, objs.LocalAddrs.Put(XdpfabLocalAddr{Addr: self4.As16()}, uint32(0)))
-	require.NoError(b, objs.AvMap.Put(avKey(avID, peer4), XdpfabAvValue{FiAddr: 42}))
+	putPeer(b, peers, avKey(avID, peer4), XdpfabAvValue{FiAddr: 42})
 
 	for _, bc := range []struct {
 		name  string

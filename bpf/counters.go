@@ -39,6 +39,7 @@ var counterInfo = [...]enumInfo{
 	XdpfabXdpfabCounterCNT_UP_OP:             {"CNT_UP_OP", "up_op", "requests handed up: an op, datatype, flag or size XDP does not execute"},
 	XdpfabXdpfabCounterCNT_UP_REGION:         {"CNT_UP_REGION", "up_region", "requests handed up: key not kernel-resident, or range, access, auth key, alignment or page crossing"},
 	XdpfabXdpfabCounterCNT_UP_CONTENDED:      {"CNT_UP_CONTENDED", "up_contended", "requests handed up unexecuted: a compare-and-swap loop lost too often"},
+	XdpfabXdpfabCounterCNT_PASS_AV_BUSY:      {"CNT_PASS_AV_BUSY", "pass_av_busy", "xdpfab datagrams whose peer's AV entry was being written on every read: passed to the stack (the kernel socket)"},
 }
 
 // Counters returns every counter, in enum order.

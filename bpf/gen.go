@@ -76,7 +76,30 @@
 // 1.022 times the rate with it; trusting it, at 1.066, 0.927 and 1.009,
 // i.e. within the shared 2-core machine's noise (±15 % in busier runs).
 // mr_map remains the kernel-visible registry of MR keys, which user space
-// keeps; the program does not read it.
+// keeps; xdpfab_xdp does not read it, mr_vet does.
+//
+// Kernel tables. av_map and mr_map are written by user space without a
+// syscall per change (xdpfab.h, "Kernel tables", has the layout and the
+// seqlock protocol; kt_find in xdpfab.c is the reader, internal/ktable the
+// writer). mr_map is one BPF_F_MMAPABLE array of 512-byte buckets per
+// interface (16 MiB); av_map is a hash of maps from av_id to each AV's own
+// such array, sized to the AV and grown by swapping (BPF_F_INNER_MAP lets
+// the sizes differ). A lookup reads at most two buckets (16 slots); it
+// compares a slot's key words without the seqlock and reads a matching
+// slot under it, retrying KT_TRIES times while a writer holds the slot and
+// then answering KT_BUSY: xdpfab_xdp passes such a datagram to the stack
+// (pass_av_busy), mr_vet answers MR_VET_BUSY. Nothing is ever read
+// half-written (TestProgramAVConcurrent, mr's TestVetConcurrentRegClose).
+// The reader relies on x86-64's ordering of plain loads (compiler barriers
+// keep the program's order); a weakly ordered CPU would need load-acquire.
+// Failure modes: a full pair of buckets refuses a key (mr: FI_ENOMR; av
+// grows the table first); a writer that dies holding a slot leaves it busy
+// until the table is rebuilt (an AV table when its AV closes, the MR table
+// at the next attach); entering or removing an AV table in av_map waits
+// for an RCU grace period in bpf(2) (package av says how AVs avoid paying
+// it per open). mr_vet (SEC("xdp"), never attached) vets one struct
+// mr_vet_req given as BPF_PROG_TEST_RUN data against mr_map, as XDP code
+// serving kernel-resident regions will.
 //
 // Serving atomics (kserve.h, docs/xdp-atomics.md). On a port with
 // PORT_KSERVE the program executes requests whose every op is an atomic on
@@ -96,4 +119,4 @@
 // stack.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target bpfel -type av_key -type av_value -type mr_key -type mr_value -type xdpfab_counter -type port_config -type local_addr -type xdp_meta -type kr_region -type kt_key -type kt_resp -type kt_state -type kt_ctl Xdpfab xdpfab.c -- -I.
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target bpfel -type av_key -type av_value -type mr_key -type mr_value -type kt_slot -type kt_bucket -type mr_vet_req -type mr_vet_ans -type xdpfab_counter -type port_config -type local_addr -type xdp_meta -type kr_region -type kt_key -type kt_resp -type kt_state -type kt_ctl Xdpfab xdpfab.c -- -I.

@@ -20,6 +20,9 @@ const (
 	PortKServe    = 0x4 // PORT_KSERVE: the endpoint shares target state; requests may be served in XDP
 
 	XSKMaxQueues = 64 // XSK_MAX_QUEUES: entries of the xsks map
+
+	AVMapMaxAVs    = 1 << 16 // AV_MAP_MAX_AVS: AVs with a kernel table per interface (entries of av_map)
+	MRTableBuckets = 1 << 15 // MR_TABLE_BUCKETS: data buckets of an interface's MR table
 )
 
 // ParseMeta decodes the MetaLen bytes that precede a packet in its UMEM

@@ -21,10 +21,11 @@
  * transport still works.
  *
  * The program vets no op it hands up: the target checks each against its
- * MR table, which alone can (package doc, "No MR verdict"). mr_map stays as
- * the kernel-visible registry of MR keys that user space keeps; the
- * program does not read it. Requests on kernel-resident regions it can
- * execute itself are served here (kserve.h) and answered with XDP_TX.
+ * MR table, which alone can (package doc, "No MR verdict"). mr_map, the
+ * interface's MR table that user space keeps in step with plain stores
+ * (xdpfab.h, "Kernel tables"), is read by mr_vet; xdpfab_xdp does not read
+ * it. Requests on kernel-resident regions the program can execute itself
+ * are served here (kserve.h) and answered with XDP_TX.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -37,21 +38,34 @@
 
 #include "xdpfab.h"
 
+/*
+ * An AV's kernel table (xdpfab.h, "Kernel tables"). Tables of any size fit
+ * (BPF_F_INNER_MAP); this template's size is never used.
+ */
+struct av_table {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	__uint(max_entries, 3);
+	__type(key, __u32);
+	__type(value, struct kt_bucket);
+};
+
+/* av_id -> the AV's kernel table. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 22);
-	__type(key, struct av_key);
-	__type(value, struct av_value);
+	__uint(max_entries, AV_MAP_MAX_AVS);
+	__type(key, __u32);
+	__array(values, struct av_table);
 } av_map SEC(".maps");
 
-/* Not read by the program: the registry of MR keys user space keeps. */
+/* The interface's MR table: read by mr_vet, not by xdpfab_xdp. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 1 << 20);
-	__type(key, struct mr_key);
-	__type(value, struct mr_value);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1 + MR_TABLE_BUCKETS);
+	__type(key, __u32);
+	__type(value, struct kt_bucket);
 } mr_map SEC(".maps");
 
 /* UDP destination port, network byte order -> its config. */
@@ -88,6 +102,13 @@ struct {
 
 /* Keep in BTF the types only user space reads, for bpf2go -type. */
 const struct xdp_meta *unused_xdp_meta __attribute__((unused));
+const struct av_key *unused_av_key __attribute__((unused));
+const struct av_value *unused_av_value __attribute__((unused));
+const struct mr_key *unused_mr_key __attribute__((unused));
+const struct mr_value *unused_mr_value __attribute__((unused));
+const struct mr_vet_req *unused_mr_vet_req __attribute__((unused));
+const struct mr_vet_ans *unused_mr_vet_ans __attribute__((unused));
+const struct kt_bucket *unused_kt_bucket __attribute__((unused));
 
 #define ETH_P_8021Q_ 0x8100
 #define ETH_P_8021AD_ 0x88A8
@@ -104,6 +125,147 @@ static __always_inline void count_n(enum xdpfab_counter c, __u64 n)
 }
 
 static __always_inline void count(enum xdpfab_counter c) { count_n(c, 1); }
+
+/*
+ * Kernel tables (xdpfab.h): lookups. kt_hash must stay equal to
+ * internal/ktable's hash (TestHashMatchesProgram).
+ */
+static __always_inline __u64 kt_mix(__u64 x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static __always_inline __u64 kt_hash(__u64 seed, const __u64 *key)
+{
+	__u64 h = kt_mix(seed ^ key[0]);
+	h = kt_mix(h ^ key[1]);
+	return kt_mix(h ^ key[2]);
+}
+
+#define KT_FOUND 0
+#define KT_MISS  1
+#define KT_BUSY  2 /* a slot holding the key was being written on every try */
+
+/* Reads of a slot a writer may be changing: volatile, kept in order. */
+#define KT_READ(x) (*(volatile typeof(x) *)&(x))
+#define KT_TRIES 4
+
+/*
+ * kt_slot_read copies the value of slot s if it stably holds key, under
+ * the seqlock protocol: KT_FOUND, KT_MISS (holds another key, or none, or
+ * was deleted meanwhile), or KT_BUSY.
+ */
+static __always_inline int kt_slot_read(struct kt_slot *s, const __u64 *key, __u64 *val)
+{
+	for (int r = 0; r < KT_TRIES; r++) {
+		__u32 seq = KT_READ(s->seq);
+		__u32 state;
+		__u64 k0, k1, k2;
+
+		if (seq & 1)
+			continue;
+		asm volatile("" ::: "memory");
+		state = KT_READ(s->state);
+		k0 = KT_READ(s->key[0]);
+		k1 = KT_READ(s->key[1]);
+		k2 = KT_READ(s->key[2]);
+		val[0] = KT_READ(s->val[0]);
+		val[1] = KT_READ(s->val[1]);
+		val[2] = KT_READ(s->val[2]);
+		val[3] = KT_READ(s->val[3]);
+		asm volatile("" ::: "memory");
+		if (KT_READ(s->seq) != seq)
+			continue;
+		if (state != KT_USED || k0 != key[0] || k1 != key[1] || k2 != key[2])
+			return KT_MISS;
+		return KT_FOUND;
+	}
+	return KT_BUSY;
+}
+
+/*
+ * kt_find looks key up in the kernel table map (an array map of
+ * kt_buckets, or an inner map found in av_map) and copies its value words
+ * into val: KT_FOUND, KT_MISS or KT_BUSY.
+ */
+static __always_inline int kt_find(void *map, const __u64 *key, __u64 *val)
+{
+	struct kt_bucket *b;
+	__u32 idx = 0, b1;
+	__u64 h, nb;
+
+	b = bpf_map_lookup_elem(map, &idx);
+	if (!b)
+		return KT_MISS;
+	nb = KT_READ(b->slot[0].key[1]);
+	if (KT_READ(b->slot[0].key[2]) != KT_MAGIC || nb < 2 || (nb & (nb - 1)))
+		return KT_MISS;
+	h = kt_hash(KT_READ(b->slot[0].key[0]), key);
+	b1 = 1 + (h & (nb - 1));
+	for (int j = 0; j < 2; j++) {
+		idx = b1;
+		if (j) {
+			idx = 1 + ((h >> 32) & (nb - 1));
+			if (idx == b1)
+				idx = 1 + (((h >> 32) ^ 1) & (nb - 1));
+		}
+		b = bpf_map_lookup_elem(map, &idx);
+		if (!b)
+			continue;
+		for (int i = 0; i < KT_WAYS; i++) {
+			struct kt_slot *s = &b->slot[i];
+			int r;
+
+			/* A slot holding another key is passed without the
+			 * seqlock's second read (xdpfab.h says why). */
+			if (KT_READ(s->key[0]) != key[0] || KT_READ(s->key[1]) != key[1] ||
+			    KT_READ(s->key[2]) != key[2])
+				continue;
+			r = kt_slot_read(s, key, val);
+			if (r != KT_MISS)
+				return r;
+		}
+	}
+	return KT_MISS;
+}
+
+/*
+ * av_find looks the peer ak up in the kernel table of AV ak->av_id.
+ */
+static __always_inline int av_find(const struct av_key *ak, struct av_value *out)
+{
+	__u64 key[3], val[4];
+	void *table;
+	int r;
+
+	table = bpf_map_lookup_elem(&av_map, &ak->av_id);
+	if (!table)
+		return KT_MISS;
+	__builtin_memcpy(key, ak, sizeof(key));
+	r = kt_find(table, key, val);
+	if (r == KT_FOUND)
+		__builtin_memcpy(out, val, sizeof(*out));
+	return r;
+}
+
+/*
+ * mr_find looks (domain_id, key) up in the interface's MR table.
+ */
+static __always_inline int mr_find(__u32 domain_id, __u64 mkey, struct mr_value *out)
+{
+	__u64 key[3] = {domain_id, mkey, 0}, val[4];
+	int r;
+
+	r = kt_find(&mr_map, key, val);
+	if (r == KT_FOUND)
+		__builtin_memcpy(out, val, sizeof(*out));
+	return r;
+}
 
 /* What the L2-L4 parse found in an xdpfab candidate. */
 struct flow {
@@ -397,12 +559,12 @@ int xdpfab_xdp(struct xdp_md *ctx)
 {
 	struct flow f;
 	struct av_key ak = {};
-	struct av_value *peer;
+	struct av_value peer;
 	struct port_config *pc;
 	__u64 fi_addr = FI_ADDR_NOTAVAIL_;
 	__u32 auth_key_id = 0;
 	__u8 flags = 0;
-	int why;
+	int why, found;
 
 	count(CNT_RX_TOTAL);
 	why = parse_l2_l4(ctx, &f);
@@ -423,11 +585,17 @@ int xdpfab_xdp(struct xdp_md *ctx)
 	ak.av_id = pc->av_id;
 	ak.port = f.sport;
 	__builtin_memcpy(ak.addr, f.saddr, sizeof(ak.addr));
-	peer = bpf_map_lookup_elem(&av_map, &ak);
-	if (peer) {
+	found = av_find(&ak, &peer);
+	if (found == KT_FOUND) {
 		count(CNT_PEER_KNOWN);
-		fi_addr = peer->fi_addr;
-		auth_key_id = peer->auth_key_id;
+		fi_addr = peer.fi_addr;
+		auth_key_id = peer.auth_key_id;
+	} else if (found == KT_BUSY) {
+		/* The peer's entry is being written: the stack delivers the
+		 * datagram to the endpoint's kernel socket, whose reader
+		 * resolves the peer in Go. */
+		count(CNT_PASS_AV_BUSY);
+		return XDP_PASS;
 	} else if (pc->flags & PORT_STRICT) {
 		count(CNT_DROP_UNKNOWN_PEER);
 		return XDP_DROP;
@@ -486,6 +654,45 @@ int xsk_probe(struct xdp_md *ctx)
 	}
 	*out = bits;
 	return XDP_PASS;
+}
+
+/*
+ * mr_vet vets one request against the MR table as XDP code serving
+ * kernel-resident regions does: BPF_PROG_TEST_RUN data is a struct
+ * mr_vet_req, overwritten with a struct mr_vet_ans. Tests and `xdpfab`
+ * run it; it is never attached.
+ */
+SEC("xdp")
+int mr_vet(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct mr_vet_req req;
+	struct mr_vet_ans *ans = data;
+	struct mr_value v = {};
+	__u32 verdict;
+	int r;
+
+	if (data + sizeof(req) > end || data + sizeof(*ans) > end)
+		return XDP_ABORTED;
+	__builtin_memcpy(&req, data, sizeof(req));
+	r = mr_find(req.domain_id, req.key, &v);
+	if (r == KT_BUSY)
+		verdict = MR_VET_BUSY;
+	else if (r == KT_MISS)
+		verdict = MR_VET_NOKEY;
+	else if (!(v.flags & MR_REGION_ENABLED))
+		verdict = MR_VET_DISABLED;
+	else if (req.addr < v.base || req.len > v.len || req.addr - v.base > v.len - req.len)
+		verdict = MR_VET_RANGE;
+	else if ((v.access & req.access) != req.access)
+		verdict = MR_VET_ACCESS;
+	else
+		verdict = MR_VET_OK;
+	ans->verdict = verdict;
+	ans->pad = 0;
+	__builtin_memcpy(&ans->value, &v, sizeof(v));
+	return verdict == MR_VET_OK ? XDP_PASS : XDP_DROP;
 }
 
 char __license[] SEC("license") = "Dual BSD/GPL";

@@ -13,9 +13,11 @@
 #include <linux/types.h>
 
 /*
- * AV map: peer (IP, UDP port) of one address vector -> its fi_addr.
- * IPv4 addresses are stored IPv4-mapped (::ffff:a.b.c.d) so one key serves
- * both families.
+ * AV map (av_map): av_id -> the AV's kernel table (below, "Kernel
+ * tables"), an inner BPF_F_MMAPABLE array map sized to the AV's entries.
+ * A slot's key words are struct av_key (peer IP, UDP port, av_id); its
+ * value words are struct av_value then 0. IPv4 addresses are stored
+ * IPv4-mapped (::ffff:a.b.c.d) so one key serves both families.
  */
 struct av_key {
 	__u32 av_id;    /* xdpfab-wide id of the address vector */
@@ -32,10 +34,17 @@ struct av_value {
 
 #define AV_ENTRY_USER_ID_SET 0x1 /* a user id is set for this fi_addr */
 
+/* Most AVs with a kernel table per interface (entries of av_map). */
+#define AV_MAP_MAX_AVS (1 << 16)
+
 /*
- * MR map: (domain, key) -> the registered region. User space keeps it in
- * step with its MR tables as the kernel-visible registry of MR keys; the
- * program does not read it (xdpfab.c says why).
+ * MR table (mr_map): (domain, key) -> the registered region, one kernel
+ * table (below) per interface, shared by the processes attached there.
+ * The slot's key words are struct mr_key then 0; its value words are
+ * struct mr_value. User space keeps it in step with its MR tables, before
+ * fi_mr_reg / fi_close return; the main program does not read it (xdpfab.c
+ * says why), mr_vet (xdpfab.c) vets a request against it, and XDP code
+ * serving kernel-resident regions looks keys up with kt_find.
  */
 struct mr_key {
 	__u32 domain_id; /* xdpfab-wide id of the domain owning the key */
@@ -53,6 +62,98 @@ struct mr_value {
 };
 
 #define MR_REGION_ENABLED 0x1 /* region may be accessed (enabled, not closed) */
+
+/* Data buckets of an interface's MR table: 32768 x 8 slots (16 MiB). */
+#define MR_TABLE_BUCKETS (1 << 15)
+
+/*
+ * Kernel tables: hash tables user space writes with plain stores into a
+ * BPF_F_MMAPABLE array map it has mmapped, and XDP reads, so that keeping
+ * the kernel in step costs memory writes, not a bpf(2) call per change.
+ * The MR table (mr_map) is one; each AV has one (an inner map of av_map).
+ *
+ * Layout. Array element i is bucket i, KT_WAYS slots of 64 bytes (one
+ * cache line each). Bucket 0 is the header: its slot 0 holds state
+ * KT_HEADER, key[0] the table's hash seed, key[1] the number of data
+ * buckets nb (a power of two, >= 2), key[2] KT_MAGIC, val[0] the entries
+ * in use and val[1] the tombstones (both informational). Data buckets are
+ * 1..nb. A key is 3 words (24 bytes), a value 4 words (32 bytes); the
+ * tables say how their types fill them, unused words are 0.
+ *
+ * Placement. h = kt_hash(seed, key); the key lives in bucket 1 + (h & (nb-1))
+ * or 1 + ((h >> 32) & (nb-1)) (if the two are equal, the second is
+ * 1 + (((h >> 32) ^ 1) & (nb-1))), in any slot of the two. A key is in at
+ * most one slot in use. Slots never move: a deleted entry becomes a
+ * tombstone (KT_DEAD), which a later insert of any key may reuse; a table
+ * is resized by building a new map and swapping it in (AV tables, through
+ * av_map), never in place.
+ *
+ * Seqlock. seq is even while a slot is stable and odd while a writer
+ * changes it. A writer claims a slot with a compare-and-swap of seq from
+ * the even value it read to that value + 1 (so writers in several
+ * processes never write one slot at once), stores key, value and state,
+ * then stores seq + 2. A reader reads seq (retries, a bounded number of
+ * times, while it is odd), then state, key and value, then seq again, and
+ * uses what it read only if both reads of seq are equal: it never acts on
+ * a half-written slot. Readers may skip a slot whose key differs without
+ * the second read: slots never move, so missing a key being written there
+ * orders the lookup before that write. The writers' stores are seq-cst
+ * (Go sync/atomic); the reader's loads are plain loads kept in order by
+ * compiler barriers, which x86-64 (TSO, what this object is built for)
+ * keeps in order; a weakly ordered CPU would need load-acquire.
+ *
+ * A writer that changes a key writes its one slot, so when the call that
+ * made the change returns, every lookup that starts afterwards sees it: a
+ * closed region or a removed address is refused from then on. A lookup
+ * that read the slot before the change may still act on the old entry, as
+ * a packet received a moment earlier would have.
+ */
+#define KT_WAYS 8
+#define KT_MAGIC 0x78666b74626c3031ULL /* "xfktbl01" */
+
+enum kt_slot_state {
+	KT_FREE = 0,   /* never used since the table was made */
+	KT_USED = 1,   /* holds key -> value */
+	KT_DEAD = 2,   /* tombstone: deleted, reusable */
+	KT_HEADER = 3, /* bucket 0, slot 0 */
+};
+
+struct kt_slot {
+	__u32 seq;    /* seqlock: odd while being written */
+	__u32 state;  /* enum kt_slot_state */
+	__u64 key[3];
+	__u64 val[4];
+};
+
+struct kt_bucket {
+	struct kt_slot slot[KT_WAYS];
+};
+
+/*
+ * mr_vet's request and answer (BPF_PROG_TEST_RUN data): the program reads
+ * the request from the start of the packet and overwrites it with the
+ * answer.
+ */
+struct mr_vet_req {
+	__u32 domain_id;
+	__u32 access; /* FI_REMOTE_READ / FI_REMOTE_WRITE bits the op needs */
+	__u64 key;
+	__u64 addr;   /* first byte, in the region's addressing */
+	__u64 len;
+};
+
+struct mr_vet_ans {
+	__u32 verdict;        /* MR_VET_* */
+	__u32 pad;
+	struct mr_value value; /* the entry the verdict was taken on (MR_VET_OK, _RANGE, _ACCESS, _DISABLED) */
+};
+
+#define MR_VET_OK       0 /* key found, enabled, range and access fit */
+#define MR_VET_NOKEY    1 /* no such key in the domain */
+#define MR_VET_RANGE    2 /* outside the region, or wrapping */
+#define MR_VET_ACCESS   3 /* access not granted */
+#define MR_VET_DISABLED 4 /* not enabled */
+#define MR_VET_BUSY     5 /* the slot was being written on every try */
 
 /*
  * Ports map: UDP destination port (network byte order, the map key) -> how
@@ -226,6 +327,7 @@ enum xdpfab_counter {
 	CNT_TX_CACHED,         /* retransmitted request answered from the kt_state ring with XDP_TX */
 	CNT_DROP_IN_PROGRESS,  /* retransmission of the request another CPU is executing: dropped, that one answers */
 	CNT_DROP_TX_FAIL,      /* served but the response could not be built in the frame: dropped, the ring answers the retransmission */
+	CNT_PASS_AV_BUSY,      /* the peer's AV slot was being written on every try: passed to the stack */
 	/* Not outcomes: details of the xdpfab requests above. */
 	CNT_KERN_OPS,          /* ops executed in XDP (a served request carries 1..16) */
 	CNT_UP_NO_STATE,       /* request handed up: no shared state for the peer */

@@ -36,6 +36,11 @@ type XdpfabKrRegion struct {
 	Flags      uint32
 }
 
+type XdpfabKtBucket struct {
+	_    structs.HostLayout
+	Slot [8]XdpfabKtSlot
+}
+
 type XdpfabKtCtl struct {
 	_       structs.HostLayout
 	Key     XdpfabKtKey
@@ -79,6 +84,14 @@ type XdpfabKtScratch struct {
 	Dpos  uint32
 }
 
+type XdpfabKtSlot struct {
+	_     structs.HostLayout
+	Seq   uint32
+	State uint32
+	Key   [3]uint64
+	Val   [4]uint64
+}
+
 type XdpfabKtState struct {
 	_    structs.HostLayout
 	Lock struct {
@@ -115,6 +128,22 @@ type XdpfabMrValue struct {
 	RegionId uint32
 	Flags    uint32
 	Pad      uint32
+}
+
+type XdpfabMrVetAns struct {
+	_       structs.HostLayout
+	Verdict uint32
+	Pad     uint32
+	Value   XdpfabMrValue
+}
+
+type XdpfabMrVetReq struct {
+	_        structs.HostLayout
+	DomainId uint32
+	Access   uint32
+	Key      uint64
+	Addr     uint64
+	Len      uint64
 }
 
 type XdpfabPortConfig struct {
@@ -157,35 +186,44 @@ const (
 	XdpfabXdpfabCounterCNT_TX_CACHED         XdpfabXdpfabCounter = 16
 	XdpfabXdpfabCounterCNT_DROP_IN_PROGRESS  XdpfabXdpfabCounter = 17
 	XdpfabXdpfabCounterCNT_DROP_TX_FAIL      XdpfabXdpfabCounter = 18
-	XdpfabXdpfabCounterCNT_KERN_OPS          XdpfabXdpfabCounter = 19
-	XdpfabXdpfabCounterCNT_UP_NO_STATE       XdpfabXdpfabCounter = 20
-	XdpfabXdpfabCounterCNT_UP_USER_OWNS      XdpfabXdpfabCounter = 21
-	XdpfabXdpfabCounterCNT_UP_NOT_NEXT       XdpfabXdpfabCounter = 22
-	XdpfabXdpfabCounterCNT_UP_OP             XdpfabXdpfabCounter = 23
-	XdpfabXdpfabCounterCNT_UP_REGION         XdpfabXdpfabCounter = 24
-	XdpfabXdpfabCounterCNT_UP_CONTENDED      XdpfabXdpfabCounter = 25
-	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 26
+	XdpfabXdpfabCounterCNT_PASS_AV_BUSY      XdpfabXdpfabCounter = 19
+	XdpfabXdpfabCounterCNT_KERN_OPS          XdpfabXdpfabCounter = 20
+	XdpfabXdpfabCounterCNT_UP_NO_STATE       XdpfabXdpfabCounter = 21
+	XdpfabXdpfabCounterCNT_UP_USER_OWNS      XdpfabXdpfabCounter = 22
+	XdpfabXdpfabCounterCNT_UP_NOT_NEXT       XdpfabXdpfabCounter = 23
+	XdpfabXdpfabCounterCNT_UP_OP             XdpfabXdpfabCounter = 24
+	XdpfabXdpfabCounterCNT_UP_REGION         XdpfabXdpfabCounter = 25
+	XdpfabXdpfabCounterCNT_UP_CONTENDED      XdpfabXdpfabCounter = 26
+	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 27
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	XdpfabMapAvMap         = "av_map"
-	XdpfabMapCounters      = "counters"
-	XdpfabMapKrMem         = "kr_mem"
-	XdpfabMapKrRegions     = "kr_regions"
-	XdpfabMapKtScratch     = "kt_scratch"
-	XdpfabMapKtarget       = "ktarget"
-	XdpfabMapLocalAddrs    = "local_addrs"
-	XdpfabMapMrMap         = "mr_map"
-	XdpfabMapPorts         = "ports"
-	XdpfabMapXsks          = "xsks"
-	XdpfabProgKtControl    = "kt_control"
-	XdpfabProgXdpfabXdp    = "xdpfab_xdp"
-	XdpfabProgXskProbe     = "xsk_probe"
-	XdpfabVarUnusedKtCtl   = "unused_kt_ctl"
-	XdpfabVarUnusedXdpMeta = "unused_xdp_meta"
+	XdpfabMapAvMap          = "av_map"
+	XdpfabMapCounters       = "counters"
+	XdpfabMapKrMem          = "kr_mem"
+	XdpfabMapKrRegions      = "kr_regions"
+	XdpfabMapKtScratch      = "kt_scratch"
+	XdpfabMapKtarget        = "ktarget"
+	XdpfabMapLocalAddrs     = "local_addrs"
+	XdpfabMapMrMap          = "mr_map"
+	XdpfabMapPorts          = "ports"
+	XdpfabMapXsks           = "xsks"
+	XdpfabProgKtControl     = "kt_control"
+	XdpfabProgMrVet         = "mr_vet"
+	XdpfabProgXdpfabXdp     = "xdpfab_xdp"
+	XdpfabProgXskProbe      = "xsk_probe"
+	XdpfabVarUnusedAvKey    = "unused_av_key"
+	XdpfabVarUnusedAvValue  = "unused_av_value"
+	XdpfabVarUnusedKtBucket = "unused_kt_bucket"
+	XdpfabVarUnusedKtCtl    = "unused_kt_ctl"
+	XdpfabVarUnusedMrKey    = "unused_mr_key"
+	XdpfabVarUnusedMrValue  = "unused_mr_value"
+	XdpfabVarUnusedMrVetAns = "unused_mr_vet_ans"
+	XdpfabVarUnusedMrVetReq = "unused_mr_vet_req"
+	XdpfabVarUnusedXdpMeta  = "unused_xdp_meta"
 )
 
 // LoadXdpfab returns the embedded CollectionSpec for Xdpfab.
@@ -231,6 +269,7 @@ type XdpfabSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabProgramSpecs struct {
 	KtControl *ebpf.ProgramSpec `ebpf:"kt_control"`
+	MrVet     *ebpf.ProgramSpec `ebpf:"mr_vet"`
 	XdpfabXdp *ebpf.ProgramSpec `ebpf:"xdpfab_xdp"`
 	XskProbe  *ebpf.ProgramSpec `ebpf:"xsk_probe"`
 }
@@ -255,8 +294,15 @@ type XdpfabMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabVariableSpecs struct {
-	UnusedKtCtl   *ebpf.VariableSpec `ebpf:"unused_kt_ctl"`
-	UnusedXdpMeta *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
+	UnusedAvKey    *ebpf.VariableSpec `ebpf:"unused_av_key"`
+	UnusedAvValue  *ebpf.VariableSpec `ebpf:"unused_av_value"`
+	UnusedKtBucket *ebpf.VariableSpec `ebpf:"unused_kt_bucket"`
+	UnusedKtCtl    *ebpf.VariableSpec `ebpf:"unused_kt_ctl"`
+	UnusedMrKey    *ebpf.VariableSpec `ebpf:"unused_mr_key"`
+	UnusedMrValue  *ebpf.VariableSpec `ebpf:"unused_mr_value"`
+	UnusedMrVetAns *ebpf.VariableSpec `ebpf:"unused_mr_vet_ans"`
+	UnusedMrVetReq *ebpf.VariableSpec `ebpf:"unused_mr_vet_req"`
+	UnusedXdpMeta  *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
 }
 
 // XdpfabObjects contains all objects after they have been loaded into the kernel.
@@ -310,8 +356,15 @@ func (m *XdpfabMaps) Close() error {
 //
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabVariables struct {
-	UnusedKtCtl   *ebpf.Variable `ebpf:"unused_kt_ctl"`
-	UnusedXdpMeta *ebpf.Variable `ebpf:"unused_xdp_meta"`
+	UnusedAvKey    *ebpf.Variable `ebpf:"unused_av_key"`
+	UnusedAvValue  *ebpf.Variable `ebpf:"unused_av_value"`
+	UnusedKtBucket *ebpf.Variable `ebpf:"unused_kt_bucket"`
+	UnusedKtCtl    *ebpf.Variable `ebpf:"unused_kt_ctl"`
+	UnusedMrKey    *ebpf.Variable `ebpf:"unused_mr_key"`
+	UnusedMrValue  *ebpf.Variable `ebpf:"unused_mr_value"`
+	UnusedMrVetAns *ebpf.Variable `ebpf:"unused_mr_vet_ans"`
+	UnusedMrVetReq *ebpf.Variable `ebpf:"unused_mr_vet_req"`
+	UnusedXdpMeta  *ebpf.Variable `ebpf:"unused_xdp_meta"`
 }
 
 // XdpfabPrograms contains all programs after they have been loaded into the kernel.
@@ -319,6 +372,7 @@ type XdpfabVariables struct {
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabPrograms struct {
 	KtControl *ebpf.Program `ebpf:"kt_control"`
+	MrVet     *ebpf.Program `ebpf:"mr_vet"`
 	XdpfabXdp *ebpf.Program `ebpf:"xdpfab_xdp"`
 	XskProbe  *ebpf.Program `ebpf:"xsk_probe"`
 }
@@ -326,6 +380,7 @@ type XdpfabPrograms struct {
 func (p *XdpfabPrograms) Close() error {
 	return _XdpfabClose(
 		p.KtControl,
+		p.MrVet,
 		p.XdpfabXdp,
 		p.XskProbe,
 	)

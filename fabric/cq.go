@@ -79,7 +79,11 @@ type CQ struct {
 	attr CQAttr
 
 	mu sync.Mutex
-	// Guarded by mu.
+	// Guarded by mu. ring holds the n queued items from head on, wrapping;
+	// it starts at initialRing slots and doubles (grow) up to attr.Size, the
+	// bound reserve enforces, so opening a CQ does not allocate and zero
+	// attr.Size slots (4096 x 144 bytes by default) that a CQ mostly never
+	// fills: that made fi_cq_open + fi_close cost 0.4-1.3 ms.
 	ring     []cqItem
 	head, n  int
 	reserved int // slots promised to accepted, not yet completed operations

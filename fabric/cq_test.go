@@ -16,7 +16,7 @@ import (
 	"github.com/xdpfab/xdpfab/wait"
 )
 
-func openDomain(t *testing.T) *fabric.Domain {
+func openDomain(t testing.TB) *fabric.Domain {
 	t.Helper()
 	f, err := fabric.OpenFabric("", nil)
 	require.NoError(t, err)

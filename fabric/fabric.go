@@ -313,6 +313,7 @@ type Domain struct {
 	xdpIface string
 	xdpAtt   *xdp.Attachment
 	kmr      kernelMRs // kernel-resident regions (kernelmr.go)
+	mrMirror *mr.MapMirror // the attachment's MR table, mapped; nil without AF_XDP
 
 	// The packet sizes for the domain's address and transport, as read
 	// at open (Info); each endpoint derives its own when it opens.
@@ -361,11 +362,15 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 	if err != nil {
 		return nil, err
 	}
+	if mm, ok := mirror.(*mr.MapMirror); ok {
+		d.mrMirror = mm
+	}
 	if d.xdpAtt != nil {
 		// The MR map is shared with the other processes on the
 		// interface: a domain_id unique among them, recorded as this
 		// process's so its keys go if it dies.
 		if d.id, err = d.xdpAtt.NewDomainID(); err != nil {
+			d.closeMRMirror()
 			d.xdpAtt.Close()
 			return nil, fmt.Errorf("domain: %w", err)
 		}
@@ -376,6 +381,7 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 	}
 	t, err := mr.NewTable(mr.Config{Mode: attr.MRMode, DomainID: d.id, AuthKey: attr.AuthKey, Owner: d, Mirror: mirror})
 	if err != nil {
+		d.closeMRMirror()
 		if d.xdpAtt != nil {
 			_ = d.xdpAtt.ReleaseDomainID(d.id)
 			d.xdpAtt.Close()
@@ -485,10 +491,19 @@ func (d *Domain) Close() error {
 		return fmt.Errorf("domain close: %w", err)
 	}
 	d.kmr.closeAll()
+	d.closeMRMirror()
 	if d.xdpAtt != nil {
 		_ = d.xdpAtt.ReleaseDomainID(d.id) // its MRs are closed: no key carries it
 		d.xdpAtt.Close()
 	}
 	d.closed = true
 	return nil
+}
+
+// closeMRMirror unmaps the MR table once no region can write it.
+func (d *Domain) closeMRMirror() {
+	if d.mrMirror != nil {
+		_ = d.mrMirror.Close()
+		d.mrMirror = nil
+	}
 }

@@ -1,7 +1,6 @@
 package mr_test
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,15 +29,18 @@ func newBPFTable(tb testing.TB, mode mr.Mode, domain uint32, maxEntries uint32) 
 	return tab, m
 }
 
+// kernelEntry reads the entry of (domain, key) back from the kernel: the
+// object's mr_vet program looks it up in m as XDP code does.
 func kernelEntry(t *testing.T, m *ebpf.Map, domain uint32, key uint64) (bpf.XdpfabMrValue, bool) {
 	t.Helper()
-	var v bpf.XdpfabMrValue
-	err := m.Lookup(&bpf.XdpfabMrKey{DomainId: domain, Key: key}, &v)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return v, false
+	ans := vet(t, loadVet(t, m), bpf.XdpfabMrVetReq{DomainId: domain, Key: key})
+	switch ans.Verdict {
+	case vetNoKey:
+		return bpf.XdpfabMrValue{}, false
+	case vetBusy:
+		t.Fatalf("entry (%d, %#x) busy with no writer", domain, key)
 	}
-	require.NoError(t, err)
-	return v, true
+	return ans.Value, true
 }
 
 // TestBPFMirror reads the MR map back from the kernel through every
@@ -82,22 +84,33 @@ func TestBPFMirror(t *testing.T) {
 	require.False(t, ok)
 }
 
-// TestBPFMapFull: a full kernel map is FI_ENOMR and leaves the key free.
+// TestBPFMapFull: a key whose buckets in the kernel table are full is
+// FI_ENOMR and leaves the key free; the smallest table (2 buckets of 8
+// slots) fills up to its 16 slots.
 func TestBPFMapFull(t *testing.T) {
-	tab, _ := newBPFTable(t, 0, 1, 4)
+	tab, m := newBPFTable(t, 0, 1, 4)
 	buf := make([]byte, 64)
 	var ms []*mr.MR
-	for k := range 4 {
-		r, err := tab.Reg(buf, fi.REMOTE_READ, 0, uint64(k), 0, nil)
-		require.NoError(t, err)
+	var full uint64
+	for k := range uint64(100) {
+		r, err := tab.Reg(buf, fi.REMOTE_READ, 0, k, 0, nil)
+		if err != nil {
+			requireErrno(t, err, fi.ENOMR)
+			full = k
+			break
+		}
 		ms = append(ms, r)
 	}
-	_, err := tab.Reg(buf, fi.REMOTE_READ, 0, 4, 0, nil)
-	requireErrno(t, err, fi.ENOMR)
-	require.Equal(t, 4, tab.Count())
-	require.NoError(t, ms[0].Close())
-	_, err = tab.Reg(buf, fi.REMOTE_READ, 0, 4, 0, nil)
-	require.NoError(t, err)
+	require.Equal(t, 16, len(ms), "two buckets of 8 fill completely before a key is refused")
+	require.Equal(t, 16, tab.Count(), "the refused key is not counted")
+	_, ok := kernelEntry(t, m, 1, full)
+	require.False(t, ok)
+	for _, r := range ms {
+		require.NoError(t, r.Close())
+	}
+	r, err := tab.Reg(buf, fi.REMOTE_READ, 0, full, 0, nil)
+	require.NoError(t, err, "tombstones are reused")
+	require.NoError(t, r.Close())
 }
 
 // TestBPFPinned: the map is pinned under bpffs and opened again from there,

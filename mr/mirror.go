@@ -8,7 +8,9 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/bpffs"
+	"github.com/xdpfab/xdpfab/internal/ktable"
 )
 
 // RegionEnabled is MR_REGION_ENABLED of bpf/xdpfab.h: the region may be
@@ -17,11 +19,12 @@ import (
 const RegionEnabled uint32 = 0x1
 
 // Mirror is an external copy of a Table's keys that the Table keeps in step:
-// the XDP attachment's mr_map, the kernel-visible registry of the keys
-// (`xdpfab status`). Every registration, enable, refresh and close calls it
-// synchronously, so when such a call returns the kernel agrees with Go.
-// The layouts are the generated ones of bpf/xdpfab.h. The pointers are
-// valid only during the call.
+// the XDP attachment's MR table (mr_map), which XDP code vetting requests
+// for kernel-resident regions reads and `xdpfab status` counts. Every
+// registration, enable, refresh and close calls it synchronously, so when
+// such a call returns the kernel agrees with Go. The layouts are the
+// generated ones of bpf/xdpfab.h. The pointers are valid only during the
+// call.
 type Mirror interface {
 	// Update inserts or replaces the entry of key.
 	Update(key *bpf.XdpfabMrKey, value *bpf.XdpfabMrValue) error
@@ -29,13 +32,18 @@ type Mirror interface {
 	Delete(key *bpf.XdpfabMrKey) error
 }
 
-// MapMirror is the Mirror backed by a BPF hash map with mr_map's layout.
+// MapMirror is the Mirror backed by an MR table: mr_map of bpf/xdpfab.h,
+// a kernel table (internal/ktable) that this process has mmapped and
+// writes with plain stores under the table's seqlock protocol, so an
+// update or delete costs memory writes, not a bpf(2) call.
 type MapMirror struct {
 	m *ebpf.Map
+	t *ktable.Table
 }
 
-// NewMapMirror wraps m after checking that it has mr_map's type, key and
-// value sizes. The caller keeps ownership of m (closing it, unpinning it).
+// NewMapMirror maps m, after checking that it has mr_map's type, key and
+// value sizes, and writes its header if it has none yet. The caller keeps
+// ownership of m (closing it, unpinning it); Close unmaps.
 func NewMapMirror(m *ebpf.Map) (*MapMirror, error) {
 	if m == nil {
 		return nil, errors.New("mr: nil map")
@@ -48,25 +56,60 @@ func NewMapMirror(m *ebpf.Map) (*MapMirror, error) {
 		return nil, fmt.Errorf("mr: map %v has type %v key %d value %d, mr_map needs %v key %d value %d",
 			m, m.Type(), m.KeySize(), m.ValueSize(), spec.Type, spec.KeySize, spec.ValueSize)
 	}
-	return &MapMirror{m: m}, nil
+	t, err := ktable.Open(m, ktable.RandomSeed())
+	if err != nil {
+		return nil, fmt.Errorf("mr: %w", err)
+	}
+	return &MapMirror{m: m, t: t}, nil
 }
 
 // Map returns the underlying map, e.g. to hand it to the XDP loader
 // (ebpf.CollectionOptions.MapReplacements["mr_map"]).
 func (mm *MapMirror) Map() *ebpf.Map { return mm.m }
 
-// Update implements Mirror.
+// Len returns the entries in the MR table, of every domain sharing it.
+func (mm *MapMirror) Len() int { return mm.t.Len() }
+
+// Close unmaps the table; the map stays open.
+func (mm *MapMirror) Close() error { return mm.t.Close() }
+
+// mrKey and mrValue fill a kernel table slot: struct mr_key then 0, and
+// struct mr_value (bpf/xdpfab.h).
+func mrKey(k *bpf.XdpfabMrKey) ktable.Key {
+	return ktable.Key{uint64(k.DomainId) | uint64(k.Pad)<<32, k.Key, 0}
+}
+
+func mrValue(v *bpf.XdpfabMrValue) ktable.Value {
+	return ktable.Value{v.Base, v.Len, uint64(v.Access) | uint64(v.RegionId)<<32, uint64(v.Flags) | uint64(v.Pad)<<32}
+}
+
+// Update implements Mirror. A key whose two buckets are full fails with
+// FI_ENOMR.
 func (mm *MapMirror) Update(key *bpf.XdpfabMrKey, value *bpf.XdpfabMrValue) error {
-	return mm.m.Update(key, value, ebpf.UpdateAny)
+	k, v := mrKey(key), mrValue(value)
+	if err := mm.t.Put(&k, &v); err != nil {
+		return fmt.Errorf("%w (%w)", err, fi.ENOMR)
+	}
+	return nil
 }
 
 // Delete implements Mirror.
 func (mm *MapMirror) Delete(key *bpf.XdpfabMrKey) error {
-	err := mm.m.Delete(key)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return nil
+	k := mrKey(key)
+	mm.t.Delete(&k)
+	return nil
+}
+
+// Lookup reads the entry of key from the kernel table, under its seqlock
+// protocol, as XDP does.
+func (mm *MapMirror) Lookup(key *bpf.XdpfabMrKey) (bpf.XdpfabMrValue, bool) {
+	k := mrKey(key)
+	w, ok := mm.t.Get(&k)
+	if !ok {
+		return bpf.XdpfabMrValue{}, false
 	}
-	return err
+	return bpf.XdpfabMrValue{Base: w[0], Len: w[1], Access: uint32(w[2]), RegionId: uint32(w[2] >> 32),
+		Flags: uint32(w[3]), Pad: uint32(w[3] >> 32)}, true
 }
 
 // MapOptions says how CreateMap makes the map.
@@ -75,7 +118,8 @@ type MapOptions struct {
 	// and the directory created if needed); an existing compatible map
 	// pinned there is opened instead, so processes share it.
 	PinDir string
-	// MaxEntries overrides mr_map's size (1<<20) when non-zero.
+	// MaxEntries, when non-zero, sizes the table for that many regions
+	// (ktable.Buckets) instead of mr_map's MR_TABLE_BUCKETS.
 	MaxEntries uint32
 }
 
@@ -83,14 +127,15 @@ type MapOptions struct {
 var DefaultPinDir = bpffs.Path("mr")
 
 // CreateMap creates the mr_map of bpf/xdpfab.h from the compiled object's
-// spec. It needs CAP_BPF.
+// spec, its header not yet written (NewMapMirror writes it). It needs
+// CAP_BPF.
 func CreateMap(opts MapOptions) (*ebpf.Map, error) {
 	spec, err := mapSpec()
 	if err != nil {
 		return nil, err
 	}
 	if opts.MaxEntries != 0 {
-		spec.MaxEntries = opts.MaxEntries
+		spec.MaxEntries = 1 + uint32(ktable.Buckets(int(opts.MaxEntries)))
 	}
 	var mo ebpf.MapOptions
 	if opts.PinDir != "" {
@@ -113,10 +158,12 @@ func LoadPinnedMap(path string) (*ebpf.Map, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mr: open pinned map: %w", err)
 	}
-	if _, err := NewMapMirror(m); err != nil {
+	mm, err := NewMapMirror(m)
+	if err != nil {
 		m.Close()
 		return nil, err
 	}
+	mm.Close()
 	return m, nil
 }
 

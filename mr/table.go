@@ -9,12 +9,29 @@
 // (FI_MR_VIRT_ADDR). The target side of the datapath vets every incoming
 // request with Table.Lookup, lock-free and allocation-free, which answers
 // the slices to operate on or a Denial carrying the errno the initiator
-// gets. With AF_XDP the Table also keeps the BPF map mr_map in step
-// through a Mirror on every registration, enable, refresh and close,
-// before the call returns: the kernel-visible registry of the keys (the
-// XDP program does not vet requests; the bpf package doc says why). The
-// domain's mr_mode bits (Mode) select the rules of fi_mr(3); binding an EQ
-// with FI_REG_MR makes registration asynchronous.
+// gets. With AF_XDP the Table also keeps the interface's MR table
+// (mr_map) in step through a Mirror on every registration, enable,
+// refresh and close, before the call returns: the kernel-visible registry
+// of the keys, which XDP code serving kernel-resident regions vets
+// requests against (the object's mr_vet does what it does; the main
+// program vets no op, the bpf package doc says why) and `xdpfab status`
+// counts. The domain's mr_mode bits (Mode) select the rules of fi_mr(3);
+// binding an EQ with FI_REG_MR makes registration asynchronous.
+//
+// The MR table is a kernel table (bpf/xdpfab.h, "Kernel tables"; package
+// internal/ktable): a hash table of 32768 buckets of 8 slots (16 MiB,
+// fixed, per interface, shared by the processes attached there) in a
+// BPF_F_MMAPABLE array map that each process mmaps and writes with plain
+// stores under a per-slot seqlock. A registration or close costs memory
+// writes (~0.1 µs) where a BPF hash map update and delete cost two bpf(2)
+// calls (~3 µs). Failure modes: a key whose two buckets are full is
+// refused with FI_ENOMR (the table holds up to 262144 keys; at 75% load a
+// refusal is rare, at 95% common); a slot held by a writer is answered
+// busy (MR_VET_BUSY), never read half-written; a process killed while it
+// held a slot leaves that slot busy until the interface is re-attached;
+// Close returns after the slot is marked dead, so a lookup that starts
+// afterwards refuses the key (one that read the slot before may still act
+// on it, as on a request that arrived a moment earlier).
 //
 // Memory: a registered slice stays reachable and in place while the *MR
 // exists, because the MR holds it and Go's collector does not move heap
@@ -80,7 +97,8 @@
 //     key, and one without a key only by peers presenting none (digest 0).
 //     Lookup is LookupAuth without a key. Two keys with the same 32-bit
 //     digest are not told apart.
-//   - At most MaxRegions regions (mr_map's size by default), then FI_ENOMR.
+//   - At most MaxRegions regions (DefaultMaxRegions by default), then
+//     FI_ENOMR; with a Mirror also when the MR table refuses the key.
 //
 // A Table and its MRs are safe for concurrent use.
 package mr

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/ktable"
 )
 
 // PortConfig is how the program treats UDP datagrams to one port.
@@ -213,10 +214,12 @@ type Status struct {
 	PinDir      string       `json:"pin_dir"`
 	Ports       []PortStatus `json:"ports"`
 	Owners      []Owner      `json:"owners"`
-	AVEntries   int          `json:"av_entries"`
-	AVCapacity  uint32       `json:"av_capacity"`
-	MREntries   int          `json:"mr_entries"`
-	MRCapacity  uint32       `json:"mr_capacity"`
+	AVs         int          `json:"avs"`         // AVs with a kernel table (entries of av_map)
+	AVMaxAVs    uint32       `json:"av_max_avs"`  // av_map's capacity
+	AVEntries   int          `json:"av_entries"`  // addresses, over every AV's table
+	AVCapacity  uint32       `json:"av_capacity"` // slots of those tables (they grow)
+	MREntries   int          `json:"mr_entries"`  // keys in the MR table
+	MRCapacity  uint32       `json:"mr_capacity"` // its slots
 	BoundQueues []uint32     `json:"bound_queues"`
 	// Dispatcher is the libxdp dispatcher xdpfab runs in as one program
 	// among others (Options.MultiProg); nil when it runs alone.
@@ -241,8 +244,7 @@ type PortOwner struct {
 // entries are then gone). The calling thread must be in the attachment's
 // network namespace.
 func (a *Attachment) Status() (*Status, error) {
-	st := &Status{Iface: a.Iface, Ifindex: a.Ifindex, Netns: a.Netns, PinDir: a.PinDir,
-		AVCapacity: a.AVMap.MaxEntries(), MRCapacity: a.MRMap.MaxEntries()}
+	st := &Status{Iface: a.Iface, Ifindex: a.Ifindex, Netns: a.Netns, PinDir: a.PinDir}
 	if nl, err := netlink.LinkByIndex(a.Ifindex); err == nil {
 		st.Iface = nl.Attrs().Name // renamed since it was opened
 		st.Mode = attachedMode(nl).String()
@@ -277,11 +279,15 @@ func (a *Attachment) Status() (*Status, error) {
 			}
 		}
 	}
-	if st.AVEntries, err = countEntries(a.AVMap); err != nil {
+	if st.AVs, st.AVEntries, st.AVCapacity, err = a.avOccupancy(); err != nil {
 		return nil, fmt.Errorf("xdp: %s: count AV entries: %w", a.Iface, err)
 	}
-	if st.MREntries, err = countEntries(a.MRMap); err != nil {
-		return nil, fmt.Errorf("xdp: %s: count MR entries: %w", a.Iface, err)
+	st.AVMaxAVs = a.AVMap.MaxEntries()
+	if t, err := ktable.OpenReadOnly(a.MRMap); err == nil {
+		st.MREntries, st.MRCapacity = t.Len(), uint32(t.Slots())
+		t.Close()
+	} else {
+		st.MRCapacity = uint32(ktable.Ways * (a.MRMap.MaxEntries() - 1)) // no header yet: never written
 	}
 	if st.BoundQueues, err = a.BoundQueues(); err != nil {
 		return nil, err
@@ -290,24 +296,27 @@ func (a *Attachment) Status() (*Status, error) {
 	return st, nil
 }
 
-// countEntries walks the keys of a hash map (bounded by its capacity, as
-// entries may come and go during the walk).
-func countEntries(m *ebpf.Map) (int, error) {
-	key := make([]byte, m.KeySize())
-	next := make([]byte, m.KeySize())
-	n := 0
-	var prev any // nil: start from the first key
-	for n <= int(m.MaxEntries()) {
-		err := m.NextKey(prev, &next)
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return n, nil
-		}
+// avOccupancy counts the AVs in av_map and the entries and slots of
+// their kernel tables.
+func (a *Attachment) avOccupancy() (avs, entries int, slots uint32, err error) {
+	var id uint32
+	var inner ebpf.MapID
+	it := a.AVMap.Iterate()
+	for it.Next(&id, &inner) {
+		m, err := ebpf.NewMapFromID(inner)
 		if err != nil {
-			return n, mapErr(err)
+			continue // replaced or deleted since: counted with its successor
 		}
-		n++
-		copy(key, next)
-		prev = key
+		if t, err := ktable.OpenReadOnly(m); err == nil {
+			avs++
+			entries += t.Len()
+			slots += uint32(t.Slots())
+			t.Close()
+		}
+		m.Close()
 	}
-	return n, nil
+	if err := it.Err(); err != nil {
+		return 0, 0, 0, mapErr(err)
+	}
+	return avs, entries, slots, nil
 }

@@ -18,8 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netns"
 
+	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/internal/testenv"
+	"github.com/xdpfab/xdpfab/mr"
 	"github.com/xdpfab/xdpfab/xdp"
 )
 
@@ -66,17 +68,18 @@ func ownerChild(spec string) {
 			fail(err)
 		}
 	}
-	for i := byte(1); i <= 3; i++ {
-		if err := a.AVMap.Put(avKey(avID, 7000, i), bpf.XdpfabAvValue{FiAddr: uint64(i)}); err != nil {
+	for id, lasts := range map[uint32][]byte{avID: {1, 2, 3}, namedAVID: {9}} {
+		// An entry of a named AV (namedAVID) is the AV's, not the process's.
+		if err := putAV(a.AVMap, id, 7000, lasts...); err != nil {
 			fail(err)
 		}
 	}
-	// An entry of a named AV: the AV's, not the process's.
-	if err := a.AVMap.Put(avKey(namedAVID, 7000, 9), bpf.XdpfabAvValue{FiAddr: 9}); err != nil {
+	mrs, err := mr.NewMapMirror(a.MRMap)
+	if err != nil {
 		fail(err)
 	}
 	for k := uint64(1); k <= 2; k++ {
-		if err := a.MRMap.Put(bpf.XdpfabMrKey{DomainId: domID, Key: k}, bpf.XdpfabMrValue{Base: 4096, Len: 4096}); err != nil {
+		if err := mrs.Update(&bpf.XdpfabMrKey{DomainId: domID, Key: k}, &bpf.XdpfabMrValue{Base: 4096, Len: 4096}); err != nil {
 			fail(err)
 		}
 	}
@@ -136,17 +139,32 @@ func ownerRecords(t *testing.T, st *xdp.Status) []string {
 
 func countAV(t *testing.T, m *ebpf.Map, id uint32) int {
 	t.Helper()
+	entries, err := av.KernelEntries(m)
+	require.NoError(t, err)
 	n := 0
-	var k bpf.XdpfabAvKey
-	var v bpf.XdpfabAvValue
-	it := m.Iterate()
-	for it.Next(&k, &v) {
+	for k := range entries {
 		if k.AvId == id {
 			n++
 		}
 	}
-	require.NoError(t, it.Err())
 	return n
+}
+
+// putAV enters a kernel table for AV id in av_map m (as package av does)
+// holding the peers 10.203.0.<last>:port. The table lives while m holds
+// it, whatever becomes of this process.
+func putAV(m *ebpf.Map, id uint32, port uint16, lasts ...byte) error {
+	tm, err := av.NewTableMirror(m, id, len(lasts))
+	if err != nil {
+		return err
+	}
+	keys := make([]bpf.XdpfabAvKey, len(lasts))
+	vals := make([]bpf.XdpfabAvValue, len(lasts))
+	for i, last := range lasts {
+		keys[i], vals[i] = avKey(id, port, last), bpf.XdpfabAvValue{FiAddr: uint64(last)}
+	}
+	_, err = tm.Update(keys, vals)
+	return err
 }
 
 func portOwner(st *xdp.Status, port uint16) (found bool, owner *xdp.PortOwner) {
@@ -178,9 +196,7 @@ func TestDeadOwnerReaped(t *testing.T) {
 		}
 		return a.SetPort(5001, xdp.PortConfig{AVID: myAV})
 	}))
-	for i := byte(1); i <= 2; i++ {
-		require.NoError(t, a.AVMap.Put(avKey(myAV, 7001, i), bpf.XdpfabAvValue{FiAddr: uint64(i)}))
-	}
+	require.NoError(t, putAV(a.AVMap, myAV, 7001, 1, 2))
 
 	child, avID, domID := startOwnerChild(t, p.b, p.v.NameB, "TestDeadOwnerReaped")
 	require.NotEqual(t, myAV, avID, "ids are unique across processes")

@@ -8,8 +8,8 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/ktable"
 )
 
 // reap removes what dead owners left and their records; it returns the
@@ -90,20 +90,13 @@ func (a *Attachment) removeOwned(dead *Owner, live []Owner) error {
 			avIDs[id] = true
 		}
 	}
-	if len(avIDs) > 0 {
-		var k bpf.XdpfabAvKey
-		var v bpf.XdpfabAvValue
-		var keys []bpf.XdpfabAvKey
-		it := a.AVMap.Iterate()
-		for it.Next(&k, &v) {
-			if avIDs[k.AvId] {
-				keys = append(keys, k)
-			}
+	// An AV's entries are its kernel table, av_map's entry under its
+	// av_id: deleting that drops them all (the kernel frees the table
+	// once no program run holds it).
+	for id := range avIDs {
+		if err := a.AVMap.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("delete AV %d: %w", id, mapErr(err)))
 		}
-		if err := it.Err(); err != nil {
-			errs = append(errs, fmt.Errorf("read AV map: %w", mapErr(err)))
-		}
-		errs = append(errs, deleteKeys(a.AVMap, keys))
 	}
 	domIDs := map[uint32]bool{}
 	for _, id := range dead.DomainIDs {
@@ -112,19 +105,13 @@ func (a *Attachment) removeOwned(dead *Owner, live []Owner) error {
 		}
 	}
 	if len(domIDs) > 0 {
-		var k bpf.XdpfabMrKey
-		var v bpf.XdpfabMrValue
-		var keys []bpf.XdpfabMrKey
-		it := a.MRMap.Iterate()
-		for it.Next(&k, &v) {
-			if domIDs[k.DomainId] {
-				keys = append(keys, k)
-			}
+		t, err := ktable.Open(a.MRMap, 0)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("MR table: %w", err))
+		} else {
+			t.DeleteIf(func(k *ktable.Key) bool { return domIDs[uint32(k[0])] })
+			errs = append(errs, t.Close())
 		}
-		if err := it.Err(); err != nil {
-			errs = append(errs, fmt.Errorf("read MR map: %w", mapErr(err)))
-		}
-		errs = append(errs, deleteKeys(a.MRMap, keys))
 	}
 	return errors.Join(errs...)
 }
@@ -132,12 +119,3 @@ func (a *Attachment) removeOwned(dead *Owner, live []Owner) error {
 // namedAVBit marks the av_ids of named AVs (package av): shared by every
 // process opening the name, and kept after they all close.
 const namedAVBit = 1 << 31
-
-func deleteKeys[K any](m *ebpf.Map, keys []K) error {
-	for i := range keys {
-		if err := m.Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("delete: %w", mapErr(err))
-		}
-	}
-	return nil
-}

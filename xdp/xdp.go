@@ -89,6 +89,7 @@ import (
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/bpffs"
+	"github.com/xdpfab/xdpfab/internal/ktable"
 )
 
 // Mode is how the program is attached.
@@ -365,6 +366,14 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 		return nil, fmt.Errorf("xdp: attach %s: pin link: %w", iface, err)
 	}
 	objs.XskProbe.Close()
+	objs.MrVet.Close()
+	// Write the MR table's header now, so that every process sharing the
+	// table finds the same seed.
+	if t, err := ktable.Open(objs.MrMap, ktable.RandomSeed()); err != nil {
+		return nil, fmt.Errorf("xdp: attach %s: MR table: %w", iface, err)
+	} else {
+		t.Close()
+	}
 	a := &Attachment{
 		Iface: iface, Ifindex: nl.Attrs().Index, Netns: ns, PinDir: dir, Program: objs.XdpfabXdp,
 		AVMap: objs.AvMap, MRMap: objs.MrMap, PortMap: objs.Ports, XSKMap: objs.Xsks, CounterMap: objs.Counters,

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/bpffs"
@@ -276,7 +277,7 @@ func TestStaleLeftovers(t *testing.T) {
 		spec, err := bpf.LoadXdpfab()
 		require.NoError(t, err)
 		spec.Maps[bpf.XdpfabMapAvMap].MaxEntries = 16
-		spec.Maps[bpf.XdpfabMapMrMap].MaxEntries = 16
+		spec.Maps[bpf.XdpfabMapMrMap].MaxEntries = 1 + 2
 		require.NoError(t, spec.LoadAndAssign(&objs, nil))
 		t.Cleanup(func() { objs.Close() })
 		return objs.XdpfabXdp
@@ -449,8 +450,12 @@ func TestTraffic(t *testing.T) {
 			require.Equal(t, uint64(3), after[bpf.XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER]-mid[bpf.XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER])
 
 			// In the AV: passes (no XSK bound) and the socket receives it.
-			require.NoError(t, a.AVMap.Put(bpf.XdpfabAvKey{AvId: avID, Port: htons(peerPort), Addr: addrA.As16()},
-				bpf.XdpfabAvValue{FiAddr: 1}))
+			tm, err := av.NewTableMirror(a.AVMap, avID, 1)
+			require.NoError(t, err)
+			t.Cleanup(func() { tm.Drop() })
+			_, err = tm.Update([]bpf.XdpfabAvKey{{AvId: avID, Port: htons(peerPort), Addr: addrA.As16()}},
+				[]bpf.XdpfabAvValue{{FiAddr: 1}})
+			require.NoError(t, err)
 			require.True(t, receives(t, tx, rxFab, netip.AddrPortFrom(addrB, xdpfabPort), "known peer", 5))
 			final := counters(t, a)
 			require.Positive(t, final[bpf.XdpfabXdpfabCounterCNT_PEER_KNOWN]-after[bpf.XdpfabXdpfabCounterCNT_PEER_KNOWN])
@@ -480,9 +485,9 @@ func TestSharedMaps(t *testing.T) {
 	spec, err := bpf.LoadXdpfab()
 	require.NoError(t, err)
 	shared := map[string]*ebpf.Map{}
-	for _, name := range []string{bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap} {
+	for name, n := range map[string]uint32{bpf.XdpfabMapAvMap: 128, bpf.XdpfabMapMrMap: 1 + 16} {
 		ms := spec.Maps[name].Copy()
-		ms.MaxEntries = 128
+		ms.MaxEntries = n
 		m, err := ebpf.NewMap(ms)
 		require.NoError(t, err)
 		t.Cleanup(func() { m.Close() })

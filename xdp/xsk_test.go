@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/datapath/udpframe"
 	"github.com/xdpfab/xdpfab/datapath/xsk"
@@ -35,8 +36,12 @@ func TestXSKRedirect(t *testing.T) {
 			// A's kernel sockets put full checksums on the wire, as over
 			// a NIC: the program verifies them.
 			require.NoError(t, p.a.SetTxChecksum(p.v.NameA, false))
-			require.NoError(t, a.AVMap.Put(bpf.XdpfabAvKey{AvId: avID, Port: htons(peerPort), Addr: addrA.As16()},
-				bpf.XdpfabAvValue{FiAddr: 77, AuthKeyId: 5}))
+			tm, err := av.NewTableMirror(a.AVMap, avID, 1)
+			require.NoError(t, err)
+			t.Cleanup(func() { tm.Drop() })
+			_, err = tm.Update([]bpf.XdpfabAvKey{{AvId: avID, Port: htons(peerPort), Addr: addrA.As16()}},
+				[]bpf.XdpfabAvValue{{FiAddr: 77, AuthKeyId: 5}})
+			require.NoError(t, err)
 
 			var sock *xsk.Socket
 			require.NoError(t, p.b.Do(func() (err error) {

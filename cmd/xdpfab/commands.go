@@ -156,8 +156,8 @@ func printStatus(w io.Writer, st *xdp.Status) {
 		}
 		fmt.Fprintf(w, "  port %d (%s): av %d, domain %d%s; %s\n", p.Port.Port, addr, p.AVID, p.DomainID, strict, owner)
 	}
-	fmt.Fprintf(w, "  AV map: %d of %d entries\n", st.AVEntries, st.AVCapacity)
-	fmt.Fprintf(w, "  MR map: %d of %d entries\n", st.MREntries, st.MRCapacity)
+	fmt.Fprintf(w, "  AV map: %d of %d AVs, %d entries in tables of %d slots\n", st.AVs, st.AVMaxAVs, st.AVEntries, st.AVCapacity)
+	fmt.Fprintf(w, "  MR table: %d of %d entries\n", st.MREntries, st.MRCapacity)
 	for _, o := range st.Owners {
 		fmt.Fprintf(w, "  owner pid %d (%s): ports %s, av ids %s, domain ids %s\n",
 			o.PID, o.Comm, list(o.Ports, func(p xdp.Port) string { return fmt.Sprint(p.Port) }),

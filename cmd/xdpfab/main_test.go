@@ -84,7 +84,8 @@ func TestAttachStatusStatsDetach(t *testing.T) {
 			require.Equal(t, mode, st.Mode)
 			require.NotZero(t, st.ProgramID)
 			require.Len(t, st.Ports, 2)
-			require.Equal(t, uint32(1<<22), st.AVCapacity)
+			require.Equal(t, uint32(bpf.AVMapMaxAVs), st.AVMaxAVs)
+			require.Equal(t, uint32(8*bpf.MRTableBuckets), st.MRCapacity)
 
 			// Traffic to count: ping B from A (ICMP passes, counted).
 			code, stdout, stderr = xdpfab("-n", b.Name, "stats", iface)

@@ -88,7 +88,7 @@ func TestStatusListsEveryAttachment(t *testing.T) {
 	require.Contains(t, text, fmt.Sprintf("owner pid %d", os.Getpid()))
 	require.Contains(t, text, "AF_XDP sockets on RX queues: 0")
 	require.Contains(t, text, "AV map: ")
-	require.Contains(t, text, "MR map: ")
+	require.Contains(t, text, "MR table: ")
 
 	require.Len(t, statusJSON(t, a), 1, "A sees its own only")
 	code, stdout, _ := xdpfab("-n", c.Name, "status", "-o", "json")

@@ -197,7 +197,7 @@ func TestKilledOwner(t *testing.T) {
 	require.Equal(t, exitOK, code)
 	require.NotContains(t, text, "owner pid")
 	require.Contains(t, text, "AV map: 0 of ")
-	require.Contains(t, text, "MR map: 0 of ")
+	require.Contains(t, text, "MR table: 0 of ")
 
 	code, _, stderr = xdpfab("-n", nb.Name, "detach", v.NameB)
 	require.Equal(t, exitOK, code, stderr)

@@ -1,0 +1,519 @@
+// Package ktable is the user-space side of xdpfab's kernel tables: hash
+// tables held in a BPF_F_MMAPABLE array map that this process mmaps and
+// writes with plain (atomic) stores, and that the XDP program reads
+// (bpf/xdpfab.h, "Kernel tables", is the layout and the seqlock protocol;
+// kt_find in bpf/xdpfab.c the reader). Keeping the kernel in step with a
+// change costs a few memory writes instead of a bpf(2) call.
+//
+// A Table is keyed by 3 words and holds 4 words per key; the mr and av
+// packages say how their types fill them. Writers in several processes
+// may share a table (the MR table of an interface): slots are claimed
+// with compare-and-swap. One key must have at most one writer at a time
+// (each key belongs to one MR table or one AV, which serialize their
+// writes per key).
+//
+// Failure modes. A table does not grow: Put fails with ErrFull when both
+// buckets of a key are full (the caller resizes by building a bigger
+// table and swapping it in, as av does, or refuses, as mr does). A process
+// that dies between claiming a slot and releasing it leaves the slot's
+// seq odd: readers treat it as busy (XDP passes the packet to the stack,
+// mr_vet answers MR_VET_BUSY) and writers skip it, so the slot is lost
+// until the table is rebuilt, never misread.
+package ktable
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// Layout constants of bpf/xdpfab.h.
+const (
+	Ways       = 8                  // KT_WAYS: slots per bucket
+	SlotSize   = 64                 // sizeof(struct kt_slot)
+	BucketSize = Ways * SlotSize    // sizeof(struct kt_bucket), the map's value size
+	Magic      = 0x78666b74626c3031 // KT_MAGIC
+
+	stateFree   = 0 // KT_FREE
+	stateUsed   = 1 // KT_USED
+	stateDead   = 2 // KT_DEAD
+	stateHeader = 3 // KT_HEADER
+)
+
+// Key and Value are a slot's key and value words.
+type (
+	Key   [3]uint64
+	Value [4]uint64
+)
+
+// slot is struct kt_slot.
+type slot struct {
+	seq   uint32
+	state uint32
+	key   Key
+	val   Value
+}
+
+type bucket [Ways]slot
+
+// ErrFull: both buckets a key may live in are full.
+var ErrFull = errors.New("kernel table: no free slot for the key")
+
+// Table is a kernel table mapped into this process.
+type Table struct {
+	m       *ebpf.Map
+	ownMap  bool
+	mem     []byte
+	buckets []bucket // buckets[0] is the header
+	hdr     *slot
+	nb      uint64 // data buckets
+	seed    uint64
+}
+
+// Buckets returns how many data buckets a table needs for n entries at
+// most ~75% full (a power of two, at least 2).
+func Buckets(n int) int {
+	need := (n*4/3 + Ways - 1) / Ways
+	if need < 2 {
+		return 2
+	}
+	return 1 << bits.Len(uint(need-1))
+}
+
+// Create makes a map of spec (an array of kt_bucket values) with nb data
+// buckets (a power of two, at least 2), maps it and writes its header. The
+// Table owns the map.
+func Create(spec *ebpf.MapSpec, nb int, seed uint64) (*Table, error) {
+	if nb < 2 || nb&(nb-1) != 0 {
+		return nil, fmt.Errorf("kernel table: %d buckets: not a power of two >= 2", nb)
+	}
+	spec = spec.Copy()
+	spec.MaxEntries = uint32(1 + nb)
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		return nil, fmt.Errorf("kernel table: create map: %w", err)
+	}
+	t, err := mapTable(m, true)
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	t.ownMap = true
+	t.init(seed)
+	return t, nil
+}
+
+// Open maps the kernel table m, which stays the caller's. A map whose
+// header was never written (a new map the XDP loader created) gets one,
+// with seed; a map whose header is another's fails.
+func Open(m *ebpf.Map, seed uint64) (*Table, error) {
+	t, err := mapTable(m, true)
+	if err != nil {
+		return nil, err
+	}
+	t.init(seed)
+	if atomic.LoadUint64(&t.hdr.key[2]) != Magic || atomic.LoadUint64(&t.hdr.key[1]) != t.nb {
+		t.Close()
+		return nil, fmt.Errorf("kernel table: map %v has no valid header", m)
+	}
+	return t, nil
+}
+
+// OpenReadOnly maps m for reading (Len, Each), as `xdpfab status` does.
+func OpenReadOnly(m *ebpf.Map) (*Table, error) {
+	t, err := mapTable(m, false)
+	if err != nil {
+		return nil, err
+	}
+	if atomic.LoadUint64(&t.hdr.key[2]) != Magic || atomic.LoadUint64(&t.hdr.key[1]) != t.nb {
+		t.Close()
+		return nil, fmt.Errorf("kernel table: map %v has no valid header", m)
+	}
+	t.seed = atomic.LoadUint64(&t.hdr.key[0])
+	return t, nil
+}
+
+func mapTable(m *ebpf.Map, write bool) (*Table, error) {
+	if m == nil {
+		return nil, errors.New("kernel table: nil map")
+	}
+	n := uint64(m.MaxEntries())
+	if m.ValueSize() != BucketSize || m.KeySize() != 4 || n < 3 || (n-1)&(n-2) != 0 {
+		return nil, fmt.Errorf("kernel table: map %v (key %d, value %d, %d entries) is not a kernel table",
+			m, m.KeySize(), m.ValueSize(), n)
+	}
+	size := int(n) * BucketSize
+	if pg := unix.Getpagesize(); size%pg != 0 {
+		size += pg - size%pg
+	}
+	prot := unix.PROT_READ
+	if write {
+		prot |= unix.PROT_WRITE
+	}
+	mem, err := unix.Mmap(m.FD(), 0, size, prot, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("kernel table: mmap map %v: %w", m, err)
+	}
+	t := &Table{m: m, mem: mem, nb: n - 1}
+	t.buckets = unsafe.Slice((*bucket)(unsafe.Pointer(&mem[0])), n)
+	t.hdr = &t.buckets[0][0]
+	return t, nil
+}
+
+// init writes the header unless one is there.
+func (t *Table) init(seed uint64) {
+	h := t.hdr
+	if atomic.LoadUint64(&h.key[2]) == Magic {
+		t.seed = atomic.LoadUint64(&h.key[0])
+		return
+	}
+	if atomic.CompareAndSwapUint32(&h.seq, 0, 1) {
+		atomic.StoreUint32(&h.state, stateHeader)
+		atomic.StoreUint64(&h.key[0], seed)
+		atomic.StoreUint64(&h.key[1], t.nb)
+		atomic.StoreUint64(&h.key[2], Magic) // last: readers check it
+		atomic.StoreUint32(&h.seq, 2)
+	}
+	for atomic.LoadUint32(&h.seq)&1 != 0 { // another process is writing it
+	}
+	t.seed = atomic.LoadUint64(&h.key[0])
+}
+
+// Map returns the map behind the table.
+func (t *Table) Map() *ebpf.Map { return t.m }
+
+// Buckets returns the number of data buckets.
+func (t *Table) Buckets() int { return int(t.nb) }
+
+// Slots returns how many entries the table can hold at most.
+func (t *Table) Slots() int { return int(t.nb) * Ways }
+
+// Len returns the entries in use, as the header counts them.
+func (t *Table) Len() int { return int(atomic.LoadUint64(&t.hdr.val[0])) }
+
+// Dead returns the tombstones, as the header counts them.
+func (t *Table) Dead() int { return int(atomic.LoadUint64(&t.hdr.val[1])) }
+
+// Close unmaps the table, and closes its map if Create made it. Nothing
+// of the table may be used afterwards.
+func (t *Table) Close() error {
+	var err error
+	if t.mem != nil {
+		t.buckets, t.hdr = nil, nil
+		err = unix.Munmap(t.mem)
+		t.mem = nil
+	}
+	if t.ownMap {
+		err = errors.Join(err, t.m.Close())
+	}
+	return err
+}
+
+// RandomSeed returns a hash seed for a new table.
+func RandomSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+func mix(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
+}
+
+// Hash is kt_hash of bpf/xdpfab.c.
+func Hash(seed uint64, k *Key) uint64 {
+	h := mix(seed ^ k[0])
+	h = mix(h ^ k[1])
+	return mix(h ^ k[2])
+}
+
+// homes returns the two buckets key may live in.
+func (t *Table) homes(k *Key) (*bucket, *bucket) {
+	h := Hash(t.seed, k)
+	mask := t.nb - 1
+	b1 := 1 + h&mask
+	b2 := 1 + (h>>32)&mask
+	if b2 == b1 {
+		b2 = 1 + ((h>>32)^1)&mask
+	}
+	return &t.buckets[b1], &t.buckets[b2]
+}
+
+// find returns the slot holding k and its even seq, or nil.
+func find(b *bucket, k *Key) (*slot, uint32) {
+	for i := range b {
+		s := &b[i]
+		if atomic.LoadUint64(&s.key[0]) != k[0] || atomic.LoadUint64(&s.key[1]) != k[1] ||
+			atomic.LoadUint64(&s.key[2]) != k[2] {
+			continue
+		}
+		seq := atomic.LoadUint32(&s.seq)
+		if seq&1 == 0 && atomic.LoadUint32(&s.state) == stateUsed && atomic.LoadUint32(&s.seq) == seq {
+			return s, seq
+		}
+	}
+	return nil, 0
+}
+
+// Put sets k's value, in place if k is in the table, else in a free slot
+// of the emptier of its two buckets; ErrFull if both are full.
+func (t *Table) Put(k *Key, v *Value) error {
+	b1, b2 := t.homes(k)
+	for {
+		s, seq := find(b1, k)
+		if s == nil {
+			s, seq = find(b2, k)
+		}
+		if s != nil {
+			if !atomic.CompareAndSwapUint32(&s.seq, seq, seq+1) {
+				continue // another writer's claim: look again
+			}
+			storeValue(s, v)
+			atomic.StoreUint32(&s.seq, seq+2)
+			return nil
+		}
+		s, seq, state := emptier(b1, b2)
+		if s == nil {
+			return ErrFull
+		}
+		if !atomic.CompareAndSwapUint32(&s.seq, seq, seq+1) {
+			continue
+		}
+		atomic.StoreUint64(&s.key[0], k[0])
+		atomic.StoreUint64(&s.key[1], k[1])
+		atomic.StoreUint64(&s.key[2], k[2])
+		storeValue(s, v)
+		atomic.StoreUint32(&s.state, stateUsed)
+		atomic.StoreUint32(&s.seq, seq+2)
+		atomic.AddUint64(&t.hdr.val[0], 1)
+		if state == stateDead {
+			atomic.AddUint64(&t.hdr.val[1], ^uint64(0))
+		}
+		return nil
+	}
+}
+
+func storeValue(s *slot, v *Value) {
+	atomic.StoreUint64(&s.val[0], v[0])
+	atomic.StoreUint64(&s.val[1], v[1])
+	atomic.StoreUint64(&s.val[2], v[2])
+	atomic.StoreUint64(&s.val[3], v[3])
+}
+
+// Insert enters k, which the caller knows is not in the table (a table
+// being filled by one writer before anyone reads it), skipping the search
+// Put makes for it; ErrFull if both its buckets are full.
+func (t *Table) Insert(k *Key, v *Value) error {
+	b1, b2 := t.homes(k)
+	for {
+		s, seq, state := emptier(b1, b2)
+		if s == nil {
+			return ErrFull
+		}
+		if !atomic.CompareAndSwapUint32(&s.seq, seq, seq+1) {
+			continue
+		}
+		atomic.StoreUint64(&s.key[0], k[0])
+		atomic.StoreUint64(&s.key[1], k[1])
+		atomic.StoreUint64(&s.key[2], k[2])
+		storeValue(s, v)
+		atomic.StoreUint32(&s.state, stateUsed)
+		atomic.StoreUint32(&s.seq, seq+2)
+		atomic.AddUint64(&t.hdr.val[0], 1)
+		if state == stateDead {
+			atomic.AddUint64(&t.hdr.val[1], ^uint64(0))
+		}
+		return nil
+	}
+}
+
+// emptier returns a free or dead slot, its seq and state, of whichever of
+// b1 and b2 has more of them (two choices keep the buckets' loads within
+// a slot or two of each other, so a table fills to ~90% before a key
+// finds both full), nil if both are full.
+func emptier(b1, b2 *bucket) (*slot, uint32, uint32) {
+	s1, q1, st1, n1 := free(b1)
+	if n1 > Ways/2 {
+		return s1, q1, st1 // mostly empty: no need to read the other bucket
+	}
+	s2, q2, st2, n2 := free(b2)
+	if n2 > n1 {
+		return s2, q2, st2
+	}
+	return s1, q1, st1
+}
+
+// free returns the first stable free or dead slot of b, its seq and
+// state, and how many such slots b has.
+func free(b *bucket) (first *slot, seq, state uint32, n int) {
+	for i := range b {
+		s := &b[i]
+		q := atomic.LoadUint32(&s.seq)
+		if q&1 != 0 {
+			continue
+		}
+		st := atomic.LoadUint32(&s.state)
+		if st == stateFree || st == stateDead {
+			if n == 0 {
+				first, seq, state = s, q, st
+			}
+			n++
+		}
+	}
+	return first, seq, state, n
+}
+
+// Delete removes k; it reports whether k was there.
+func (t *Table) Delete(k *Key) bool {
+	b1, b2 := t.homes(k)
+	for {
+		s, seq := find(b1, k)
+		if s == nil {
+			s, seq = find(b2, k)
+		}
+		if s == nil {
+			return false
+		}
+		if !atomic.CompareAndSwapUint32(&s.seq, seq, seq+1) {
+			continue
+		}
+		// Keep the key words: a reader comparing them without the
+		// second seq read then still finds the slot and sees it dead.
+		atomic.StoreUint32(&s.state, stateDead)
+		atomic.StoreUint32(&s.seq, seq+2)
+		atomic.AddUint64(&t.hdr.val[0], ^uint64(0))
+		atomic.AddUint64(&t.hdr.val[1], 1)
+		return true
+	}
+}
+
+// Get reads k's value under the seqlock protocol, as the XDP program does.
+func (t *Table) Get(k *Key) (Value, bool) {
+	b1, b2 := t.homes(k)
+	for _, b := range []*bucket{b1, b2} {
+		for i := range b {
+			s := &b[i]
+			if atomic.LoadUint64(&s.key[0]) != k[0] || atomic.LoadUint64(&s.key[1]) != k[1] ||
+				atomic.LoadUint64(&s.key[2]) != k[2] {
+				continue
+			}
+			if v, ok, stable := readSlot(s, k); stable && ok {
+				return v, true
+			}
+		}
+	}
+	return Value{}, false
+}
+
+// readSlot reads s; ok when it holds k.
+func readSlot(s *slot, k *Key) (v Value, ok, stable bool) {
+	for range 64 {
+		seq := atomic.LoadUint32(&s.seq)
+		if seq&1 != 0 {
+			continue
+		}
+		st := atomic.LoadUint32(&s.state)
+		var key Key
+		for i := range key {
+			key[i] = atomic.LoadUint64(&s.key[i])
+		}
+		for i := range v {
+			v[i] = atomic.LoadUint64(&s.val[i])
+		}
+		if atomic.LoadUint32(&s.seq) != seq {
+			continue
+		}
+		return v, st == stateUsed && (k == nil || key == *k), true
+	}
+	return Value{}, false, false
+}
+
+// Each calls fn with every entry in use, each read consistently, until fn
+// returns false. Entries written during the walk may be seen or not.
+func (t *Table) Each(fn func(k *Key, v *Value) bool) {
+	var k Key // one pair for the walk: they escape to fn
+	var v Value
+	for bi := 1; bi < len(t.buckets); bi++ {
+		b := &t.buckets[bi]
+		for i := range b {
+			s := &b[i]
+			if atomic.LoadUint32(&s.state) != stateUsed {
+				continue
+			}
+			for range 64 {
+				seq := atomic.LoadUint32(&s.seq)
+				if seq&1 != 0 {
+					continue
+				}
+				st := atomic.LoadUint32(&s.state)
+				for j := range k {
+					k[j] = atomic.LoadUint64(&s.key[j])
+				}
+				for j := range v {
+					v[j] = atomic.LoadUint64(&s.val[j])
+				}
+				if atomic.LoadUint32(&s.seq) != seq {
+					continue
+				}
+				if st == stateUsed && !fn(&k, &v) {
+					return
+				}
+				break
+			}
+		}
+	}
+}
+
+// Reset empties the table: every slot it used becomes free again and the
+// header counts restart. Only its one writer may call it, and only when
+// no reader can still be looking keys up for the entries it held (what
+// the table served is gone: a new owner starts from an empty table).
+func (t *Table) Reset() {
+	for bi := 1; bi < len(t.buckets); bi++ {
+		b := &t.buckets[bi]
+		for i := range b {
+			s := &b[i]
+			if atomic.LoadUint32(&s.state) == stateFree {
+				continue
+			}
+			seq := atomic.LoadUint32(&s.seq) &^ 1
+			atomic.StoreUint32(&s.seq, seq+1)
+			atomic.StoreUint32(&s.state, stateFree)
+			s.key, s.val = Key{}, Value{}
+			atomic.StoreUint32(&s.seq, seq+2)
+		}
+	}
+	atomic.StoreUint64(&t.hdr.val[0], 0)
+	atomic.StoreUint64(&t.hdr.val[1], 0)
+}
+
+// DeleteIf removes every entry for which drop returns true (reaping a dead
+// process's keys); it returns how many went.
+func (t *Table) DeleteIf(drop func(k *Key) bool) int {
+	var keys []Key
+	t.Each(func(k *Key, _ *Value) bool {
+		if drop(k) {
+			keys = append(keys, *k)
+		}
+		return true
+	})
+	n := 0
+	for i := range keys {
+		if t.Delete(&keys[i]) {
+			n++
+		}
+	}
+	return n
+}

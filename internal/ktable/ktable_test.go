@@ -1,0 +1,135 @@
+package ktable_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfab/xdpfab/internal/ktable"
+	"github.com/xdpfab/xdpfab/internal/testenv"
+)
+
+func spec() *ebpf.MapSpec {
+	return &ebpf.MapSpec{Type: ebpf.Array, Flags: unix.BPF_F_MMAPABLE, KeySize: 4, ValueSize: ktable.BucketSize}
+}
+
+func key(i int) ktable.Key { return ktable.Key{uint64(i), uint64(i) * 7, 3} }
+func value(i int) ktable.Value {
+	return ktable.Value{uint64(i), uint64(i) + 1, uint64(i) + 2, uint64(i) + 3}
+}
+
+// TestTable: entries go in, are read back (also through a second mapping
+// of the map, as another process would), replaced in place, deleted,
+// reused after deletion; a full pair of buckets is ErrFull; Reset empties.
+func TestTable(t *testing.T) {
+	testenv.RequirePriv(t)
+	tab, err := ktable.Create(spec(), ktable.Buckets(100), 42)
+	require.NoError(t, err)
+	defer tab.Close()
+	other, err := ktable.Open(tab.Map(), 7) // the header's seed wins
+	require.NoError(t, err)
+	defer other.Close()
+
+	for i := range 100 {
+		k, v := key(i), value(i)
+		require.NoError(t, tab.Put(&k, &v))
+	}
+	require.Equal(t, 100, tab.Len())
+	for i := range 100 {
+		k := key(i)
+		got, ok := other.Get(&k)
+		require.True(t, ok, "entry %d", i)
+		require.Equal(t, value(i), got)
+	}
+	k, v := key(5), value(500)
+	require.NoError(t, tab.Put(&k, &v), "replace")
+	got, _ := other.Get(&k)
+	require.Equal(t, value(500), got)
+	require.Equal(t, 100, tab.Len())
+	require.True(t, other.Delete(&k), "any mapping may write")
+	require.False(t, tab.Delete(&k))
+	_, ok := tab.Get(&k)
+	require.False(t, ok)
+	require.Equal(t, 99, tab.Len())
+	require.Equal(t, 1, tab.Dead())
+	n := 0
+	tab.Each(func(k *ktable.Key, v *ktable.Value) bool {
+		require.Equal(t, value(int(k[0])), *v)
+		n++
+		return true
+	})
+	require.Equal(t, 99, n)
+	require.Equal(t, 10, tab.DeleteIf(func(k *ktable.Key) bool { return k[0] < 11 }))
+	require.Equal(t, 89, tab.Len())
+
+	tab.Reset()
+	require.Zero(t, tab.Len())
+	require.Zero(t, tab.Dead())
+	for i := range 100 {
+		k := key(i)
+		_, ok := tab.Get(&k)
+		require.False(t, ok)
+	}
+
+	// The smallest table: 16 slots, then ErrFull.
+	small, err := ktable.Create(spec(), 2, 1)
+	require.NoError(t, err)
+	defer small.Close()
+	var i int
+	for i = 0; ; i++ {
+		k, v := key(i), value(i)
+		if err := small.Put(&k, &v); err != nil {
+			require.ErrorIs(t, err, ktable.ErrFull)
+			break
+		}
+	}
+	require.Equal(t, 16, i)
+	_, err = ktable.Create(spec(), 3, 1)
+	require.Error(t, err, "not a power of two")
+}
+
+// TestTableWriters: writers sharing a table through separate mappings
+// (processes sharing the MR table) claim slots with compare-and-swap:
+// every key of every writer lands once.
+func TestTableWriters(t *testing.T) {
+	testenv.RequirePriv(t)
+	tab, err := ktable.Create(spec(), ktable.Buckets(4000), 9)
+	require.NoError(t, err)
+	defer tab.Close()
+	const writers, per = 4, 1000
+	var wg sync.WaitGroup
+	for w := range writers {
+		m, err := ktable.Open(tab.Map(), 0)
+		require.NoError(t, err)
+		defer m.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w * per; i < (w+1)*per; i++ {
+				k, v := key(i), value(i)
+				if err := m.Put(&k, &v); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 == 0 {
+					m.Delete(&k)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	want := 0
+	for i := range writers * per {
+		k := key(i)
+		v, ok := tab.Get(&k)
+		require.Equal(t, i%3 != 0, ok, "key %d", i)
+		if ok {
+			want++
+			require.Equal(t, value(i), v)
+		}
+	}
+	require.Equal(t, want, tab.Len())
+}
