@@ -478,63 +478,9 @@ static struct fi_ops_atomic xf_atomic_ops = {
 	.compwritevalid = xf_atomic_compwritevalid,
 };
 
-/* ---- tagged: not yet in the Go library (FI_TAGGED is not reported) ---- */
+/* ---- tagged: tagged.c ---- */
 
-static ssize_t xf_tagged_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
-			      uint64_t ignore, void *context)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			       fi_addr_t src, uint64_t tag, uint64_t ignore, void *context)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_recvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
-			      uint64_t tag, void *context)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			       fi_addr_t dest, uint64_t tag, void *context)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_sendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest, uint64_t tag)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
-				  fi_addr_t dest, uint64_t tag, void *context)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
-				    fi_addr_t dest, uint64_t tag)
-{
-	return -FI_ENOSYS;
-}
-
-static struct fi_ops_tagged xf_tagged_ops = {
-	.size = sizeof(struct fi_ops_tagged),
-	.recv = xf_tagged_recv,
-	.recvv = xf_tagged_recvv,
-	.recvmsg = xf_tagged_recvmsg,
-	.send = xf_tagged_send,
-	.sendv = xf_tagged_sendv,
-	.sendmsg = xf_tagged_sendmsg,
-	.inject = xf_tagged_inject,
-	.senddata = xf_tagged_senddata,
-	.injectdata = xf_tagged_injectdata,
-};
+extern struct fi_ops_tagged xf_tagged_ops;
 
 /* ---- collective: FI_COLLECTIVE is not offered ---- */
 

@@ -69,6 +69,7 @@ func xfgo_endpoint(h C.uintptr_t, info *C.struct_fi_info, out **C.struct_fid_ep,
 	}
 	if r := info.rx_attr; r != nil {
 		attr.RxSize = int(min(r.size, 1<<16))
+		attr.OpFlags |= fi.Flags(r.op_flags) & fi.COMPLETION // one set of op flags for both sides
 	}
 	ep, err := pd.d.Endpoint(attr, ctxOf(context))
 	if err != nil {

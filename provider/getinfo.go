@@ -254,7 +254,7 @@ func newSockaddrIn(ap netip.AddrPort) (unsafe.Pointer, C.size_t) {
 // providerCaps are the capabilities xdpfab has today; mrModeUsed are the
 // mr_mode bits it uses when the application allows them (it requires none).
 const (
-	primaryCaps = fi.MSG | fi.RMA | fi.ATOMIC | fi.READ | fi.WRITE | fi.SEND | fi.RECV |
+	primaryCaps = fi.MSG | fi.TAGGED | fi.RMA | fi.ATOMIC | fi.READ | fi.WRITE | fi.SEND | fi.RECV |
 		fi.REMOTE_READ | fi.REMOTE_WRITE
 	secondaryCaps = fi.SOURCE | fi.RMA_EVENT | fi.DIRECTED_RECV | fi.LOCAL_COMM | fi.REMOTE_COMM
 	mrModeUsed    = mr.ModeVirtAddr | mr.ModeProvKey
@@ -369,12 +369,22 @@ func buildInfo(r *request, c candidate) (*C.struct_fi_info, error) {
 	rx.msg_order = tx.msg_order
 	rx.comp_order = C.FI_ORDER_NONE
 	rx.size = rxSize
+	// The default op flags are the application's (MPI's mtl ofi asks
+	// for FI_COMPLETION on both sides of a CQ bound with
+	// FI_SELECTIVE_COMPLETION).
+	if h != nil && h.tx_attr != nil {
+		tx.op_flags = h.tx_attr.op_flags & C.uint64_t(fi.COMPLETION|fi.INJECT_COMPLETE|fi.TRANSMIT_COMPLETE|fi.DELIVERY_COMPLETE)
+	}
+	if h != nil && h.rx_attr != nil {
+		rx.op_flags = h.rx_attr.op_flags & C.uint64_t(fi.COMPLETION)
+	}
 	rx.iov_limit = 1
 	ep := info.ep_attr
 	ep._type = C.FI_EP_RDM
 	ep.protocol = C.FI_PROTO_UDP
 	ep.protocol_version = 1
 	ep.max_msg_size = fabric.MaxMsgSize
+	ep.mem_tag_format = C.uint64_t(fabric.TagGeneric)
 	ep.max_order_raw_size = fabric.MaxMsgSize
 	ep.max_order_war_size = fabric.MaxMsgSize
 	ep.max_order_waw_size = fabric.MaxMsgSize

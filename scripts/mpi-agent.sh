@@ -8,7 +8,12 @@
 #
 # Only the network namespace is switched (nsenter --net): `ip netns exec`
 # would also remount /sys, hiding the host's bpffs where xdpfab's XDP
-# program is pinned (see the xdp package doc).
+# program is pinned (see the xdp package doc). The daemon also gets a UTS
+# namespace of its own whose host name is HOST: Open MPI keys its session
+# directories (/tmp/ompi.HOSTNAME.UID/...) and PMIx stores by host name,
+# and two daemons of one job under the machine's one name race for the
+# same directories (orte_session_dir "File exists", a daemon that never
+# reports back).
 set -eu
 [ $# -ge 2 ] || { echo "mpi-agent.sh: usage: mpi-agent.sh HOST COMMAND..." >&2; exit 2; }
 host=$1
@@ -19,4 +24,4 @@ esac
 ns=/run/netns/$host
 [ -e "$ns" ] || { echo "mpi-agent.sh: no network namespace $host ($ns)" >&2; exit 2; }
 # ssh hands the remote shell one command line; so does this.
-exec nsenter --net="$ns" -- sh -c "$*"
+exec nsenter --net="$ns" -- unshare --uts -- sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"

@@ -42,8 +42,7 @@ fi
 # shellcheck disable=SC2086 # $transport and $root are word lists
 exec nsenter --net="/run/netns/$a" -- "${MPIRUN:-mpirun}" $root \
 	-np 2 --host "$a,$b" --timeout "${XDPFAB_MPI_TIMEOUT:-120}" \
-	--mca plm_rsh_agent "$here/mpi-agent.sh" \
-	--mca coll ^sm \
+	--mca plm_rsh_agent "$here/mpi-agent.sh" --mca plm_rsh_no_tree_spawn 1 --mca routed direct \
 	$transport \
 	-x FI_PROVIDER_PATH \
 	"$@"
