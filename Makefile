@@ -3,7 +3,7 @@
 GO      ?= go
 TIMEOUT ?= 30m
 
-.PHONY: all build generate test lint bench bench-veth demo clean provider install-provider
+.PHONY: all build generate test lint bench bench-veth demo demo-mpi clean provider install-provider
 
 all: build
 
@@ -33,6 +33,13 @@ bench:
 # examples/remote-atomics between them, then xdpfab bench (root needed).
 demo:
 	GO=$(GO) sh scripts/demo.sh
+
+# Open MPI over xdpfab: two ranks in two namespaces joined by veth, a
+# one-sided program through osc rdma + btl ofi and a point-to-point one
+# through pml cm + mtl ofi, libfabric restricted to xdpfab (root, Open MPI
+# and libfabric-dev needed).
+demo-mpi:
+	GO=$(GO) sh scripts/demo-mpi.sh
 
 # xdpfab bench over veth, side by side: AF_XDP vs kernel UDP socket, each
 # blocking, busy-polling and with FI_PROGRESS_MANUAL (root needed).

@@ -179,6 +179,20 @@ int main(int argc, char **argv)
 	MPI_Barrier(MPI_COMM_WORLD);
 	printf("p2p: rank %d: MPI_Iprobe, MPI_Improbe/MPI_Mrecv\n", rank);
 
+	/* A rank to itself (MPI_Sendrecv): with pml cm the message goes to
+	 * the rank's own libfabric endpoint. */
+	for (int s = 0; s < nsizes; s++) {
+		size_t len = sizes[s];
+		MPI_Status st;
+		fill(out, rank, len, s + 70);
+		memset(in, 0, len);
+		MPI_Sendrecv(out, (int)len, MPI_BYTE, rank, 400 + s, in, (int)len, MPI_BYTE, rank, 400 + s,
+			     MPI_COMM_WORLD, &st);
+		check_status("MPI_Sendrecv to self status", &st, rank, 400 + s, (int)len);
+		check("MPI_Sendrecv to self", in, rank, len, s + 70);
+	}
+	printf("p2p: rank %d: MPI_Sendrecv to itself: %d sizes\n", rank, nsizes);
+
 	/* Collectives of two ranks. */
 	for (int s = 0; s < nsizes; s++) {
 		size_t len = sizes[s];
