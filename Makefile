@@ -1,7 +1,18 @@
 # xdpfab build, test and demo entry points. `make test` is exactly what CI
-# runs (.ci/run); `make demo` is the main job.
+# runs (.ci/run); `make demo` is the main job. Both, and generate, first
+# install what the machine lacks (scripts/deps.sh, scripts/deps.txt).
 GO      ?= go
 TIMEOUT ?= 30m
+
+# Go's usual home, for a root shell whose PATH lacks it (tests that build
+# binaries run `go` from PATH too).
+export PATH := $(PATH):/usr/local/go/bin
+
+# The allocation guards: tests named *Allocs, *NoAlloc(s), *ZeroAlloc(s),
+# *DoesNotAllocate or *ZeroCopy. Those that count allocations across
+# goroutines skip under -race, whose instrumentation allocates, so `make
+# test` runs them all once more without it. Name a new guard to match.
+GUARDS = Allocs$$|NoAllocs?$$|ZeroAllocs?$$|DoesNotAllocate$$|ZeroCopy
 
 .PHONY: all build generate test lint bench bench-veth demo demo-mpi clean provider install-provider
 
@@ -14,6 +25,7 @@ build:
 # llvm and libbpf-dev), then record the source hash the staleness test
 # checks.
 generate:
+	GO=$(GO) sh scripts/deps.sh generate
 	cd bpf && $(GO) generate . && sha256sum gen.go xdpfab.c xdpfab.h > sources.sha256
 
 lint:
@@ -23,8 +35,11 @@ lint:
 
 # Every package, including the privileged tests/veth suite (root needed;
 # XDPFAB_REQUIRE_PRIV=1 makes a privilege skip a failure).
-test: lint
+test:
+	GO=$(GO) sh scripts/deps.sh test
+	$(MAKE) --no-print-directory lint
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) ./...
+	$(GO) test -count=1 -timeout $(TIMEOUT) -run '$(GUARDS)' ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout $(TIMEOUT) ./...
@@ -32,6 +47,7 @@ bench:
 # Two network namespaces joined by veth, xdpfab attached on both ends,
 # examples/remote-atomics between them, then xdpfab bench (root needed).
 demo:
+	GO=$(GO) sh scripts/deps.sh demo
 	GO=$(GO) sh scripts/demo.sh
 
 # Open MPI over xdpfab: two ranks in two namespaces joined by veth, a
@@ -39,6 +55,7 @@ demo:
 # through pml cm + mtl ofi, libfabric restricted to xdpfab (root, Open MPI
 # and libfabric-dev needed).
 demo-mpi:
+	GO=$(GO) sh scripts/deps.sh demo-mpi
 	GO=$(GO) sh scripts/demo-mpi.sh
 
 # xdpfab bench over veth, side by side: AF_XDP vs kernel UDP socket, each

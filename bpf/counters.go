@@ -4,10 +4,6 @@ package bpf
 // xdpfab_counter in xdpfab.h); the counters map is indexed by it.
 type Counter = XdpfabXdpfabCounter
 
-// Reason is the verdict the XDP program writes into xdp_meta.reason for a
-// vetted request (enum xdpfab_reason in xdpfab.h).
-type Reason = XdpfabXdpfabReason
-
 type enumInfo struct {
 	cName string // the C enumerator, checked against the object's BTF
 	name  string // short name for the CLI and JSON
@@ -23,15 +19,12 @@ var counterInfo = [...]enumInfo{
 	XdpfabXdpfabCounterCNT_PASS_FRAGMENT:     {"CNT_PASS_FRAGMENT", "pass_fragment", "IP fragments: passed"},
 	XdpfabXdpfabCounterCNT_PASS_MALFORMED:    {"CNT_PASS_MALFORMED", "pass_malformed", "truncated or inconsistent Ethernet/IP/UDP headers: passed"},
 	XdpfabXdpfabCounterCNT_PASS_OTHER_PORT:   {"CNT_PASS_OTHER_PORT", "pass_other_port", "UDP to a port xdpfab does not serve: passed"},
+	XdpfabXdpfabCounterCNT_PASS_OTHER_HOST:   {"CNT_PASS_OTHER_HOST", "pass_other_host", "UDP to an xdpfab port but not to the address it is bound to (forwarded or bridged traffic): passed"},
 	XdpfabXdpfabCounterCNT_PEER_KNOWN:        {"CNT_PEER_KNOWN", "peer_known", "xdpfab datagrams from a peer in the AV"},
 	XdpfabXdpfabCounterCNT_PEER_UNKNOWN:      {"CNT_PEER_UNKNOWN", "peer_unknown", "xdpfab datagrams from a peer not in the AV, non-strict port: handed up marked unknown"},
 	XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER: {"CNT_DROP_UNKNOWN_PEER", "drop_unknown_peer", "xdpfab datagrams from a peer not in the AV, strict port: dropped"},
-	XdpfabXdpfabCounterCNT_REQ_OK:            {"CNT_REQ_OK", "req_ok", "requests whose every op passed vetting"},
-	XdpfabXdpfabCounterCNT_REQ_BAD_HEADER:    {"CNT_REQ_BAD_HEADER", "req_bad_header", "requests with a malformed header or op descriptor"},
-	XdpfabXdpfabCounterCNT_REQ_MR_NO_KEY:     {"CNT_REQ_MR_NO_KEY", "req_mr_no_key", "requests naming an unknown MR key"},
-	XdpfabXdpfabCounterCNT_REQ_MR_DISABLED:   {"CNT_REQ_MR_DISABLED", "req_mr_disabled", "requests naming a region that is not enabled"},
-	XdpfabXdpfabCounterCNT_REQ_MR_RANGE:      {"CNT_REQ_MR_RANGE", "req_mr_range", "requests outside the region's range"},
-	XdpfabXdpfabCounterCNT_REQ_MR_ACCESS:     {"CNT_REQ_MR_ACCESS", "req_mr_access", "requests needing access the registration lacks"},
+	XdpfabXdpfabCounterCNT_DROP_NO_CSUM:      {"CNT_DROP_NO_CSUM", "drop_no_csum", "xdpfab datagrams with UDP checksum 0 (none sent): dropped"},
+	XdpfabXdpfabCounterCNT_PASS_BAD_CSUM:     {"CNT_PASS_BAD_CSUM", "pass_bad_csum", "xdpfab datagrams whose UDP checksum is wrong (corrupted, or left to offload by an in-host sender): passed, the stack keeps or drops them"},
 	XdpfabXdpfabCounterCNT_PASS_NO_META:      {"CNT_PASS_NO_META", "pass_no_meta", "xdpfab datagrams the driver could not attach metadata to: passed"},
 	XdpfabXdpfabCounterCNT_REDIRECT_XSK:      {"CNT_REDIRECT_XSK", "redirect_xsk", "xdpfab datagrams redirected to the AF_XDP socket of their RX queue"},
 	XdpfabXdpfabCounterCNT_PASS_NO_XSK:       {"CNT_PASS_NO_XSK", "pass_no_xsk", "xdpfab datagrams with no AF_XDP socket on their queue: passed to the stack"},
@@ -63,30 +56,3 @@ func (c XdpfabXdpfabCounter) Description() string {
 }
 
 func (c XdpfabXdpfabCounter) String() string { return c.Name() }
-
-var reasonInfo = [...]enumInfo{
-	XdpfabXdpfabReasonREASON_OK:          {"REASON_OK", "ok", "not a request, or every op passed vetting"},
-	XdpfabXdpfabReasonREASON_BAD_HEADER:  {"REASON_BAD_HEADER", "bad_header", "header or op descriptor truncated or inconsistent"},
-	XdpfabXdpfabReasonREASON_MR_NO_KEY:   {"REASON_MR_NO_KEY", "mr_no_key", "no MR with that key in the port's domain"},
-	XdpfabXdpfabReasonREASON_MR_DISABLED: {"REASON_MR_DISABLED", "mr_disabled", "the region is not enabled"},
-	XdpfabXdpfabReasonREASON_MR_RANGE:    {"REASON_MR_RANGE", "mr_range", "the access is outside the region"},
-	XdpfabXdpfabReasonREASON_MR_ACCESS:   {"REASON_MR_ACCESS", "mr_access", "the registration lacks the access the op needs"},
-}
-
-// Name is the reason's short name, e.g. "mr_range".
-func (r XdpfabXdpfabReason) Name() string {
-	if int(r) < len(reasonInfo) {
-		return reasonInfo[r].name
-	}
-	return "reason?"
-}
-
-// Description says what the reason means.
-func (r XdpfabXdpfabReason) Description() string {
-	if int(r) < len(reasonInfo) {
-		return reasonInfo[r].desc
-	}
-	return ""
-}
-
-func (r XdpfabXdpfabReason) String() string { return r.Name() }

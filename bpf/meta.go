@@ -10,12 +10,13 @@ type Meta = XdpfabXdpMeta
 // Metadata constants (xdpfab.h).
 const (
 	MetaLen   = 24         // sizeof(struct xdp_meta)
-	MetaMagic = 0x58464d31 // XDPFAB_META_MAGIC, the last 4 bytes of the metadata
+	MetaMagic = 0x58464d32 // XDPFAB_META_MAGIC, the last 4 bytes of the metadata
 
 	MetaPeerUnknown = 0x1 // XDP_META_PEER_UNKNOWN: source not in the AV, FiAddr is FI_ADDR_NOTAVAIL
-	MetaVetted      = 0x2 // XDP_META_VETTED: a request was vetted, see Reason and BadOps
+	MetaCsumOK      = 0x2 // XDP_META_CSUM_OK: the UDP checksum was present and verified
 
-	PortStrict = 0x1 // PORT_STRICT: drop datagrams from peers not in the AV
+	PortStrict    = 0x1 // PORT_STRICT: drop datagrams from peers not in the AV
+	PortBoundAddr = 0x2 // PORT_BOUND_ADDR: only datagrams to XdpfabPortConfig.Addr; else to any address in local_addrs
 
 	XSKMaxQueues = 64 // XSK_MAX_QUEUES: entries of the xsks map
 )
@@ -30,10 +31,7 @@ func ParseMeta(b []byte) (m Meta, ok bool) {
 	b = b[len(b)-MetaLen:]
 	m.FiAddr = binary.LittleEndian.Uint64(b[0:])
 	m.AuthKeyId = binary.LittleEndian.Uint32(b[8:])
-	m.RegionId = binary.LittleEndian.Uint32(b[12:])
-	m.BadOps = binary.LittleEndian.Uint16(b[16:])
-	m.Reason = b[18]
-	m.Flags = b[19]
+	m.Flags = b[12]
 	m.Magic = binary.LittleEndian.Uint32(b[20:])
 	return m, m.Magic == MetaMagic
 }

@@ -11,15 +11,16 @@ type frame struct {
 	vlan       bool   // one 802.1Q tag
 	etherType  uint16 // overrides the L3 ethertype (e.g. ARP)
 	src, dst   netip.AddrPort
-	proto      uint8  // IP protocol, default UDP
-	ipOptions  int    // IPv4 option bytes (multiple of 4)
-	fragOff    uint16 // IPv4 flags+fragment offset field (host order)
-	v6Frag     bool   // IPv6: a fragment header before UDP
-	payload    []byte // UDP payload (or L4 bytes when proto is not UDP)
-	udpLen     int    // overrides the UDP length field when nonzero
-	ipLen      int    // overrides the IPv4 total / IPv6 payload length when nonzero
-	ihl        int    // overrides the IPv4 IHL field when nonzero
-	badVersion bool   // IPv4 header claiming version 6
+	proto      uint8   // IP protocol, default UDP
+	csum       *uint16 // overrides the UDP checksum (default: the right one)
+	ipOptions  int     // IPv4 option bytes (multiple of 4)
+	fragOff    uint16  // IPv4 flags+fragment offset field (host order)
+	v6Frag     bool    // IPv6: a fragment header before UDP
+	payload    []byte  // UDP payload (or L4 bytes when proto is not UDP)
+	udpLen     int     // overrides the UDP length field when nonzero
+	ipLen      int     // overrides the IPv4 total / IPv6 payload length when nonzero
+	ihl        int     // overrides the IPv4 IHL field when nonzero
+	badVersion bool    // IPv4 header claiming version 6
 }
 
 var (
@@ -60,7 +61,12 @@ func (f frame) build() []byte {
 			ul = f.udpLen
 		}
 		binary.BigEndian.PutUint16(udp[4:], uint16(ul))
-		l4 = append(udp, f.payload...) // checksum 0: none (IPv4), unchecked by XDP
+		l4 = append(udp, f.payload...)
+		c := udpChecksum(f.src.Addr(), f.dst.Addr(), l4)
+		if f.csum != nil {
+			c = *f.csum
+		}
+		binary.BigEndian.PutUint16(l4[6:], c)
 	}
 
 	if v6 {
@@ -115,6 +121,39 @@ func (f frame) build() []byte {
 	return append(b, l4...)
 }
 
+// udpChecksum is RFC 768's checksum of the UDP datagram l4 (its checksum
+// field zero) between src and dst, computed the plain way. A datagram
+// whose length field lies is summed over the bytes it has.
+func udpChecksum(src, dst netip.Addr, l4 []byte) uint16 {
+	var sum uint32
+	add := func(b []byte) {
+		for i := 0; i+1 < len(b); i += 2 {
+			sum += uint32(binary.BigEndian.Uint16(b[i:]))
+		}
+		if len(b)%2 == 1 {
+			sum += uint32(b[len(b)-1]) << 8
+		}
+	}
+	if src.Unmap().Is4() {
+		s, d := src.Unmap().As4(), dst.Unmap().As4()
+		add(s[:])
+		add(d[:])
+	} else {
+		s, d := src.As16(), dst.As16()
+		add(s[:])
+		add(d[:])
+	}
+	sum += 17 + uint32(len(l4))
+	add(l4)
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	if c := ^uint16(sum); c != 0 {
+		return c
+	}
+	return 0xffff
+}
+
 func ipChecksum(h []byte) uint16 {
 	var sum uint32
 	for i := 0; i+1 < len(h); i += 2 {
@@ -126,7 +165,8 @@ func ipChecksum(h []byte) uint16 {
 	return ^uint16(sum)
 }
 
-// Wire-format test payloads (layout in xdpfab.h, WIRE_*).
+// Wire-format test payloads: the program does not read them (only the
+// checksum covers them), but test packets carry realistic ones.
 
 type wireOp struct {
 	opcode, access, datatype uint8
@@ -139,7 +179,9 @@ type wireOp struct {
 // request encodes a request with ops, with payload bytes matching each
 // op's len.
 func request(ops ...wireOp) []byte {
-	b := wireHeader(1, len(ops))
+	b := make([]byte, 40)
+	b[0], b[1], b[2] = 0xFB, 1, 1 // magic, version, REQ
+	binary.LittleEndian.PutUint16(b[4:], uint16(len(ops)))
 	for _, op := range ops {
 		d := make([]byte, 48)
 		d[0], d[1], d[2], d[3] = op.opcode, op.access, op.datatype, op.atomicOp
@@ -156,32 +198,4 @@ func request(ops ...wireOp) []byte {
 	return b
 }
 
-func wireHeader(typ uint8, nops int) []byte {
-	h := make([]byte, 40)
-	h[0], h[1], h[2] = 0xFB, 1, typ
-	binary.LittleEndian.PutUint16(h[4:], uint16(nops))
-	return h
-}
-
-const (
-	opMsg           = 1
-	opWrite         = 2
-	opRead          = 3
-	opAtomic        = 4
-	opFetchAtomic   = 5
-	opCompareAtomic = 6
-
-	accR = 1
-	accW = 2
-
-	dtUint32 = 5
-	dtUint64 = 7
-)
-
-func msgOp(n uint32) wireOp { return wireOp{opcode: opMsg, len: n, count: n} }
-func writeOp(key, addr uint64, n uint32) wireOp {
-	return wireOp{opcode: opWrite, access: accW, len: n, rkey: key, addr: addr}
-}
-func readOp(key, addr uint64, n uint32) wireOp {
-	return wireOp{opcode: opRead, access: accR, respLen: n, rkey: key, addr: addr}
-}
+func msgOp(n uint32) wireOp { return wireOp{opcode: 1, len: n, count: n} }

@@ -28,6 +28,11 @@ type XdpfabAvValue struct {
 	Flags     uint32
 }
 
+type XdpfabLocalAddr struct {
+	_    structs.HostLayout
+	Addr [16]uint8
+}
+
 type XdpfabMrKey struct {
 	_        structs.HostLayout
 	DomainId uint32
@@ -51,16 +56,15 @@ type XdpfabPortConfig struct {
 	DomainId uint32
 	Flags    uint32
 	Pad      uint32
+	Addr     [16]uint8
 }
 
 type XdpfabXdpMeta struct {
 	_         structs.HostLayout
 	FiAddr    uint64
 	AuthKeyId uint32
-	RegionId  uint32
-	BadOps    uint16
-	Reason    uint8
 	Flags     uint8
+	Pad       [7]uint8
 	Magic     uint32
 }
 
@@ -73,46 +77,31 @@ const (
 	XdpfabXdpfabCounterCNT_PASS_FRAGMENT     XdpfabXdpfabCounter = 3
 	XdpfabXdpfabCounterCNT_PASS_MALFORMED    XdpfabXdpfabCounter = 4
 	XdpfabXdpfabCounterCNT_PASS_OTHER_PORT   XdpfabXdpfabCounter = 5
-	XdpfabXdpfabCounterCNT_PEER_KNOWN        XdpfabXdpfabCounter = 6
-	XdpfabXdpfabCounterCNT_PEER_UNKNOWN      XdpfabXdpfabCounter = 7
-	XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER XdpfabXdpfabCounter = 8
-	XdpfabXdpfabCounterCNT_REQ_OK            XdpfabXdpfabCounter = 9
-	XdpfabXdpfabCounterCNT_REQ_BAD_HEADER    XdpfabXdpfabCounter = 10
-	XdpfabXdpfabCounterCNT_REQ_MR_NO_KEY     XdpfabXdpfabCounter = 11
-	XdpfabXdpfabCounterCNT_REQ_MR_DISABLED   XdpfabXdpfabCounter = 12
-	XdpfabXdpfabCounterCNT_REQ_MR_RANGE      XdpfabXdpfabCounter = 13
-	XdpfabXdpfabCounterCNT_REQ_MR_ACCESS     XdpfabXdpfabCounter = 14
-	XdpfabXdpfabCounterCNT_PASS_NO_META      XdpfabXdpfabCounter = 15
-	XdpfabXdpfabCounterCNT_REDIRECT_XSK      XdpfabXdpfabCounter = 16
-	XdpfabXdpfabCounterCNT_PASS_NO_XSK       XdpfabXdpfabCounter = 17
-	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 18
-)
-
-type XdpfabXdpfabReason uint32
-
-const (
-	XdpfabXdpfabReasonREASON_OK          XdpfabXdpfabReason = 0
-	XdpfabXdpfabReasonREASON_BAD_HEADER  XdpfabXdpfabReason = 1
-	XdpfabXdpfabReasonREASON_MR_NO_KEY   XdpfabXdpfabReason = 2
-	XdpfabXdpfabReasonREASON_MR_DISABLED XdpfabXdpfabReason = 3
-	XdpfabXdpfabReasonREASON_MR_RANGE    XdpfabXdpfabReason = 4
-	XdpfabXdpfabReasonREASON_MR_ACCESS   XdpfabXdpfabReason = 5
-	XdpfabXdpfabReasonREASON_MAX         XdpfabXdpfabReason = 6
+	XdpfabXdpfabCounterCNT_PASS_OTHER_HOST   XdpfabXdpfabCounter = 6
+	XdpfabXdpfabCounterCNT_PEER_KNOWN        XdpfabXdpfabCounter = 7
+	XdpfabXdpfabCounterCNT_PEER_UNKNOWN      XdpfabXdpfabCounter = 8
+	XdpfabXdpfabCounterCNT_DROP_UNKNOWN_PEER XdpfabXdpfabCounter = 9
+	XdpfabXdpfabCounterCNT_DROP_NO_CSUM      XdpfabXdpfabCounter = 10
+	XdpfabXdpfabCounterCNT_PASS_BAD_CSUM     XdpfabXdpfabCounter = 11
+	XdpfabXdpfabCounterCNT_PASS_NO_META      XdpfabXdpfabCounter = 12
+	XdpfabXdpfabCounterCNT_REDIRECT_XSK      XdpfabXdpfabCounter = 13
+	XdpfabXdpfabCounterCNT_PASS_NO_XSK       XdpfabXdpfabCounter = 14
+	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 15
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	XdpfabMapAvMap              = "av_map"
-	XdpfabMapCounters           = "counters"
-	XdpfabMapMrMap              = "mr_map"
-	XdpfabMapPorts              = "ports"
-	XdpfabMapXsks               = "xsks"
-	XdpfabProgXdpfabXdp         = "xdpfab_xdp"
-	XdpfabProgXskProbe          = "xsk_probe"
-	XdpfabVarUnusedXdpMeta      = "unused_xdp_meta"
-	XdpfabVarUnusedXdpfabReason = "unused_xdpfab_reason"
+	XdpfabMapAvMap         = "av_map"
+	XdpfabMapCounters      = "counters"
+	XdpfabMapLocalAddrs    = "local_addrs"
+	XdpfabMapMrMap         = "mr_map"
+	XdpfabMapPorts         = "ports"
+	XdpfabMapXsks          = "xsks"
+	XdpfabProgXdpfabXdp    = "xdpfab_xdp"
+	XdpfabProgXskProbe     = "xsk_probe"
+	XdpfabVarUnusedXdpMeta = "unused_xdp_meta"
 )
 
 // LoadXdpfab returns the embedded CollectionSpec for Xdpfab.
@@ -165,19 +154,19 @@ type XdpfabProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabMapSpecs struct {
-	AvMap    *ebpf.MapSpec `ebpf:"av_map"`
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	MrMap    *ebpf.MapSpec `ebpf:"mr_map"`
-	Ports    *ebpf.MapSpec `ebpf:"ports"`
-	Xsks     *ebpf.MapSpec `ebpf:"xsks"`
+	AvMap      *ebpf.MapSpec `ebpf:"av_map"`
+	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	LocalAddrs *ebpf.MapSpec `ebpf:"local_addrs"`
+	MrMap      *ebpf.MapSpec `ebpf:"mr_map"`
+	Ports      *ebpf.MapSpec `ebpf:"ports"`
+	Xsks       *ebpf.MapSpec `ebpf:"xsks"`
 }
 
 // XdpfabVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabVariableSpecs struct {
-	UnusedXdpMeta      *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
-	UnusedXdpfabReason *ebpf.VariableSpec `ebpf:"unused_xdpfab_reason"`
+	UnusedXdpMeta *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
 }
 
 // XdpfabObjects contains all objects after they have been loaded into the kernel.
@@ -200,17 +189,19 @@ func (o *XdpfabObjects) Close() error {
 //
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabMaps struct {
-	AvMap    *ebpf.Map `ebpf:"av_map"`
-	Counters *ebpf.Map `ebpf:"counters"`
-	MrMap    *ebpf.Map `ebpf:"mr_map"`
-	Ports    *ebpf.Map `ebpf:"ports"`
-	Xsks     *ebpf.Map `ebpf:"xsks"`
+	AvMap      *ebpf.Map `ebpf:"av_map"`
+	Counters   *ebpf.Map `ebpf:"counters"`
+	LocalAddrs *ebpf.Map `ebpf:"local_addrs"`
+	MrMap      *ebpf.Map `ebpf:"mr_map"`
+	Ports      *ebpf.Map `ebpf:"ports"`
+	Xsks       *ebpf.Map `ebpf:"xsks"`
 }
 
 func (m *XdpfabMaps) Close() error {
 	return _XdpfabClose(
 		m.AvMap,
 		m.Counters,
+		m.LocalAddrs,
 		m.MrMap,
 		m.Ports,
 		m.Xsks,
@@ -221,8 +212,7 @@ func (m *XdpfabMaps) Close() error {
 //
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabVariables struct {
-	UnusedXdpMeta      *ebpf.Variable `ebpf:"unused_xdp_meta"`
-	UnusedXdpfabReason *ebpf.Variable `ebpf:"unused_xdpfab_reason"`
+	UnusedXdpMeta *ebpf.Variable `ebpf:"unused_xdp_meta"`
 }
 
 // XdpfabPrograms contains all programs after they have been loaded into the kernel.

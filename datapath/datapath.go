@@ -7,8 +7,8 @@
 // move in batches, each with its peer address, so one system call (or one
 // ring pass) carries many packets, and nothing allocates per packet. A
 // transport that vets packets before user space sees them (the XDP path
-// resolves the sender's fi_addr from the AV map and checks the MR map) says
-// so in each packet's Meta; the UDP transport reports "not vetted".
+// resolves the sender's fi_addr from the AV map) says so in each packet's
+// Meta; the UDP transport reports "not vetted".
 package datapath
 
 import (
@@ -28,13 +28,11 @@ const (
 	// VerdictNone: the transport does not vet packets (kernel UDP). The
 	// engine must apply its own admission checks.
 	VerdictNone Verdict = iota
-	// VerdictAccepted: the packet is from a known peer (Meta.FIAddr) and its
-	// ops passed the MR checks in the kernel.
+	// VerdictAccepted: the packet went through the transport's filter:
+	// sender resolved (Meta.FIAddr, or fi.AddrNotAvail for an unknown one
+	// on a port that admits them), checksum verified. Its ops are not
+	// vetted: the target checks each against its MR table.
 	VerdictAccepted
-	// VerdictRejectedMR: the peer is known but an op failed the kernel MR
-	// check; the transport passes such packets up so the target can NAK them
-	// with FI_EACCES/FI_EINVAL instead of leaving the initiator to time out.
-	VerdictRejectedMR
 	// VerdictUnreachable: not a received datagram but one this transport
 	// sent that the network bounced (ICMP port unreachable): Buf is the
 	// datagram as sent, Addr its destination. The engine fails the

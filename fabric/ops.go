@@ -136,7 +136,10 @@ func (ep *Endpoint) presentedDigest(keys map[fi.Addr]uint32, keyH fi.Addr) (dige
 	return digest, ok
 }
 
-// submit hands r, prepared by begin, to the engine.
+// submit hands r, prepared by begin, to the engine. The engine's error
+// means the request was not accepted and will never execute or complete
+// (reliable.Engine.Submit), so the op is released at once; an accepted one
+// is released by onComplete, exactly once.
 func (ep *Endpoint) submit(o *txOp, r *reliable.Request) error {
 	// ep.eng is set before enabled under ep.mu and never changes after;
 	// begin saw enabled under ep.mu, so reading it here is ordered.
@@ -153,7 +156,8 @@ func (ep *Endpoint) freeOp(o *txOp) {
 	ep.mu.Unlock()
 }
 
-// abort releases an op that was never submitted.
+// abort releases an op that was never submitted, or that the engine did
+// not accept.
 func (ep *Endpoint) abort(o *txOp) {
 	if o.reserved {
 		o.cq.unreserve()

@@ -381,7 +381,9 @@ func (s *progressSet) sleep(d time.Duration, intr0 uint64, done func() bool) (he
 	if s.closed || wakeFD < 0 {
 		return false, false
 	}
-	var buf [8]unix.PollFd
+	// On the stack (Engine.PollFDs copies into it): a sleep allocates
+	// nothing unless the endpoints have more descriptors than this.
+	var buf [32]unix.PollFd
 	fds := append(buf[:0], unix.PollFd{Fd: int32(wakeFD), Events: unix.POLLIN})
 	s.mu.Lock()
 	eps := s.eps

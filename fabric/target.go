@@ -12,13 +12,26 @@ import (
 // reliable.Handler of the endpoint's engine). The engine hands each op over
 // exactly once and in the peer's posting order; the errno returned here is
 // what the initiator's completion reports. Every check (key, range,
-// access, region enabled) happens before target memory is touched.
+// access, region enabled, auth key, endpoint binding) happens before
+// target memory is touched.
+//
+// These checks are the only ones: the XDP program vets no op. It used to
+// check key, range and access against mr_map and pass a verdict up, and
+// that verdict could not replace a check here. The program cannot see
+// the auth key digest a region demands or FI_MR_ENDPOINT bindings; a
+// region may be closed (or its key registered anew) between the verdict
+// and execution, which only this lookup, made at execution time, honours
+// (mr.Table: refused from the moment Close returns); and the lookup is
+// needed anyway to find the region's memory. Trusting the verdict would
+// have saved only the range and access comparisons (LookupAuth ~12 ns, the
+// same without them ~13 ns: no measurable gain), while computing it cost
+// the program ~25 ns of softirq time per distinct op (BPF run-time stats
+// over veth: 777 against 439 ns per 13-op packet; bpf package doc). So the
+// kernel filters what needs no MR knowledge (unknown peers, other hosts,
+// bad checksums) and user space, authoritative and up to date, decides the
+// rest.
 func (ep *Endpoint) HandleRequest(in *reliable.Incoming, resp []byte) (int, fi.Errno) {
 	d := &in.Op
-	// The XDP program's verdict (in.Meta) is per packet and a packet may
-	// carry several ops, so every op is checked here on its own: the
-	// mr.Table lookup below is what decides, and it never lets a bad op
-	// touch memory.
 	switch d.Opcode {
 	case wire.OpMsg:
 		return 0, ep.rx.deliver(ep, in)

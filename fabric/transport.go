@@ -21,8 +21,8 @@ var errNoXDP = errors.New("AF_XDP not available")
 
 // resolveTransport decides, when the domain opens, how its endpoints move
 // packets, and returns the MR mirror that goes with it: with AF_XDP the
-// domain's keys are kept in the XDP program's MR map so the kernel vets
-// requests. TransportAuto falls back to the kernel UDP socket, logging why.
+// domain's keys are kept in the attachment's MR map, the kernel-visible
+// registry of the keys (the target vets every request). TransportAuto falls back to the kernel UDP socket, logging why.
 func (d *Domain) resolveTransport() (mr.Mirror, error) {
 	if d.attr.Transport == TransportUDP {
 		d.kind = TransportUDP

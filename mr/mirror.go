@@ -17,8 +17,8 @@ import (
 const RegionEnabled uint32 = 0x1
 
 // Mirror is an external copy of a Table's keys that the Table keeps in step:
-// the XDP program's mr_map, which vets requests before user space sees
-// them. Every registration, enable, refresh and close calls it
+// the XDP attachment's mr_map, the kernel-visible registry of the keys
+// (`xdpfab status`). Every registration, enable, refresh and close calls it
 // synchronously, so when such a call returns the kernel agrees with Go.
 // The layouts are the generated ones of bpf/xdpfab.h. The pointers are
 // valid only during the call.

@@ -9,9 +9,10 @@
 // (FI_MR_VIRT_ADDR). The target side of the datapath vets every incoming
 // request with Table.Lookup, lock-free and allocation-free, which answers
 // the slices to operate on or a Denial carrying the errno the initiator
-// gets; the XDP program vets the same requests earlier from the BPF map
-// mr_map, which the Table keeps in step through a Mirror on every
-// registration, enable, refresh and close, before the call returns. The
+// gets. With AF_XDP the Table also keeps the BPF map mr_map in step
+// through a Mirror on every registration, enable, refresh and close,
+// before the call returns: the kernel-visible registry of the keys (the
+// XDP program does not vet requests; the bpf package doc says why). The
 // domain's mr_mode bits (Mode) select the rules of fi_mr(3); binding an EQ
 // with FI_REG_MR makes registration asynchronous.
 //

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"slices"
 
@@ -21,6 +22,12 @@ type PortConfig struct {
 	AVID     uint32 `json:"av_id"`     // AV whose peers may send to the port
 	DomainID uint32 `json:"domain_id"` // domain whose MR keys the port's requests name
 	Strict   bool   `json:"strict"`    // drop datagrams from peers not in the AV
+	// Addr is the address the port's endpoint is bound to: only datagrams
+	// to it are the endpoint's. The zero Addr (or an unspecified one)
+	// binds every address of the namespace (the local_addrs map, see
+	// SyncLocalAddrs). Datagrams to other addresses (forwarded or bridged
+	// traffic) pass to the stack, counted as pass_other_host.
+	Addr netip.Addr `json:"addr,omitzero"`
 }
 
 // Port is one configured UDP port.
@@ -45,6 +52,10 @@ func (a *Attachment) setPort(port uint16, cfg PortConfig) error {
 	if cfg.Strict {
 		v.Flags |= bpf.PortStrict
 	}
+	if cfg.Addr.IsValid() && !cfg.Addr.IsUnspecified() {
+		v.Flags |= bpf.PortBoundAddr
+		v.Addr = cfg.Addr.Unmap().As16() // IPv4-mapped for IPv4, as the program compares
+	}
 	if err := a.PortMap.Put(portKey(port), v); err != nil {
 		if errors.Is(err, unix.E2BIG) {
 			return fmt.Errorf("xdp: %s: set port %d: ports map full (%d): %w", a.Iface, port, a.PortMap.MaxEntries(), fi.ENOSPC)
@@ -67,7 +78,11 @@ func (a *Attachment) deletePort(port uint16) error {
 }
 
 func portConfigOf(v *bpf.XdpfabPortConfig) PortConfig {
-	return PortConfig{AVID: v.AvId, DomainID: v.DomainId, Strict: v.Flags&bpf.PortStrict != 0}
+	cfg := PortConfig{AVID: v.AvId, DomainID: v.DomainId, Strict: v.Flags&bpf.PortStrict != 0}
+	if v.Flags&bpf.PortBoundAddr != 0 {
+		cfg.Addr = netip.AddrFrom16(v.Addr).Unmap()
+	}
+	return cfg
 }
 
 // port reads the config of port; ok is false if it has none.

@@ -131,7 +131,8 @@ const (
 	pinProg = "prog"
 )
 
-var pinnedMaps = []string{bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap, bpf.XdpfabMapPorts, bpf.XdpfabMapXsks, bpf.XdpfabMapCounters}
+var pinnedMaps = []string{bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap, bpf.XdpfabMapPorts, bpf.XdpfabMapXsks, bpf.XdpfabMapCounters,
+	bpf.XdpfabMapLocalAddrs}
 
 // errNotAttached is Open's error where xdpfab is not attached.
 var errNotAttached = fmt.Errorf("xdpfab is not attached: %w", fi.ENOENT)
@@ -166,6 +167,7 @@ type Attachment struct {
 	PortMap    *ebpf.Map // ports: UDP port (network order) -> bpf.XdpfabPortConfig
 	XSKMap     *ebpf.Map // xsks: RX queue -> AF_XDP socket
 	CounterMap *ebpf.Map // counters: per-CPU, bpf.Counter -> uint64
+	LocalMap   *ebpf.Map // local_addrs: the namespace's addresses (bpf.XdpfabLocalAddr)
 
 	progID ebpf.ProgramID // keys the owner records (owner.go)
 }
@@ -176,7 +178,7 @@ func (a *Attachment) Close() error {
 	if a.Program != nil {
 		errs = append(errs, a.Program.Close())
 	}
-	for _, m := range []*ebpf.Map{a.AVMap, a.MRMap, a.PortMap, a.XSKMap, a.CounterMap} {
+	for _, m := range []*ebpf.Map{a.AVMap, a.MRMap, a.PortMap, a.XSKMap, a.CounterMap, a.LocalMap} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
@@ -230,6 +232,11 @@ func Attach(iface string, opts Options) (*Attachment, error) {
 			removeIfEmpty(nsPinDir(ns))
 			return nil, err
 		}
+	}
+	// Ports bound to every address need the namespace's addresses.
+	if err := a.SyncLocalAddrs(nil); err != nil {
+		a.Close()
+		return nil, err
 	}
 	for port, cfg := range opts.Ports {
 		if err := a.setPort(port, cfg); err != nil {
@@ -327,7 +334,7 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 	}()
 	maps := map[string]*ebpf.Map{
 		bpf.XdpfabMapAvMap: objs.AvMap, bpf.XdpfabMapMrMap: objs.MrMap, bpf.XdpfabMapPorts: objs.Ports,
-		bpf.XdpfabMapXsks: objs.Xsks, bpf.XdpfabMapCounters: objs.Counters,
+		bpf.XdpfabMapXsks: objs.Xsks, bpf.XdpfabMapCounters: objs.Counters, bpf.XdpfabMapLocalAddrs: objs.LocalAddrs,
 	}
 	for _, name := range pinnedMaps {
 		if err := maps[name].Pin(filepath.Join(dir, name)); err != nil {
@@ -344,6 +351,7 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 	a := &Attachment{
 		Iface: iface, Ifindex: nl.Attrs().Index, Netns: ns, PinDir: dir, Program: objs.XdpfabXdp,
 		AVMap: objs.AvMap, MRMap: objs.MrMap, PortMap: objs.Ports, XSKMap: objs.Xsks, CounterMap: objs.Counters,
+		LocalMap: objs.LocalAddrs,
 	}
 	a.progID = progIDOf(a.Program)
 	return a, nil
@@ -586,7 +594,7 @@ func open(ns NetnsID, nl netlink.Link) (*Attachment, error) {
 		dst  **ebpf.Map
 	}{
 		{bpf.XdpfabMapAvMap, &a.AVMap}, {bpf.XdpfabMapMrMap, &a.MRMap}, {bpf.XdpfabMapPorts, &a.PortMap},
-		{bpf.XdpfabMapXsks, &a.XSKMap}, {bpf.XdpfabMapCounters, &a.CounterMap},
+		{bpf.XdpfabMapXsks, &a.XSKMap}, {bpf.XdpfabMapCounters, &a.CounterMap}, {bpf.XdpfabMapLocalAddrs, &a.LocalMap},
 	} {
 		if *m.dst, err = ebpf.LoadPinnedMap(filepath.Join(dir, m.name), nil); err != nil {
 			a.Close()

@@ -429,6 +429,8 @@ func TestTraffic(t *testing.T) {
 			p := newPair(t)
 			a := p.mustAttach(t, xdp.Options{Mode: mode, Ports: map[uint16]xdp.PortConfig{xdpfabPort: {AVID: avID, Strict: true}}})
 			addrA, addrB := p.v.AddrA.Addr(), p.v.AddrB.Addr()
+			// Full UDP checksums from A, as over a NIC (see SetTxChecksum).
+			require.NoError(t, p.a.SetTxChecksum(p.v.NameA, false))
 
 			require.True(t, ping(t, p.a, addrB, 5), "ping B while attached")
 

@@ -145,7 +145,11 @@ func printStatus(w io.Writer, st *xdp.Status) {
 		if p.Owner != nil {
 			owner = fmt.Sprintf("owner pid %d (%s)", p.Owner.PID, p.Owner.Comm)
 		}
-		fmt.Fprintf(w, "  port %d: av %d, domain %d%s; %s\n", p.Port.Port, p.AVID, p.DomainID, strict, owner)
+		addr := "every address"
+		if p.Addr.IsValid() {
+			addr = p.Addr.String()
+		}
+		fmt.Fprintf(w, "  port %d (%s): av %d, domain %d%s; %s\n", p.Port.Port, addr, p.AVID, p.DomainID, strict, owner)
 	}
 	fmt.Fprintf(w, "  AV map: %d of %d entries\n", st.AVEntries, st.AVCapacity)
 	fmt.Fprintf(w, "  MR map: %d of %d entries\n", st.MREntries, st.MRCapacity)

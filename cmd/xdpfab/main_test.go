@@ -65,8 +65,8 @@ func TestAttachStatusStatsDetach(t *testing.T) {
 			require.Equal(t, exitOK, code, stderr)
 			require.Contains(t, stdout, iface+" (ifindex ")
 			require.Contains(t, stdout, mode+" mode, program ")
-			require.Contains(t, stdout, "port 4791: av 1, domain 2, strict")
-			require.Contains(t, stdout, "port 4792: av 1, domain 2, strict")
+			require.Contains(t, stdout, "port 4791 (every address): av 1, domain 2, strict")
+			require.Contains(t, stdout, "port 4792 (every address): av 1, domain 2, strict")
 			require.Contains(t, stdout, "AV map: 0 of ")
 			require.Contains(t, stdout, "AF_XDP sockets on RX queues: none")
 

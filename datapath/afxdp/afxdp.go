@@ -1,22 +1,32 @@
 // Package afxdp is the AF_XDP datapath.Transport: xdpfab packets arrive
 // through the XDP program's XSKMAP redirect into AF_XDP sockets, with the
-// kernel's verdict (sender's fi_addr from the AV map, MR vetting) in the
-// metadata in front of each packet, and leave as frames this package builds
-// itself (Ethernet/IP/UDP headers, next-hop MAC from the neighbour table).
+// kernel's verdict (sender's fi_addr from the AV map, UDP checksum
+// verified) in the metadata in front of each packet, and leave as frames
+// this package builds itself (Ethernet/IP/UDP headers with a UDP checksum,
+// next-hop MAC from the neighbour table).
 //
 // Model. Open needs xdpfab attached on the interface (xdp.Attach or
-// `xdpfab attach`). The kernel lets one AF_XDP socket bind a queue, so the
-// sockets belong to a device shared by all of the process's transports on
-// the interface: one socket per RX queue (every queue the kernel accepts a
-// socket on, up to the XSKMAP's 64), each in the XSKMAP slot of its queue,
-// and one receive goroutine that hands every packet to the transport of
-// its UDP destination port through a bounded, preallocated per-transport
-// queue. Each transport also binds an ordinary kernel UDP socket to its
-// address and port: that reserves the port, and receives whatever the
-// program passes to the stack (a non-strict unknown peer, IP fragments, no
-// socket on a queue), so no packet is lost to the choice of path.
-// Configure writes the port's entry in the program's ports map (which AV
-// and domain it serves, strict or not); until then the program passes the
+// `xdpfab attach`) and a local address of the interface (not a wildcard:
+// frames need a source address). The kernel lets one AF_XDP socket bind a
+// queue, so the sockets belong to a device shared by all of the process's
+// transports on the interface: one socket per RX queue (every queue the
+// kernel accepts a socket on, up to the XSKMAP's 64), each in the XSKMAP
+// slot of its queue; the transport that receives drains the rings and
+// hands every packet to the transport of its UDP destination port through
+// a bounded, preallocated per-transport queue. A packet goes to a
+// transport only if its destination address is the transport's and the
+// program marked its checksum verified (Stats.RxOtherHost and
+// RxBadChecksum count the rest: a port entry still bound to every address,
+// a program older than checksums). While open, the device keeps the
+// program's local_addrs map equal to the namespace's addresses (netlink;
+// localaddrs.go), for ports bound to every address. Each transport also
+// binds an ordinary kernel UDP socket to its address and port: that
+// reserves the port, and receives whatever the program passes to the stack
+// (a non-strict unknown peer, IP fragments, no socket on a queue, a
+// datagram whose checksum an in-host kernel sender left to offload), so no
+// packet is lost to the choice of path. Configure writes the port's entry
+// in the program's ports map (which AV and domain it serves, strict or
+// not, and the transport's address); until then the program passes the
 // port's traffic to the kernel socket. Close removes the port entry; the
 // last transport on the interface removes the XSKMAP slots and the sockets.
 //
@@ -88,9 +98,6 @@ type Options struct {
 	Local netip.AddrPort
 	// Bind selects copy or zero-copy AF_XDP (auto: zero-copy if possible).
 	Bind xsk.BindMode
-	// UDPChecksum computes UDP checksums on IPv4 too (zero is legal there
-	// and saves a pass over the payload).
-	UDPChecksum bool
 }
 
 // Stats are the transport's own counters.
@@ -100,7 +107,10 @@ type Stats struct {
 	TxNoHop         uint64 // packets sent through the kernel socket: next hop not resolved yet
 	TxOtherLink     uint64 // packets sent through the kernel socket: their route leaves through another interface
 	TxNoFrame       uint64 // packets dropped: every TX frame in flight
+	TxTooBig        uint64 // packets dropped: larger than the next hop's MTU or a frame (Send reports FI_EMSGSIZE)
 	RxQueueFull     uint64 // packets dropped: the transport's queue was full
+	RxBadChecksum   uint64 // packets dropped: not marked checksum-verified by the XDP program
+	RxOtherHost     uint64 // packets dropped: to the port but not to the transport's address
 }
 
 // Transport is an AF_XDP datapath.Transport for one local port.
@@ -108,10 +118,10 @@ type Transport struct {
 	dev      *device
 	kernel   *udp.Transport
 	local    netip.AddrPort
+	addr     netip.Addr // local's address as received frames carry it (drain compares)
 	resolver *nexthop.Resolver
 	closed   atomic.Bool
 	closing  chan struct{}
-	udpCsum  bool
 	q        rxQueue
 	timer    *time.Timer // Receive's FallbackPoll wait (one Receive at a time)
 	// The kernel-socket check's state (receiveKernel), owned by Receive
@@ -121,7 +131,8 @@ type Transport struct {
 	kernelCalls uint32
 	epoch       time.Time
 
-	rxXSK, rxKernel, txXSK, txNoHop, txOtherLink, txNoFrame atomic.Uint64
+	rxXSK, rxKernel, txXSK, txNoHop, txOtherLink, txNoFrame, txTooBig atomic.Uint64
+	rxBadCsum, rxOtherHost                                            atomic.Uint64
 }
 
 var (
@@ -142,13 +153,21 @@ func Open(opts Options) (*Transport, error) {
 		}
 		opts.Iface = iface
 	}
-	t := &Transport{udpCsum: opts.UDPChecksum, closing: make(chan struct{})}
+	if !opts.Local.Addr().IsValid() || opts.Local.Addr().IsUnspecified() {
+		// Frames this transport builds need a source address, and the
+		// receive side serves one destination address.
+		return nil, fmt.Errorf("afxdp: local address %v: an interface address is needed: %w", opts.Local.Addr(), fi.EINVAL)
+	}
+	t := &Transport{closing: make(chan struct{})}
 	var err error
 	t.kernel, err = udp.Listen(opts.Local, udp.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: kernel socket: %w", err)
 	}
 	t.local = t.kernel.LocalAddr()
+	// As a received frame's destination parses: IPv4 as 4 bytes (an IPv6
+	// datagram to a mapped address is not IPv4 traffic), no zone.
+	t.addr = t.local.Addr().Unmap().WithZone("")
 	// Bound to this thread's namespace, which its goroutines keep using.
 	t.resolver, err = nexthop.New(nexthop.Options{Src: t.local.Addr()})
 	if err != nil {
@@ -213,8 +232,11 @@ func InterfaceOf(addr netip.Addr) (string, error) {
 
 // Configure sets the program's entry for the transport's port: the AV
 // whose peers may send (strict: others are dropped in XDP) and the domain
-// whose MR keys requests name.
+// whose MR keys requests name. The entry is bound to the transport's
+// address (cfg.Addr is ignored): datagrams to the port but another address
+// are not this transport's and pass to the stack.
 func (t *Transport) Configure(cfg xdp.PortConfig) error {
+	cfg.Addr = t.local.Addr()
 	return t.dev.att.SetPort(t.local.Port(), cfg)
 }
 
@@ -330,13 +352,12 @@ func metaOf(m bpf.Meta, ok bool) datapath.Meta {
 	if m.Flags&bpf.MetaPeerUnknown != 0 {
 		dm.FIAddr = fi.AddrNotAvail
 	}
-	if m.BadOps != 0 {
-		dm.Verdict = datapath.VerdictRejectedMR
-	}
 	return dm
 }
 
-// Send implements datapath.Transport.
+// Send implements datapath.Transport. A datagram larger than the next
+// hop's MTU (or a frame) is dropped and counted (Stats.TxTooBig) while the
+// rest of the batch goes out; Send then reports FI_EMSGSIZE for it.
 func (t *Transport) Send(pkts []datapath.Packet) error {
 	if t.closed.Load() {
 		return datapath.ErrClosed
@@ -348,6 +369,7 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 		return datapath.ErrClosed
 	}
 	s := d.socks[0]
+	var tooBig error
 	for len(pkts) > 0 {
 		k := 0
 		for len(pkts) > 0 && k < len(d.tx) {
@@ -369,14 +391,20 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 				continue
 			}
 			ep := udpframe.Endpoints{SrcMAC: hop.SrcMAC, DstMAC: hop.DstMAC, Src: t.local,
-				Dst: netip.AddrPortFrom(p.Addr.Addr().Unmap(), p.Addr.Port()), UDPChecksum: t.udpCsum}
+				Dst: netip.AddrPortFrom(p.Addr.Addr().Unmap(), p.Addr.Port())}
 			hl := ep.HeaderLen()
 			if hl+len(p.Buf) > len(buf) || hl+len(p.Buf)-udpframe.EthLen > hop.MTU {
+				// Dropped, counted and reported once the rest of the
+				// batch is on its way: the frames built for it stay ours
+				// to send.
 				s.ReturnTxFrame(addr)
-				return fmt.Errorf("afxdp: %d-byte datagram exceeds the MTU %d: %w", len(p.Buf), hop.MTU, fi.EMSGSIZE)
+				t.txTooBig.Add(1)
+				if tooBig == nil {
+					tooBig = fmt.Errorf("afxdp: %d-byte datagram exceeds the MTU %d: %w", len(p.Buf), hop.MTU, fi.EMSGSIZE)
+				}
+				continue
 			}
-			copy(buf[hl:], p.Buf)
-			n, err := udpframe.Build(buf, &ep, len(p.Buf))
+			n, err := udpframe.BuildCopy(buf, &ep, p.Buf)
 			if err != nil {
 				s.ReturnTxFrame(addr)
 				continue
@@ -397,7 +425,7 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 			return err
 		}
 	}
-	return nil
+	return tooBig
 }
 
 // p1 returns p as a one-packet batch without allocating.
@@ -432,7 +460,8 @@ func (t *Transport) Stats() Stats {
 	drops := t.q.drops
 	t.q.mu.Unlock()
 	return Stats{RxXSK: t.rxXSK.Load(), RxKernel: t.rxKernel.Load(), TxXSK: t.txXSK.Load(),
-		TxNoHop: t.txNoHop.Load(), TxOtherLink: t.txOtherLink.Load(), TxNoFrame: t.txNoFrame.Load(), RxQueueFull: drops}
+		TxNoHop: t.txNoHop.Load(), TxOtherLink: t.txOtherLink.Load(), TxNoFrame: t.txNoFrame.Load(), TxTooBig: t.txTooBig.Load(),
+		RxQueueFull: drops, RxBadChecksum: t.rxBadCsum.Load(), RxOtherHost: t.rxOtherHost.Load()}
 }
 
 // Close implements datapath.Transport: it wakes a blocked Receive, removes

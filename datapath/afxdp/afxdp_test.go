@@ -167,8 +167,7 @@ func TestFabricOverAFXDP(t *testing.T) {
 			complete(t, sa.cq)
 			require.Equal(t, data, back)
 
-			// A bad key is vetted in XDP and NAKed by the target.
-			retx := sa.ep.Stats().Retransmits
+			// A bad key is NAKed by the target.
 			require.NoError(t, sa.ep.Write(data[:8], mr.Desc{}, sa.peer, 0, 0xBAD, "bad"))
 			buf := make([]fabric.CQEntry, 1)
 			_, err := sa.cq.SRead(buf, 5000)
@@ -181,12 +180,6 @@ func TestFabricOverAFXDP(t *testing.T) {
 			after := counters(t, sb)
 			require.Greater(t, after[bpf.XdpfabXdpfabCounterCNT_REDIRECT_XSK]-before[bpf.XdpfabXdpfabCounterCNT_REDIRECT_XSK], uint64(500),
 				"requests reached the target through AF_XDP")
-			require.Greater(t, after[bpf.XdpfabXdpfabCounterCNT_REQ_OK]-before[bpf.XdpfabXdpfabCounterCNT_REQ_OK], uint64(500))
-			// Once, or more if the initiator retransmitted it (a slow NAK
-			// on a loaded machine): each copy is vetted again.
-			noKey := after[bpf.XdpfabXdpfabCounterCNT_REQ_MR_NO_KEY] - before[bpf.XdpfabXdpfabCounterCNT_REQ_MR_NO_KEY]
-			require.GreaterOrEqual(t, noKey, uint64(1))
-			require.LessOrEqual(t, noKey, 1+sa.ep.Stats().Retransmits-retx)
 
 			// A peer outside the AV is dropped in XDP: its forged request
 			// never reaches the endpoint.

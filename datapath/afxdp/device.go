@@ -28,6 +28,7 @@ type device struct {
 	att     *xdp.Attachment
 	socks   []*xsk.Socket
 	pollFDs []unix.PollFd
+	addrs   *addrWatch // keeps the program's local_addrs map current
 
 	rxMu sync.Mutex // held while draining or polling the RX rings; guards rx
 
@@ -75,6 +76,9 @@ func (d *device) open(iface string, bind xsk.BindMode) error {
 	link, err := netlink.LinkByIndex(d.att.Ifindex)
 	if err != nil {
 		return fmt.Errorf("link %s: %w", iface, err)
+	}
+	if d.addrs, err = watchLocalAddrs(d.att); err != nil {
+		return fmt.Errorf("%s: %w", iface, err)
 	}
 	queues := min(max(link.Attrs().NumRxQueues, 1), bpf.XSKMaxQueues)
 	for q := 0; q < queues; q++ {
@@ -134,6 +138,8 @@ func (d *device) close(t *Transport) {
 }
 
 func (d *device) release() {
+	d.addrs.stop()
+	d.addrs = nil
 	for q, s := range d.socks {
 		_ = d.att.DeleteXSK(uint32(q))
 		s.Close()
@@ -160,10 +166,24 @@ func (d *device) drain() int {
 			if t == nil {
 				continue
 			}
+			// The program steers only datagrams to the address the
+			// port is bound to; this catches the rest (a port entry
+			// still bound to every address, a stale one).
+			if p.Dst.Addr() != t.addr {
+				t.rxOtherHost.Add(1)
+				continue
+			}
+			// The program redirects only datagrams whose UDP checksum
+			// it verified, and says so: one without that mark (a
+			// program from before checksums) is not trusted.
+			m, ok := bpf.ParseMeta(s.Meta(desc, bpf.MetaLen))
+			if !ok || m.Flags&bpf.MetaCsumOK == 0 {
+				t.rxBadCsum.Add(1)
+				continue
+			}
 			t.rxXSK.Add(1)
 			t.q.push(f[p.PayloadOffset:p.PayloadOffset+p.PayloadLen],
-				netip.AddrPortFrom(p.Src.Addr().Unmap(), p.Src.Port()),
-				metaOf(bpf.ParseMeta(s.Meta(desc, bpf.MetaLen))))
+				netip.AddrPortFrom(p.Src.Addr().Unmap(), p.Src.Port()), metaOf(m, ok))
 		}
 		d.mu.RUnlock()
 		if k > 0 {

@@ -1,8 +1,10 @@
 // Package lossy wraps a datapath.Transport and makes its sending side
 // unreliable on purpose: it drops, duplicates and reorders outgoing
 // datagrams at configured rates, driven by a seeded PCG generator so a test
-// run can be reproduced. It exists to test the reliability engine; wrap
-// both ends to make both directions lossy.
+// run can be reproduced, and fails whole Send calls on demand (FailSends),
+// as a socket does that refuses a batch (ENOBUFS, a firewall's EPERM). It
+// exists to test the reliability engine; wrap both ends to make both
+// directions lossy.
 //
 // Reordering holds a packet back (copied into one of a fixed set of
 // buffers) and releases it after the next one to three Send calls, so a
@@ -37,6 +39,7 @@ type Config struct {
 // Stats counts what the wrapper did.
 type Stats struct {
 	Sent, Dropped, Duplicated, Reordered uint64
+	Failed                               uint64 // Send calls failed by FailSends (their packets dropped)
 }
 
 type held struct {
@@ -57,6 +60,8 @@ type Transport struct {
 	hold  []held
 	out   []datapath.Packet
 	stats Stats
+	fails int   // Send calls still to fail (FailSends)
+	err   error // ... with this error
 }
 
 var _ datapath.Transport = (*Transport)(nil)
@@ -96,10 +101,24 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 	return t.inner.Receive(pkts, wait)
 }
 
+// FailSends makes the next n Send calls drop their whole batch and return
+// err, as a socket that refuses a batch does.
+func (t *Transport) FailSends(n int, err error) {
+	t.mu.Lock()
+	t.fails, t.err = n, err
+	t.mu.Unlock()
+}
+
 // Send impairs pkts and sends what survives, plus held packets now due.
 func (t *Transport) Send(pkts []datapath.Packet) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.fails > 0 && len(pkts) > 0 {
+		t.fails--
+		t.stats.Failed++
+		t.stats.Dropped += uint64(len(pkts))
+		return fmt.Errorf("lossy: injected send failure: %w", t.err)
+	}
 	for len(pkts) > 0 {
 		chunk := pkts
 		if len(chunk) > t.inner.BatchSize() {

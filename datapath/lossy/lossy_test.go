@@ -123,3 +123,33 @@ func TestBadRates(t *testing.T) {
 		}
 	}
 }
+
+// TestFailSends: the next n Send calls fail with the given error and send
+// nothing; the one after goes through.
+func TestFailSends(t *testing.T) {
+	a, b := pair(t)
+	w, err := Wrap(a, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkt := []datapath.Packet{{Buf: []byte("x"), Addr: b.LocalAddr()}}
+	w.FailSends(2, fi.ENOBUFS)
+	for i := range 2 {
+		if err := w.Send(pkt); !errors.Is(err, fi.ENOBUFS) {
+			t.Fatalf("send %d: %v, want FI_ENOBUFS", i, err)
+		}
+	}
+	if err := w.Send(pkt); err != nil {
+		t.Fatal(err)
+	}
+	rx := []datapath.Packet{{Buf: make([]byte, 64)}}
+	if n, err := b.Receive(rx, true); err != nil || n != 1 {
+		t.Fatalf("receive: %d %v", n, err)
+	}
+	if n, _ := b.Receive(rx, false); n != 0 {
+		t.Fatal("a failed send went out")
+	}
+	if st := w.Stats(); st.Failed != 2 || st.Dropped != 2 || st.Sent != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -34,6 +34,11 @@
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
+//   - Acceptance: an error from Submit means the request was not accepted:
+//     it never executes and never completes. An accepted request completes
+//     exactly once; a transport Send that fails after acceptance is
+//     treated as a lost datagram (its packets' retransmission timers resend
+//     them) and counted in Stats.TxErrors, never reported to the caller.
 //   - Retransmission: per-packet timers starting at the peer's RTO, which
 //     is RFC 6298's srtt+4*rttvar but never below RetryInitial (1 ms, as
 //     rxd) so queueing under pipelined load does not cause spurious
@@ -410,6 +415,9 @@ type Engine struct {
 	lastAssist  atomic.Int64
 	assistTimer *time.Timer // receiveLoop's
 
+	pollMu  sync.Mutex
+	pollBuf []unix.PollFd // guarded by pollMu: see pollFDsLocked
+
 	tmCompl []Completion // timer goroutine's completions
 
 	wake chan struct{}
@@ -438,6 +446,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		ackBuf:  make([]byte, 0, 64*wire.HeaderLen),
+		pollBuf: make([]unix.PollFd, 0, 8),
 	}
 	for i := range e.freeOps {
 		e.freeOps[i] = int32(cfg.MaxOps - 1 - i)
@@ -482,7 +491,11 @@ func newSession() uint32 {
 
 // Submit posts r. It returns FI_EAGAIN when MaxOps requests are
 // outstanding, FI_EINVAL for a malformed request, FI_EMSGSIZE for an atomic
-// or inject that does not fit one packet, FI_ESHUTDOWN after Close.
+// or inject that does not fit one packet, FI_ESHUTDOWN after Close. An
+// error means r was not accepted and never executes or completes; once
+// accepted, r completes exactly once through OnComplete, also when the
+// transport fails to send it (its retransmission timer resends it; the
+// failure is counted in Stats.TxErrors).
 func (e *Engine) Submit(r *Request) error {
 	if r == nil || !r.Peer.Addr.IsValid() || !r.Opcode.Valid() {
 		return fmt.Errorf("reliable submit: bad request: %w", fi.EINVAL)
@@ -564,11 +577,11 @@ func (e *Engine) Submit(r *Request) error {
 	if e.cfg.CoalesceAt <= 0 || int(p.nextSeq-p.base) < e.cfg.CoalesceAt {
 		e.pump(p)
 	}
-	err := e.flushLocked()
+	// Accepted: a send that fails now is the retransmission timer's
+	// business (the packets are in their slots with deadlines), not the
+	// caller's, who must not see an error for a request that executes.
+	e.flushLocked()
 	e.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("reliable submit: %w", err)
-	}
 	return nil
 }
 
@@ -585,15 +598,21 @@ func (e *Engine) txPeerOf(peer Peer) *txPeer {
 	return p
 }
 
-// Flush sends requests held back by FI_MORE to peer.
+// Flush sends requests held back by FI_MORE to peer. It fails only after
+// Close (FI_ESHUTDOWN); a send that fails is left to the retransmission
+// timers, as in Submit.
 func (e *Engine) Flush(peer Peer) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.closed {
+		return fmt.Errorf("reliable flush: %w", fi.ESHUTDOWN)
+	}
 	if p := e.peers[peer]; p != nil {
 		p.moreOpen = false
 		e.pump(p)
 	}
-	return e.flushLocked()
+	e.flushLocked()
+	return nil
 }
 
 // ForgetPeer drops all state about peer, as when its address leaves the
@@ -661,13 +680,23 @@ func (e *Engine) bury(p Peer, t tomb) {
 }
 
 // flushLocked sends the queued initiator packets. e.mu is held.
-func (e *Engine) flushLocked() error {
+func (e *Engine) flushLocked() {
 	if len(e.txq) == 0 {
-		return nil
+		return
 	}
-	err := e.tr.Send(e.txq)
+	e.send(e.txq)
 	e.txq = e.txq[:0]
-	return err
+}
+
+// send hands pkts to the transport. A failure is counted, never returned:
+// every packet the engine sends is either a request in a slot with a
+// retransmission deadline, or a response or ack that the initiator's
+// timer asks for again (and gets from the response cache), so what a
+// failed send carried is sent again like a lost datagram.
+func (e *Engine) send(pkts []datapath.Packet) {
+	if err := e.tr.Send(pkts); err != nil {
+		e.stats.txErrors.Add(1)
+	}
 }
 
 // armTimer makes sure the timer goroutine wakes by deadline. e.mu is held.
@@ -685,8 +714,7 @@ func (e *Engine) armTimer(deadline int64) {
 func (e *Engine) queueTx(buf []byte, addr netip.AddrPort) {
 	e.txq = append(e.txq, datapath.Packet{Buf: buf, Addr: addr})
 	if len(e.txq) == cap(e.txq) {
-		_ = e.tr.Send(e.txq)
-		e.txq = e.txq[:0]
+		e.flushLocked()
 	}
 }
 
@@ -713,7 +741,7 @@ func (e *Engine) buildPacket(p *txPeer) {
 	// A retransmission of the slot's previous packet may still be queued.
 	for i := range e.txq {
 		if &e.txq[i].Buf[0] == &s.buf[0] {
-			_ = e.flushLocked()
+			e.flushLocked()
 			break
 		}
 	}
@@ -1026,7 +1054,7 @@ func (e *Engine) timerLoop() {
 			return
 		}
 		next := e.expire(&e.tmCompl)
-		_ = e.flushLocked()
+		e.flushLocked()
 		if next == 0 && idle < idleTicks {
 			// Nothing in flight: keep ticking for a while so a burst of
 			// short requests does not wake this goroutine once per request.
@@ -1212,8 +1240,7 @@ func (e *Engine) BeginAssist() bool {
 	if e.cfg.ManualProgress || e.cfg.BusyPoll {
 		return false
 	}
-	var fds [4]unix.PollFd
-	if _, ok := e.PollFDs(fds[:0]); !ok {
+	if !e.pollable() {
 		return false
 	}
 	e.assisters.Add(1)
@@ -1250,10 +1277,36 @@ const busyPollSpin = 200 * time.Microsecond
 // Config.ManualProgress: a goroutine that found nothing to progress can
 // sleep in poll(2) on them. It must leave poll(2) before Close.
 func (e *Engine) PollFDs(dst []unix.PollFd) ([]unix.PollFd, bool) {
-	if p, ok := e.tr.(datapath.Pollable); ok {
-		return p.PollFDs(dst)
+	e.pollMu.Lock()
+	defer e.pollMu.Unlock()
+	fds, ok := e.pollFDsLocked()
+	if ok {
+		dst = append(dst, fds...)
 	}
-	return dst, false
+	return dst, ok
+}
+
+// pollable reports whether the transport can be waited for with poll(2)
+// now (PollFDs ok).
+func (e *Engine) pollable() bool {
+	e.pollMu.Lock()
+	_, ok := e.pollFDsLocked()
+	e.pollMu.Unlock()
+	return ok
+}
+
+// pollFDsLocked asks the transport for its descriptors in e.pollBuf: a
+// buffer passed through the datapath.Pollable interface escapes to the
+// heap, so a caller's stack array would cost an allocation per blocked
+// read. e.pollMu is held; the result is valid until it is released.
+func (e *Engine) pollFDsLocked() ([]unix.PollFd, bool) {
+	p, ok := e.tr.(datapath.Pollable)
+	if !ok {
+		return nil, false
+	}
+	fds, ok := p.PollFDs(e.pollBuf[:0])
+	e.pollBuf = fds[:0] // keep what the transport grew
+	return fds, ok
 }
 
 // Progress runs the receive side once for an engine with
@@ -1315,7 +1368,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 		}
 		if d.Type == wire.TypeReq {
 			if locked {
-				_ = e.flushLocked()
+				e.flushLocked()
 				e.mu.Unlock()
 				locked = false
 			}
@@ -1329,7 +1382,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 		e.handleResponse(d, pkt.Addr, &e.rxCompl)
 	}
 	if locked {
-		_ = e.flushLocked()
+		e.flushLocked()
 		e.mu.Unlock()
 	}
 	e.sendAcks()

@@ -67,6 +67,7 @@ type counters struct {
 	peersRefused      atomic.Uint64
 	eagain            atomic.Uint64
 	rxErrors          atomic.Uint64
+	txErrors          atomic.Uint64
 }
 
 func (c *counters) drop(r DropReason) { c.drops[r].Add(1) }
@@ -88,6 +89,11 @@ type Stats struct {
 	PeersRefused      uint64 // peers whose port was unreachable (ops failed with FI_ECONNREFUSED)
 	EAgain            uint64 // Submits refused with FI_EAGAIN
 	RxErrors          uint64 // transport receive errors
+	// TxErrors counts transport Send calls that failed. What they carried
+	// is sent again like a lost datagram (a request by its retransmission
+	// timer, a response when the initiator asks again); Submit never
+	// reports them.
+	TxErrors uint64
 }
 
 // TotalDrops sums the drop counters.
@@ -107,7 +113,8 @@ func (e *Engine) Stats() Stats {
 		Delivered: c.delivered.Load(), Held: c.held.Load(), ReplayedFromCache: c.replayedFromCache.Load(),
 		AcksSent: c.acksSent.Load(), SessionResets: c.sessionResets.Load(),
 		PeersUnreachable: c.peersUnreachable.Load(), PeersEvicted: c.peersEvicted.Load(),
-		PeersRefused: c.peersRefused.Load(), EAgain: c.eagain.Load(), RxErrors: c.rxErrors.Load()}
+		PeersRefused: c.peersRefused.Load(), EAgain: c.eagain.Load(), RxErrors: c.rxErrors.Load(),
+		TxErrors: c.txErrors.Load()}
 	for i := range s.Drops {
 		s.Drops[i] = c.drops[i].Load()
 	}

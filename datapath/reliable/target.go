@@ -125,14 +125,15 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held b
 	if c.buf == nil {
 		c.buf = make([]byte, e.cfg.MaxPacket)
 	}
-	// The entry's previous response (seq-Window) may have just been
-	// resent to a late duplicate and still be queued: send it first.
-	if c.valid {
-		for i := range e.rxOut {
-			if &e.rxOut[i].Buf[0] == &c.buf[0] {
-				e.flushRx()
-				break
-			}
+	// The entry's previous response may still be queued for sending: the
+	// response to seq-Window, resent to a late duplicate, or one of a
+	// session this request's reset retired (and invalidated) in the same
+	// batch. It is sent before the buffer is rewritten, valid or not: a
+	// queued packet owns its buffer until flushRx.
+	for i := range e.rxOut {
+		if &e.rxOut[i].Buf[0] == &c.buf[0] {
+			e.flushRx()
+			break
 		}
 	}
 	b := &e.rxBld
@@ -218,7 +219,7 @@ func (e *Engine) queueRx(buf []byte, addr netip.AddrPort) {
 
 func (e *Engine) flushRx() {
 	if len(e.rxOut) > 0 {
-		_ = e.tr.Send(e.rxOut)
+		e.send(e.rxOut)
 		e.rxOut = e.rxOut[:0]
 	}
 	e.ackBuf = e.ackBuf[:0]

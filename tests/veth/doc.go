@@ -42,6 +42,16 @@
 //   - TestUserIDInCompletions: on an AV opened with FI_AV_USER_ID, received
 //     messages report the sender's user ID (FI_ADDR_NOTAVAIL before
 //     SetUserID).
+//   - TestOtherHostTraffic: datagrams that reach B's interface on the
+//     endpoint's port but addressed to another host (A routes 10.251.0.77
+//     to B's MAC) never reach the endpoint: forged writes from a peer in
+//     B's AV do not execute, the XDP program counts them pass_other_host,
+//     the endpoint keeps serving.
+//   - TestCorruptionInFlight: through a router namespace whose XDP program
+//     flips a payload byte of ~5 % of the endpoints' datagrams (checksum
+//     left stale), fetch-adds execute exactly once with their operands and
+//     RMA writes land byte-exact; the corrupted datagrams are dropped
+//     (B's XDP pass_bad_csum, B's Udp InCsumErrors) and retransmitted.
 //   - TestGetInfoXDPAttached: GetInfo lists the veth end with xdpfab's
 //     program attached first and says so, the other namespace's end
 //     without; a domain opened from the Info uses AF_XDP and reports it.

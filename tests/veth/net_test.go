@@ -59,6 +59,10 @@ type netOpts struct {
 	// beforeNodes runs once the namespaces and the veth pair exist,
 	// before the transport case's setup and the nodes.
 	beforeNodes func(*testNet)
+	// link, if set, builds A's and B's namespaces and what joins them
+	// instead of one veth pair (e.g. through a router namespace); the
+	// Veth it returns names A's and B's ends.
+	link func(t testing.TB) (a, b *testenv.Netns, v *testenv.Veth)
 }
 
 // testNet is two namespaces joined by veth, with nodes on each side and
@@ -95,8 +99,12 @@ func newNet(t testing.TB, tc transportCase, o netOpts) *testNet {
 	t.Helper()
 	count := [2]int{max(o.nA, 1), max(o.nB, 1)}
 	n := &testNet{}
-	n.ns[sideA], n.ns[sideB] = testenv.NewNetns(t), testenv.NewNetns(t)
-	n.veth = testenv.NewVeth(t, n.ns[sideA], n.ns[sideB], testenv.VethOptions{})
+	if o.link != nil {
+		n.ns[sideA], n.ns[sideB], n.veth = o.link(t)
+	} else {
+		n.ns[sideA], n.ns[sideB] = testenv.NewNetns(t), testenv.NewNetns(t)
+		n.veth = testenv.NewVeth(t, n.ns[sideA], n.ns[sideB], testenv.VethOptions{})
+	}
 	for _, s := range sides {
 		for i := range count[s] {
 			n.ports[s] = append(n.ports[s], basePort[s]+uint16(i))
