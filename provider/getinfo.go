@@ -274,7 +274,7 @@ func buildInfo(r *request, c candidate) (*C.struct_fi_info, error) {
 	h := r.hints
 	caps := primaryCaps | secondaryCaps
 	mrMode := mr.Mode(0)
-	progress := C.enum_fi_progress(C.FI_PROGRESS_AUTO)
+	progress := defaultProgress
 	threading := C.enum_fi_threading(C.FI_THREAD_SAFE)
 	avType := C.enum_fi_av_type(C.FI_AV_UNSPEC)
 	if h != nil {
