@@ -12,6 +12,7 @@ import (
 	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/datapath/udp"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/metrics"
 	"github.com/xdpfab/xdpfab/mr"
 )
 
@@ -72,6 +73,8 @@ type Endpoint struct {
 	// enabled, so the datapath reads this copy without taking mu (written
 	// by Enable before the engine starts, never after).
 	enabledCntr [numCntrKinds]*Cntr
+	// unregisterMetrics removes the endpoint from package metrics.
+	unregisterMetrics func()
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -220,6 +223,9 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 	}
 	ep.rx.init(attr.RxSize)
 	ep.eagerLimit = max(DefaultEagerLimit, size.injectSize)
+	// On the thread that opened the transport: its network namespace is
+	// the endpoint's (see package metrics).
+	ep.unregisterMetrics = metrics.Register(metrics.Source{Stats: ep.Stats, Transport: ep.tr})
 	return ep, nil
 }
 
@@ -453,6 +459,7 @@ func (ep *Endpoint) Close() error {
 		ep.cancelRndvSends(nil)
 		ep.releaseAllCQData()
 	}
+	ep.unregisterMetrics()
 	ep.tr.Close()
 	ep.rx.cancelAll()
 

@@ -210,6 +210,9 @@ type Status struct {
 	MREntries   int          `json:"mr_entries"`
 	MRCapacity  uint32       `json:"mr_capacity"`
 	BoundQueues []uint32     `json:"bound_queues"`
+	// Dispatcher is the libxdp dispatcher xdpfab runs in as one program
+	// among others (Options.MultiProg); nil when it runs alone.
+	Dispatcher *DispatcherStatus `json:"dispatcher,omitempty"`
 }
 
 // PortStatus is a configured port and the process that set it, if a
@@ -275,6 +278,7 @@ func (a *Attachment) Status() (*Status, error) {
 	if st.BoundQueues, err = a.BoundQueues(); err != nil {
 		return nil, err
 	}
+	st.Dispatcher = a.dispatcherStatus()
 	return st, nil
 }
 

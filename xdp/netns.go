@@ -84,7 +84,9 @@ const (
 func inspectPins(dir string, ifindex int) (pinState, error) {
 	l, err := link.LoadPinnedLink(filepath.Join(dir, pinLink), nil)
 	if errors.Is(err, os.ErrNotExist) {
-		return pinsNone, nil
+		// No link of ours: a component of a libxdp dispatcher, or
+		// nothing (multiprog.go).
+		return inspectMultiPins(dir, ifindex)
 	}
 	if err != nil {
 		return pinsNone, fmt.Errorf("open pinned link in %s: %w", dir, mapErr(err))

@@ -46,8 +46,12 @@
 //     (in a compatible mode) it reuses the pinned objects and only applies
 //     the ports; a leftover from a crash (pins without a live link, or an
 //     xdpfab program attached through netlink with no pins) is cleaned up
-//     first. Any other XDP program is left alone and reported (fi.EBUSY),
-//     before anything is created.
+//     first. Any other XDP program attached alone is left alone and
+//     reported by name and id (fi.EBUSY), before anything is created.
+//   - Beside other programs: with Options.MultiProg, or when the interface
+//     runs libxdp's multi-program dispatcher already, the program becomes
+//     one component of that dispatcher (multiprog.go, libxdp.go), so that
+//     xdp-filter, xdp-loader's programs and xdpfab share the interface.
 //   - Attach and Detach serialise on an flock of /sys/fs/bpf/xdpfab, so
 //     processes racing to attach one interface share one program. A Detach
 //     or Open that finds nothing creates nothing and mounts nothing.
@@ -150,6 +154,14 @@ type Options struct {
 	// several interfaces. They are pinned in the pin directory too.
 	// Ignored when xdpfab is already attached.
 	AVMap, MRMap *ebpf.Map
+	// MultiProg attaches the program as a component of libxdp's
+	// multi-program dispatcher (multiprog.go), so that other libxdp
+	// programs (xdp-filter, xdp-loader's) can run on the interface too.
+	// It is implied when a dispatcher is attached there already.
+	MultiProg bool
+	// RunPriority is the component's run priority in the dispatcher
+	// (lower runs first; 0: DefaultRunPriority).
+	RunPriority uint32
 }
 
 // Attachment is xdpfab's program and maps on one interface, as loaded by
@@ -208,8 +220,13 @@ func Attach(iface string, opts Options) (*Attachment, error) {
 		return nil, fmt.Errorf("xdp: attach %s: %w", iface, err)
 	}
 	// Another program: refuse before touching bpffs (checked again below,
-	// under the lock).
-	if attachedProgName(nl) != ProgramName {
+	// under the lock). A libxdp dispatcher is joined, not refused.
+	multi := opts.MultiProg
+	switch attachedProgName(nl) {
+	case ProgramName:
+	case dispatcherProgName:
+		multi = true
+	default:
 		if err := checkOtherProgram(iface, nl); err != nil {
 			return nil, err
 		}
@@ -227,7 +244,12 @@ func Attach(iface string, opts Options) (*Attachment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a == nil {
+	if a == nil && multi {
+		if a, err = attachMulti(ns, iface, nl, opts); err != nil {
+			removeIfEmpty(nsPinDir(ns))
+			return nil, err
+		}
+	} else if a == nil {
 		if a, err = attachNew(ns, iface, nl, opts); err != nil {
 			removeIfEmpty(nsPinDir(ns))
 			return nil, err
@@ -286,23 +308,11 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 	if err != nil {
 		return nil, err
 	}
-	copts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
-	for name, m := range map[string]*ebpf.Map{bpf.XdpfabMapAvMap: opts.AVMap, bpf.XdpfabMapMrMap: opts.MRMap} {
-		if m == nil {
-			continue
-		}
-		// A fresh handle with no pin path of its own: pinning it must
-		// add a pin, not move the owner's.
-		own, err := ebpf.NewMapFromID(mapID(m))
-		if err != nil {
-			return nil, fmt.Errorf("xdp: attach %s: reopen %s: %w", iface, name, mapErr(err))
-		}
-		defer own.Close()
-		copts.MapReplacements[name] = own
-		// The program does not depend on the capacity: take the
-		// replacement's, so only type, sizes and flags must agree.
-		spec.Maps[name].MaxEntries = own.MaxEntries()
+	copts, release, err := replacementMaps(iface, spec, opts)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	var objs bpf.XdpfabObjects
 	if err := spec.LoadAndAssign(&objs, copts); err != nil {
 		if errors.Is(err, ebpf.ErrMapIncompatible) {
@@ -355,6 +365,35 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 	}
 	a.progID = progIDOf(a.Program)
 	return a, nil
+}
+
+// replacementMaps returns the collection options using opts.AVMap and
+// opts.MRMap instead of new maps; release closes their handles after the
+// load.
+func replacementMaps(iface string, spec *ebpf.CollectionSpec, opts Options) (*ebpf.CollectionOptions, func(), error) {
+	copts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	release := func() {
+		for _, m := range copts.MapReplacements {
+			m.Close()
+		}
+	}
+	for name, m := range map[string]*ebpf.Map{bpf.XdpfabMapAvMap: opts.AVMap, bpf.XdpfabMapMrMap: opts.MRMap} {
+		if m == nil {
+			continue
+		}
+		// A fresh handle with no pin path of its own: pinning it must
+		// add a pin, not move the owner's.
+		own, err := ebpf.NewMapFromID(mapID(m))
+		if err != nil {
+			release()
+			return nil, nil, fmt.Errorf("xdp: attach %s: reopen %s: %w", iface, name, mapErr(err))
+		}
+		copts.MapReplacements[name] = own
+		// The program does not depend on the capacity: take the
+		// replacement's, so only type, sizes and flags must agree.
+		spec.Maps[name].MaxEntries = own.MaxEntries()
+	}
+	return copts, release, nil
 }
 
 func progIDOf(p *ebpf.Program) ebpf.ProgramID {
@@ -431,8 +470,12 @@ func checkOtherProgram(iface string, nl netlink.Link) error {
 		}
 		p.Close()
 	}
-	return fmt.Errorf("xdp: %s already has XDP program %q (id %d) attached in %v mode: detach it first: %w",
-		iface, name, x.ProgId, modeOf(x.AttachMode), fi.EBUSY)
+	if name == dispatcherProgName {
+		return fmt.Errorf("xdp: %s runs a libxdp dispatcher (id %d, %v mode) that xdpfab cannot read (another version, or its pins in %s are missing): unload its programs with xdp-loader unload, or attach xdpfab elsewhere: %w",
+			iface, x.ProgId, modeOf(x.AttachMode), libxdpDir(), fi.EBUSY)
+	}
+	return fmt.Errorf("xdp: %s already has XDP program %q (id %d) attached in %v mode, alone: detach it first (ip link set dev %s xdp off, or the tool that loaded it), or load it through libxdp's dispatcher (xdp-loader load) and attach xdpfab with --multiprog to run both: %w",
+		iface, name, x.ProgId, modeOf(x.AttachMode), iface, fi.EBUSY)
 }
 
 func modeOf(attachMode uint32) Mode {
@@ -613,7 +656,7 @@ func Attached(iface string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if attachedProgName(nl) != ProgramName {
+	if n := attachedProgName(nl); n != ProgramName && n != dispatcherProgName {
 		return false, nil
 	}
 	ns, err := CurrentNetns()
@@ -662,6 +705,13 @@ func Detach(iface string) error {
 		return fmt.Errorf("xdp: detach %s: %s holds xdpfab's link to a device that is not %s of this network namespace: left alone: %w",
 			iface, dir, iface, fi.EBUSY)
 	case pinsLive:
+		if isMultiProg(dir) {
+			if err := detachMulti(iface, nl, dir); err != nil {
+				return err
+			}
+			found = true
+			break
+		}
 		l, err := link.LoadPinnedLink(filepath.Join(dir, pinLink), nil)
 		if err != nil {
 			return fmt.Errorf("xdp: detach %s: open pinned link: %w", iface, mapErr(err))

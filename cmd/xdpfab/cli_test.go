@@ -24,7 +24,8 @@ func TestHelp(t *testing.T) {
 		"attach": {"usage: xdpfab [-n NETNS] attach IFACE", "flags:", "--mode MODE", "--port PORT", "--av-id ID", "--domain-id ID", "--strict", "(default auto)"},
 		"detach": {"usage: xdpfab [-n NETNS] detach IFACE", "never touched"},
 		"status": {"usage: xdpfab [-n NETNS] status [IFACE]", "flags:", "-o FORMAT", "(default text)", "exits 0"},
-		"stats":  {"usage: xdpfab [-n NETNS] stats [IFACE]", "flags:", "--watch", "--interval duration", "(default 1s)", "--count N", "-o FORMAT"},
+		"stats":  {"usage: xdpfab [-n NETNS] stats [IFACE]", "flags:", "--watch", "--interval duration", "(default 1s)", "--count N", "-o FORMAT", "--listen ADDR"},
+		"info":   {"usage: xdpfab [-n NETNS] info", "flags:", "-p NAME", "-e TYPE", "-c CAPS", "-a FORMAT", "-n NODE", "-s SERVICE", "--src", "-v"},
 	}
 	type tc struct {
 		args []string

@@ -6,10 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
-	"time"
 
-	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/xdp"
 )
 
@@ -21,6 +18,8 @@ func cmdAttach(args []string, stdout io.Writer, _ <-chan struct{}) error {
 	avID := fs.Uint("av-id", 0, "AV `ID` of the --port ports")
 	domainID := fs.Uint("domain-id", 0, "domain `ID` of the --port ports")
 	strict := fs.Bool("strict", false, "drop datagrams to the --port ports from peers not in the AV")
+	multi := fs.Bool("multiprog", false, "attach as one program of libxdp's multi-program dispatcher, beside xdp-filter, xdp-loader's programs and others (implied when a dispatcher is attached)")
+	prio := fs.Uint("priority", 0, "run `PRIORITY` in the dispatcher with --multiprog: lower runs first (default 50, libxdp's)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -35,7 +34,10 @@ func cmdAttach(args []string, stdout io.Writer, _ <-chan struct{}) error {
 	if *avID > 1<<32-1 || *domainID > 1<<32-1 {
 		return fmt.Errorf("%w: --av-id and --domain-id are 32-bit", errUsage)
 	}
-	opts := xdp.Options{Mode: mode, Ports: map[uint16]xdp.PortConfig{}}
+	if *prio > 1<<31 {
+		return fmt.Errorf("%w: --priority is at most 2^31", errUsage)
+	}
+	opts := xdp.Options{Mode: mode, Ports: map[uint16]xdp.PortConfig{}, MultiProg: *multi, RunPriority: uint32(*prio)}
 	for _, p := range ports {
 		opts.Ports[p] = xdp.PortConfig{AVID: uint32(*avID), DomainID: uint32(*domainID), Strict: *strict}
 	}
@@ -49,6 +51,9 @@ func cmdAttach(args []string, stdout io.Writer, _ <-chan struct{}) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "xdpfab attached to %s in %s mode (program %d), pinned in %s\n", st.Iface, st.Mode, st.ProgramID, st.PinDir)
+	if d := st.Dispatcher; d != nil {
+		fmt.Fprintf(stdout, "  as program %d of %d in libxdp dispatcher %d\n", d.Slot, len(d.Programs), d.ProgramID)
+	}
 	return nil
 }
 
@@ -159,6 +164,12 @@ func printStatus(w io.Writer, st *xdp.Status) {
 			list(o.AVIDs, u32), list(o.DomainIDs, u32))
 	}
 	fmt.Fprintf(w, "  AF_XDP sockets on RX queues: %s\n", list(st.BoundQueues, u32))
+	if d := st.Dispatcher; d != nil {
+		fmt.Fprintf(w, "  libxdp dispatcher %d, xdpfab is program %d; in run order:\n", d.ProgramID, d.Slot)
+		for i, p := range d.Programs {
+			fmt.Fprintf(w, "    %d: %s (id %d), priority %d, chain call actions %s\n", i, p.Name, p.ProgramID, p.RunPriority, list(p.ChainCallActions, func(s string) string { return s }))
+		}
+	}
 }
 
 func u32(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
@@ -173,99 +184,4 @@ func list[T any](s []T, str func(T) string) string {
 		out[i] = str(v)
 	}
 	return strings.Join(out, " ")
-}
-
-// statsRecord is one interface's counters in `stats -o json`.
-type statsRecord struct {
-	Iface    string             `json:"iface"`
-	Time     time.Time          `json:"time"`
-	Counters map[string]uint64  `json:"counters"`
-	Rates    map[string]float64 `json:"rates,omitempty"` // per second, since the previous sample
-}
-
-func cmdStats(args []string, stdout io.Writer, stop <-chan struct{}) error {
-	fs := newFlagSet("stats")
-	out := outputFlag("text")
-	fs.Var(&out, "o", "output `FORMAT`: text or json (one JSON object per interface and sample)")
-	watch := fs.Bool("watch", false, "print counters and rates every --interval until interrupted (or --count samples)")
-	interval := fs.Duration("interval", time.Second, "sampling interval with --watch")
-	count := fs.Int("count", 0, "with --watch, stop after `N` samples (0: until interrupted)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if *interval <= 0 || *count < 0 {
-		return fmt.Errorf("%w: --interval must be positive and --count not negative", errUsage)
-	}
-	as, err := openAll(pos)
-	if err != nil {
-		return err
-	}
-	defer closeAll(as)
-	if len(as) == 0 {
-		// As status: an empty list, not an error.
-		if out == "text" {
-			fmt.Fprintln(stdout, notAttachedAnywhere)
-		}
-		return nil
-	}
-
-	done, release := interrupted(stop)
-	defer release()
-	prev := make([]xdp.Counters, len(as))
-	var prevAt time.Time
-	for sample := 1; ; sample++ {
-		now := time.Now()
-		for i, a := range as {
-			c, err := a.Counters()
-			if err != nil {
-				return err
-			}
-			var rates []float64
-			if sample > 1 {
-				secs := now.Sub(prevAt).Seconds()
-				rates = make([]float64, len(c))
-				for j := range c {
-					rates[j] = float64(c[j]-prev[i][j]) / secs
-				}
-			}
-			if err := printStats(stdout, out, a.Iface, now, c, rates); err != nil {
-				return err
-			}
-			prev[i] = c
-		}
-		prevAt = now
-		if !*watch || (*count > 0 && sample >= *count) {
-			return nil
-		}
-		if !sleep(*interval, done) {
-			return nil
-		}
-	}
-}
-
-func printStats(w io.Writer, out outputFlag, iface string, at time.Time, c xdp.Counters, rates []float64) error {
-	if out == "json" {
-		rec := statsRecord{Iface: iface, Time: at, Counters: map[string]uint64{}}
-		for i, v := range c {
-			rec.Counters[bpf.Counter(i).Name()] = v
-		}
-		if rates != nil {
-			rec.Rates = map[string]float64{}
-			for i, r := range rates {
-				rec.Rates[bpf.Counter(i).Name()] = r
-			}
-		}
-		return json.NewEncoder(w).Encode(rec)
-	}
-	fmt.Fprintf(w, "%s at %s\n", iface, at.Format(time.RFC3339))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for i, v := range c {
-		rate := ""
-		if rates != nil {
-			rate = fmt.Sprintf("%.1f/s", rates[i])
-		}
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", bpf.Counter(i).Name(), v, rate, bpf.Counter(i).Description())
-	}
-	return tw.Flush()
 }

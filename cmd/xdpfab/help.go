@@ -14,10 +14,11 @@ import (
 
 // usage is the overview.
 const usage = `usage:
-  xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict]
+  xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict] [--multiprog [--priority N]]
   xdpfab [-n NETNS] detach IFACE
   xdpfab [-n NETNS] status [IFACE] [-o text|json]
-  xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json]
+  xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json] [--listen ADDR]
+  xdpfab [-n NETNS] info [-p PROV] [-e EPTYPE] [-c CAPS] [-a ADDRFMT] [-n NODE] [-s SERVICE] [--src] [-v] [-o text|json]
   xdpfab [-n NETNS] bench serve|run|local [flags]   (xdpfab bench help)
   xdpfab --version
   xdpfab help [COMMAND]
@@ -43,13 +44,18 @@ type cmdDoc struct {
 
 // docs by flag set name.
 var docs = map[string]cmdDoc{
-	"attach": {"attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict]",
+	"attach": {"attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict] [--multiprog [--priority N]]",
 		`Loads xdpfab's XDP program onto IFACE, an interface of the network namespace,
 and pins it, its link and maps under /sys/fs/bpf/xdpfab/NETNS/IFINDEX, so it
 stays attached after xdpfab exits and library processes find the maps.
 Idempotent: where xdpfab is already attached (in a compatible mode) it only
 sets the ports. --port ports belong to no process: they stay until detach.
-Another XDP program on IFACE is left alone (exit 1).
+Another XDP program attached alone on IFACE is left alone (exit 1, naming it).
+With --multiprog, or when IFACE runs libxdp's multi-program dispatcher
+(xdp-loader, xdp-filter), xdpfab becomes one program of that dispatcher, at
+--priority, and xdp-loader status lists it; detach then removes only
+xdpfab's program. The dispatcher is libxdp's own xdp-dispatcher.o (install
+xdp-tools or libxdp).
 `},
 	"detach": {"detach IFACE",
 		`Removes xdpfab's program, pins and owner records from IFACE, an interface of
@@ -64,11 +70,26 @@ owning each, owners, AV and MR map occupancy, bound AF_XDP sockets. Entries
 left by owners that died (kill -9) are removed first. Without IFACE and with
 nothing attached it says so and exits 0; an IFACE without xdpfab exits 1.
 `},
-	"stats": {"stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json]",
+	"stats": {"stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json] [--listen ADDR]",
 		`Prints the XDP program's per-outcome counters of IFACE, or of every interface
-of the network namespace with xdpfab, and with --watch their rates. Without
-IFACE and with nothing attached it says so and exits 0; an IFACE without
-xdpfab exits 1.
+of the network namespace with xdpfab, and next to them the counters of every
+process with xdpfab endpoints in the namespace: operations by kind, errors,
+timeouts, retransmits, duplicates suppressed, session resets, packets per
+operation, smoothed RTT, operations in flight, and each AF_XDP socket's
+XDP_STATISTICS. Processes serve them on an abstract unix socket
+(@xdpfab-metrics-PID-*, see package metrics). --watch prints one line of rates
+per interface, endpoint and socket each interval; -o json one object per
+interface and sample. --listen serves all of it in Prometheus text format at
+http://ADDR/metrics until interrupted. Without IFACE and with nothing attached
+it says so and exits 0; an IFACE without xdpfab exits 1.
+`},
+	"info": {"info [-p PROV] [-e EPTYPE] [-c CAPS] [-m MODE] [-a ADDRFMT] [-n NODE] [-s SERVICE] [--src] [-d DOMAIN] [-f FABRIC] [-v] [-o text|json]",
+		`Prints what fi_getinfo (fabric.GetInfo) answers, as libfabric's fi_info does:
+one entry per usable local address of the network namespace (those with
+xdpfab's XDP program attached first), with its capabilities, sizes, modes,
+transport and whether XDP is attached. The flags are hints: an entry that
+cannot meet them is left out, and when none is left it fails (exit 1,
+FI_ENODATA). -v prints every attribute; -o json the same as JSON.
 `},
 	"bench serve": {"bench serve --addr IP[:PORT] [flags]", "A target for xdpfab bench run (xdpfab bench help).\n"},
 	"bench run":   {"bench run --peer IP[:PORT] [flags]", "Measures a target of xdpfab bench serve (xdpfab bench help).\n"},

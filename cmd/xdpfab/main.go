@@ -1,10 +1,11 @@
 // Command xdpfab attaches xdpfab's XDP program to an interface, removes it,
 // and reports its state, owners and counters.
 //
-//	xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict]
+//	xdpfab [-n NETNS] attach IFACE [--mode auto|native|generic] [--port N]... [--av-id N] [--domain-id N] [--strict] [--multiprog [--priority N]]
 //	xdpfab [-n NETNS] detach IFACE
 //	xdpfab [-n NETNS] status [IFACE] [-o text|json]
-//	xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json]
+//	xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json] [--listen ADDR]
+//	xdpfab [-n NETNS] info [-p PROV] [-e EPTYPE] [-c CAPS] [-a ADDRFMT] [-n NODE] [-s SERVICE] [--src] [-v] [-o text|json]
 //	xdpfab [-n NETNS] bench serve|run|local [flags]   (xdpfab bench help)
 //	xdpfab --version
 //	xdpfab help [COMMAND]
@@ -67,6 +68,8 @@ func commandFunc(name string, stderr io.Writer) func([]string, io.Writer, <-chan
 		return cmdStatus
 	case "stats":
 		return cmdStats
+	case "info":
+		return cmdInfo
 	case "bench":
 		return func(args []string, stdout io.Writer, stop <-chan struct{}) error {
 			return cmdBench(args, stdout, stderr, stop)

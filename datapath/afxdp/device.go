@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -40,6 +41,11 @@ type device struct {
 	tx   [batch]xsk.Desc
 
 	rx [batch]xsk.Desc
+
+	// statSocks is socks for readers of ring statistics (Rings), set when
+	// the device opened and cleared before it closes: they need neither
+	// rxMu nor txMu, so a metrics scrape never waits for the datapath.
+	statSocks atomic.Pointer[[]*xsk.Socket]
 }
 
 var (
@@ -97,6 +103,8 @@ func (d *device) open(iface string, bind xsk.BindMode) error {
 		}
 		d.pollFDs = append(d.pollFDs, unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN})
 	}
+	socks := d.socks
+	d.statSocks.Store(&socks)
 	return nil
 }
 
@@ -138,6 +146,7 @@ func (d *device) close(t *Transport) {
 }
 
 func (d *device) release() {
+	d.statSocks.Store(nil)
 	d.addrs.stop()
 	d.addrs = nil
 	for q, s := range d.socks {

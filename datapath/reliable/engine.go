@@ -548,6 +548,7 @@ func (e *Engine) Submit(r *Request) error {
 	}
 	idx := e.freeOps[len(e.freeOps)-1]
 	e.freeOps = e.freeOps[:len(e.freeOps)-1]
+	e.stats.inflight.Add(1)
 	o := &e.ops[idx]
 	*o = op{req: *r, peer: p, next: -1, active: true, total: total, injectBuf: o.injectBuf}
 	if inject {
@@ -864,6 +865,7 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 		err = o.err
 	}
 	*out = append(*out, Completion{Context: o.req.Context, Peer: o.req.Peer, Opcode: o.req.Opcode, Len: n, Err: err})
+	e.stats.opDone(o.req.Opcode, err)
 	if o.packed {
 		o.peer.inflight--
 	}
@@ -1031,6 +1033,7 @@ func (e *Engine) rttSample(p *txPeer, rtt int64) {
 		p.srtt += (rtt - p.srtt) / 8
 	}
 	p.rto = min(max(time.Duration(p.srtt+4*p.rttvar), e.cfg.RetryInitial), e.cfg.RetryMax)
+	e.stats.srtt.Store(p.srtt)
 }
 
 // retransmit resends slot s with a fresh Ack field. e.mu is held.

@@ -3,8 +3,10 @@ package reliable
 import (
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/xdpfab/xdpfab/datapath/wire"
+	"github.com/xdpfab/xdpfab/fi"
 )
 
 // DropReason says why a received packet was discarded.
@@ -68,6 +70,17 @@ type counters struct {
 	eagain            atomic.Uint64
 	rxErrors          atomic.Uint64
 	txErrors          atomic.Uint64
+
+	// Per-operation counters (metrics): completions by opcode, failed
+	// ones by opcode, and those that timed out.
+	opsDone   [wire.NumOpcodes]atomic.Uint64
+	opsFailed [wire.NumOpcodes]atomic.Uint64
+	timeouts  atomic.Uint64
+	// Gauges, stored where they change so a reader needs no lock: ops
+	// submitted and not completed, and the smoothed round-trip time (ns)
+	// of the peer sampled last.
+	inflight atomic.Int64
+	srtt     atomic.Int64
 }
 
 func (c *counters) drop(r DropReason) { c.drops[r].Add(1) }
@@ -94,6 +107,45 @@ type Stats struct {
 	// timer, a response when the initiator asks again); Submit never
 	// reports them.
 	TxErrors uint64
+
+	// Ops are the requests completed, by opcode (wire.Opcode); OpErrors
+	// the part of them that completed with an error (a NAK, a timeout,
+	// cancellation), Timeouts those that failed with FI_ETIMEDOUT.
+	Ops      [wire.NumOpcodes]uint64
+	OpErrors [wire.NumOpcodes]uint64
+	Timeouts uint64
+	// InFlight is the requests submitted and not completed yet.
+	InFlight int64
+	// SRTT is the smoothed round-trip time (RFC 6298) of the peer whose
+	// response was sampled last; 0 before the first sample.
+	SRTT time.Duration
+}
+
+// TotalOps sums Ops.
+func (s *Stats) TotalOps() uint64 {
+	var n uint64
+	for _, v := range s.Ops {
+		n += v
+	}
+	return n
+}
+
+// DuplicatesSuppressed is how many duplicate request packets the target
+// kept from executing twice: answered from the response cache, dropped as
+// already held, or too old to answer.
+func (s *Stats) DuplicatesSuppressed() uint64 {
+	return s.ReplayedFromCache + s.Drops[DropDuplicateHeld] + s.Drops[DropTooOld]
+}
+
+// PacketsPerOp is the request packets sent, retransmissions included, per
+// completed request (0 before the first completion): below 1 when
+// requests share packets, above when they are segmented or resent.
+func (s *Stats) PacketsPerOp() float64 {
+	ops := s.TotalOps()
+	if ops == 0 {
+		return 0
+	}
+	return float64(s.TxRequests+s.Retransmits) / float64(ops)
 }
 
 // TotalDrops sums the drop counters.
@@ -105,7 +157,24 @@ func (s *Stats) TotalDrops() uint64 {
 	return n
 }
 
-// Stats returns the engine's counters.
+// opDone counts a completion of an op with opcode op and error err.
+func (c *counters) opDone(op wire.Opcode, err fi.Errno) {
+	if int(op) >= len(c.opsDone) {
+		return
+	}
+	c.opsDone[op].Add(1)
+	if err != fi.SUCCESS {
+		c.opsFailed[op].Add(1)
+		if err == fi.ETIMEDOUT {
+			c.timeouts.Add(1)
+		}
+	}
+	c.inflight.Add(-1)
+}
+
+// Stats returns the engine's counters. It takes no lock: every counter is
+// an atomic the datapath updates where the event happens, so a reader
+// (metrics, `xdpfab stats`) never stalls it.
 func (e *Engine) Stats() Stats {
 	c := &e.stats
 	s := Stats{TxRequests: c.txRequests.Load(), Retransmits: c.retransmits.Load(),
@@ -114,9 +183,14 @@ func (e *Engine) Stats() Stats {
 		AcksSent: c.acksSent.Load(), SessionResets: c.sessionResets.Load(),
 		PeersUnreachable: c.peersUnreachable.Load(), PeersEvicted: c.peersEvicted.Load(),
 		PeersRefused: c.peersRefused.Load(), EAgain: c.eagain.Load(), RxErrors: c.rxErrors.Load(),
-		TxErrors: c.txErrors.Load()}
+		TxErrors: c.txErrors.Load(), Timeouts: c.timeouts.Load(), InFlight: c.inflight.Load(),
+		SRTT: time.Duration(c.srtt.Load())}
 	for i := range s.Drops {
 		s.Drops[i] = c.drops[i].Load()
+	}
+	for i := range s.Ops {
+		s.Ops[i] = c.opsDone[i].Load()
+		s.OpErrors[i] = c.opsFailed[i].Load()
 	}
 	return s
 }

@@ -83,6 +83,9 @@ const (
 	opMax           Opcode = 7
 )
 
+// NumOpcodes bounds the opcodes: arrays indexed by Opcode have this length.
+const NumOpcodes = int(opMax)
+
 var opNames = [opMax]string{"op?", "MSG", "RMA_WRITE", "RMA_READ", "ATOMIC", "FETCH_ATOMIC", "COMPARE_ATOMIC"}
 
 func (o Opcode) String() string {

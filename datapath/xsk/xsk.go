@@ -113,6 +113,11 @@ type Socket struct {
 	txInUse int      // frames handed to the kernel, not yet completed
 
 	closeOnce sync.Once
+	// statsMu keeps Stats off a closed (and maybe reused) descriptor:
+	// Stats read-locks it, Close write-locks it to set closed. The
+	// datapath never takes it.
+	statsMu sync.RWMutex
+	closed  bool // guarded by statsMu
 }
 
 // Open creates an AF_XDP socket with its UMEM and binds it to queue of the
@@ -400,6 +405,11 @@ func (s *Socket) reclaimLocked() {
 // Stats returns the kernel's XDP_STATISTICS for the socket.
 func (s *Socket) Stats() (unix.XDPStatistics, error) {
 	var st unix.XDPStatistics
+	s.statsMu.RLock()
+	defer s.statsMu.RUnlock()
+	if s.closed {
+		return st, fmt.Errorf("xsk: XDP_STATISTICS: %w", unix.EBADF)
+	}
 	l := uint32(unsafe.Sizeof(st))
 	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_XDP, unix.XDP_STATISTICS,
 		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&l)), 0); e != 0 {
@@ -416,6 +426,9 @@ func (s *Socket) Close() error {
 		s.txMu.Lock()
 		defer s.rxMu.Unlock()
 		defer s.txMu.Unlock()
+		s.statsMu.Lock()
+		s.closed = true
+		s.statsMu.Unlock()
 		unix.Close(s.fd)
 		for i, m := range s.ringMem {
 			if m != nil {
