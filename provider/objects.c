@@ -403,6 +403,10 @@ static ssize_t xf_cq_sreadfrom(struct fid_cq *cq, void *buf, size_t count, fi_ad
 	ssize_t n;
 
 	XF_GUARD();
+	/* cond is read (a size_t threshold) only on a CQ opened with
+	 * FI_CQ_COND_THRESHOLD; Go decides, counting the ring too. */
+	if (cond)
+		return xfgo_cq_sreadcond(c->h, c->format, buf, count, src_addr, (void *)cond, timeout);
 	n = ring_read(c, buf, count, src_addr);
 	if (n > 0)
 		return n;

@@ -207,6 +207,10 @@ type Config struct {
 	// MoreHold bounds how long requests posted with FI_MORE wait for the
 	// request without it that should follow at once (200 µs).
 	MoreHold time.Duration
+	// Shared, if set, is a second executor that may deliver some of a
+	// peer's requests from the same sequence space (shared.go): the XDP
+	// program serving atomics on kernel-resident regions.
+	Shared SharedTarget
 	// ManualProgress starts no receive goroutine: the caller drives the
 	// receive side with Progress (FI_PROGRESS_MANUAL), saving a goroutine
 	// hand-off per completion. Retransmission timers still run on their own.
@@ -331,6 +335,7 @@ type rxPeer struct {
 	// retired are the peer's sessions that this state left for a newer
 	// one, newest first: their late packets are stale, not a restart.
 	retired retiredSessions
+	share   shareState // with Config.Shared (shared.go)
 }
 
 // retiredSessions remembers the last few sessions of a peer that ended
@@ -403,6 +408,7 @@ type Engine struct {
 	rxIn    Incoming
 	rxBld   wire.Builder
 	rxAcks  []*rxPeer
+	rxOffer []*rxPeer // peers to hand to Config.Shared after the batch
 	rxCompl []Completion
 	// rxDelivered is how many completions the last batch delivered
 	// (receiveLoop reads it with rxMu still held).
@@ -648,6 +654,7 @@ func (e *Engine) dropForgotten() {
 			t := tomb{sessions: rp.retired, until: e.now() + e.tombTTL()}
 			t.sessions.add(rp.session)
 			e.bury(p, t)
+			e.forgetShared(rp)
 			delete(e.rxPeers, p)
 		}
 	}
@@ -1390,6 +1397,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	}
 	e.sendAcks()
 	e.flushRx()
+	e.releaseShared()
 	e.rxDelivered = len(e.rxCompl)
 	e.deliver(&e.rxCompl)
 	return n, nil
@@ -1414,6 +1422,11 @@ func (e *Engine) Close() error {
 	err := e.tr.Close()
 	e.batchMu.Unlock()
 	e.wg.Wait()
+	e.rxMu.Lock()
+	for _, rp := range e.rxPeers {
+		e.forgetShared(rp)
+	}
+	e.rxMu.Unlock()
 	var out []Completion
 	e.mu.Lock()
 	for i := range e.ops {

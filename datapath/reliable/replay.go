@@ -89,3 +89,13 @@ func (w *replayWindow) sack() uint64 {
 	}
 	return s
 }
+
+// anyHeld reports whether a request is held out of order.
+func (w *replayWindow) anyHeld() bool {
+	for _, h := range w.held {
+		if h != 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -39,7 +39,10 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 			delete(e.tombs, key)
 		}
 		e.rxPeers[key] = rp
-	} else if pk.Session != rp.session {
+	} else if rp.share.released && !e.claimShared(rp) {
+		return
+	}
+	if pk.Session != rp.session {
 		if !newSession || rp.retired.has(pk.Session) {
 			e.stats.drop(DropStaleSession)
 			return
@@ -55,6 +58,9 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 		e.stats.sessionResets.Add(1)
 	}
 	rp.lastActive = e.now()
+	if e.cfg.Shared != nil && e.cfg.Shared.Wants(pk) {
+		e.offerShared(rp)
+	}
 	seq := pk.Seq
 	switch rp.win.check(seq) {
 	case replayNext:
@@ -84,7 +90,7 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 		e.wantAck(rp)
 	case replayDelivered:
 		c := &rp.cache[seq&(W-1)]
-		if !c.valid || c.seq != seq {
+		if (!c.valid || c.seq != seq) && !e.fetchShared(rp, pk, c) {
 			e.stats.drop(DropTooOld)
 			return
 		}
@@ -105,6 +111,9 @@ func (e *Engine) evictIdlePeer() bool {
 	now := e.now()
 	var victim *rxPeer
 	for _, rp := range e.rxPeers {
+		if rp.share.released { // the other executor may be serving it
+			continue
+		}
 		if now-rp.lastActive > budget && (victim == nil || rp.lastActive < victim.lastActive) {
 			victim = rp
 		}
@@ -112,6 +121,7 @@ func (e *Engine) evictIdlePeer() bool {
 	if victim == nil {
 		return false
 	}
+	e.forgetShared(victim)
 	delete(e.rxPeers, victim.peer)
 	e.stats.peersEvicted.Add(1)
 	return true
