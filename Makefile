@@ -14,7 +14,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # test` runs them all once more without it. Name a new guard to match.
 GUARDS = Allocs$$|NoAllocs?$$|ZeroAllocs?$$|DoesNotAllocate$$|ZeroCopy
 
-.PHONY: all build generate test lint bench bench-veth bench-control demo clean provider install-provider
+.PHONY: all build generate test lint bench bench-veth bench-control bench-fabtests demo demo-mpi clean provider install-provider
 
 all: build
 
@@ -49,6 +49,21 @@ bench:
 demo:
 	GO=$(GO) sh scripts/deps.sh demo
 	GO=$(GO) sh scripts/demo.sh
+
+# fabtests' benchmarks over xdpfab beside udp;ofi_rxd and tcp;ofi_rxm on
+# one veth pair, spin and sread, medians of 3 and ratios (root needed;
+# REPS=N for another count).
+bench-fabtests:
+	GO=$(GO) sh scripts/deps.sh test
+	GO=$(GO) sh scripts/bench-fabtests.sh
+
+# Open MPI over xdpfab: two ranks in two namespaces joined by veth, a
+# one-sided program through osc rdma + btl ofi and a point-to-point one
+# through pml cm + mtl ofi, libfabric restricted to xdpfab (root, Open MPI
+# and libfabric-dev needed).
+demo-mpi:
+	GO=$(GO) sh scripts/deps.sh demo-mpi
+	GO=$(GO) sh scripts/demo-mpi.sh
 
 # xdpfab bench over veth, side by side: AF_XDP vs kernel UDP socket, each
 # blocking, busy-polling and with FI_PROGRESS_MANUAL (root needed).

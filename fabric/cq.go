@@ -92,6 +92,8 @@ type CQ struct {
 
 	progress progressSet // endpoints whose manual progress reads drive
 
+	sink CQSink // where success completions go while ring is empty (cq_sink.go); guarded by mu
+
 	// obj is the CQ's own wait object (nil for FI_WAIT_NONE): the one
 	// exported for FD, MUTEX_COND, YIELD and UNSPEC, and for FI_WAIT_SET
 	// a private one so that SRead waits for this CQ and not for any member
@@ -170,7 +172,7 @@ func (cq *CQ) takeSignal() bool {
 func (cq *CQ) pending() bool {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	return cq.n > 0 || cq.closed
+	return cq.count() > 0 || cq.closed
 }
 
 func (cq *CQ) signal() {
@@ -194,7 +196,7 @@ func (cq *CQ) reserve() error {
 	if cq.closed {
 		return fmt.Errorf("cq closed: %w", fi.EINVAL)
 	}
-	if cq.n+cq.reserved >= cq.attr.Size {
+	if cq.count()+cq.reserved >= cq.attr.Size {
 		return fi.EAGAIN
 	}
 	cq.reserved++
@@ -224,7 +226,7 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 	if reserved {
 		cq.reserved--
 	}
-	if cq.closed || cq.n == cq.attr.Size || (!reserved && cq.n+cq.reserved >= cq.attr.Size) {
+	if cq.closed || cq.count() >= cq.attr.Size || (!reserved && cq.count()+cq.reserved >= cq.attr.Size) {
 		// Closed under an in-flight op, or an unreserved completion with no
 		// room: libfabric's CQ overrun. An unreserved completion never
 		// takes a slot promised to an accepted operation.
@@ -233,6 +235,11 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 	}
 	if !it.isErr { // fi_cq_err_entry carries every field whatever the format
 		cq.filter(&it.err.CQEntry)
+		if cq.sink != nil && cq.n == 0 && cq.sink.Push(&it.err.CQEntry, it.src) {
+			cq.mu.Unlock()
+			cq.signal()
+			return
+		}
 	}
 	if cq.n == len(cq.ring) {
 		cq.grow()
@@ -243,6 +250,7 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 	}
 	cq.ring[tail] = it
 	cq.n++
+	cq.held()
 	cq.mu.Unlock()
 	cq.signal()
 }
@@ -298,10 +306,17 @@ func (cq *CQ) readLocked(buf []CQEntry, src []fi.Addr) (int, error) {
 	if cq.closed {
 		return 0, fmt.Errorf("cq read: closed: %w", fi.EINVAL)
 	}
-	if cq.n == 0 {
-		return 0, fi.EAGAIN
-	}
 	i := 0
+	if cq.sink != nil && len(buf) > 0 {
+		i = cq.sink.Read(buf, src) // older than anything in ring
+	}
+	if cq.n == 0 {
+		if i == 0 {
+			return 0, fi.EAGAIN
+		}
+		return i, nil
+	}
+	defer cq.held()
 	for i < len(buf) && cq.n > 0 {
 		it := &cq.ring[cq.head]
 		if it.isErr {
@@ -336,7 +351,7 @@ func (cq *CQ) ReadErr(flags fi.Flags) (CQErrEntry, error) {
 	if cq.closed {
 		return CQErrEntry{}, fmt.Errorf("cq readerr: closed: %w", fi.EINVAL)
 	}
-	if cq.n == 0 || !cq.ring[cq.head].isErr {
+	if !cq.errAtHead() {
 		return CQErrEntry{}, fi.EAGAIN
 	}
 	e := cq.ring[cq.head].err
@@ -346,6 +361,7 @@ func (cq *CQ) ReadErr(flags fi.Flags) (CQErrEntry, error) {
 		cq.head = 0
 	}
 	cq.n--
+	cq.held()
 	return e, nil
 }
 
@@ -518,6 +534,7 @@ func (cq *CQ) Close() error {
 	}
 	cq.closed = true
 	cq.ring, cq.head, cq.n = nil, 0, 0
+	cq.held()
 	cq.mu.Unlock()
 	if cq.obj != nil {
 		cq.obj.Close()

@@ -36,7 +36,7 @@ func (cq *CQ) SReadCond(buf []CQEntry, src []fi.Addr, cond int, timeoutMs int) (
 // or an error entry heads the queue (or the CQ is closed, which
 // readLocked reports); before that it answers FI_EAGAIN. cq.mu is held.
 func (cq *CQ) readCondLocked(buf []CQEntry, src []fi.Addr, threshold int) (int, error) {
-	if !cq.closed && cq.n < threshold && (cq.n == 0 || !cq.ring[cq.head].isErr) {
+	if !cq.closed && cq.count() < threshold && !cq.errAtHead() {
 		return 0, fi.EAGAIN
 	}
 	return cq.readLocked(buf, src)
@@ -54,7 +54,7 @@ func (cq *CQ) readAny(buf []CQEntry, src []fi.Addr) (int, error) {
 func (cq *CQ) pendingCond(threshold int) bool {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	return cq.closed || cq.n >= threshold || (cq.n > 0 && cq.ring[cq.head].isErr)
+	return cq.closed || cq.count() >= threshold || cq.errAtHead()
 }
 
 // Strerror is fi_cq_strerror: a printable description of an error

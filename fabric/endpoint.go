@@ -372,6 +372,7 @@ func (ep *Endpoint) Enable() error {
 	ep.enabledCntr = ep.cntr
 	ep.rx.cq, ep.rx.sel, ep.rx.cntr = ep.rxCQ, ep.rxSel, ep.cntr[cntrRecv]
 	ep.rx.directed = ep.attr.Caps == 0 || ep.attr.Caps&fi.DIRECTED_RECV != 0
+	ep.rx.av = ep.av
 	eng, err := reliable.New(ep.tr, reliable.Config{
 		EndpointID: endpointID,
 		Handler:    ep,

@@ -94,9 +94,28 @@ type matchSpec struct {
 // accepts reports whether a receive asking for s takes m.
 func (r *receiver) accepts(s *matchSpec, m *rxMsg) bool {
 	if r.directed && s.src != fi.AddrUnspec && s.src != m.from {
-		return false
+		if m.from != fi.AddrNotAvail || !r.resolve(m) || s.src != m.from {
+			return false
+		}
 	}
 	return !s.tagged || (s.tag^m.tag)&^s.ignore == 0
+}
+
+// resolve looks up again the sender of a message that arrived while the
+// sender was not in the AV, and reports whether it is now. An MPI rank
+// inserts its peers' addresses when it is ready; a faster peer's first
+// message gets there before and waits unexpected, then must match the
+// directed receive naming the peer's new fi_addr. r.mu is held.
+func (r *receiver) resolve(m *rxMsg) bool {
+	if r.av == nil {
+		return false
+	}
+	from := r.av.FIAddr(m.peer.Addr)
+	if from == fi.AddrNotAvail {
+		return false
+	}
+	m.from, m.src = from, r.av.SourceAddr(m.peer.Addr)
+	return true
 }
 
 // postedQueue and unexpQueue return the queues of a kind of traffic.

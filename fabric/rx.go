@@ -3,6 +3,7 @@ package fabric
 import (
 	"sync"
 
+	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
@@ -123,6 +124,7 @@ type receiver struct {
 	cq       *CQ
 	sel      bool // the receive CQ is bound with FI_SELECTIVE_COMPLETION
 	directed bool // FI_DIRECTED_RECV
+	av       *av.AV
 	cntr     *Cntr
 }
 

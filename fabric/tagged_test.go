@@ -213,6 +213,61 @@ func TestTaggedDirectedRecv(t *testing.T) {
 	}
 }
 
+// TestDirectedRecvPeerInsertedLate: a message that arrived while its
+// sender was not in the receiver's AV (an MPI rank that starts sending
+// before its peer has inserted it) waits unexpected and is taken by a
+// directed receive naming the sender's fi_addr once it is inserted; the
+// completion reports that fi_addr. Tagged and untagged, eager and
+// rendezvous.
+func TestDirectedRecvPeerInsertedLate(t *testing.T) {
+	for _, size := range []int{5, 3 * fabric.DefaultEagerLimit} {
+		for _, tagged := range []bool{true, false} {
+			t.Run(fmt.Sprintf("tagged=%v/size=%d", tagged, size), func(t *testing.T) {
+				b := newSide(t, sideOpts{txCQ: taggedCQ, rxCQ: taggedCQ,
+					ep: fabric.EPAttr{AcceptUnknown: true, Caps: fi.MSG | fi.TAGGED | fi.DIRECTED_RECV}})
+				a := newSide(t, sideOpts{txCQ: taggedCQ, rxCQ: taggedCQ})
+				a.peer = a.insert(t, b.ep.GetName())
+				msg := fill(size, 3)
+				if tagged {
+					require.NoError(t, a.ep.TSend(msg, mr.Desc{}, a.peer, 9, "sent"))
+				} else {
+					require.NoError(t, a.ep.Send(msg, mr.Desc{}, a.peer, "sent"))
+				}
+				if size <= fabric.DefaultEagerLimit {
+					comp(t, a.txCQ)
+				}
+				waitUnexpected(t, b, 1)
+				fromA := b.insert(t, a.ep.GetName())
+				got := make([]byte, size)
+				if tagged {
+					require.NoError(t, b.ep.TRecv(got, mr.Desc{}, fromA, 9, 0, "recv"))
+				} else {
+					require.NoError(t, b.ep.Recv(got, mr.Desc{}, fromA, "recv"))
+				}
+				r, src := compFrom(t, b.rxCQ)
+				require.Equal(t, "recv", r.Context)
+				require.Equal(t, fromA, src)
+				require.Equal(t, msg, got)
+				if size > fabric.DefaultEagerLimit {
+					comp(t, a.txCQ)
+				}
+			})
+		}
+	}
+}
+
+// waitUnexpected waits until s's endpoint holds n unexpected messages.
+func waitUnexpected(t testing.TB, s *side, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.ep.Unexpected() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d unexpected messages, want %d", s.ep.Unexpected(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestTaggedBadInput: wrong arguments fail at once with the libfabric
 // error, and nothing is posted.
 func TestTaggedBadInput(t *testing.T) {

@@ -59,9 +59,9 @@ func built(t testing.TB) string {
 		if buildLog, buildErr = cmd.CombinedOutput(); buildErr != nil {
 			return
 		}
-		for _, prog := range []string{"probe"} {
+		for _, prog := range []string{"probe", "cqring"} {
 			cmd := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", filepath.Join(buildDir, prog),
-				filepath.Join("testdata", prog+".c"), "-lfabric", "-ldl")
+				filepath.Join("testdata", prog+".c"), "-lfabric", "-ldl", "-lpthread")
 			var out []byte
 			if out, buildErr = cmd.CombinedOutput(); buildErr != nil {
 				buildLog = out

@@ -28,6 +28,7 @@ func xfgo_getinfo(version C.uint32_t, node, service *C.char, flags C.uint64_t,
 		logf("getinfo: %v", err)
 		return errno[C.int](err)
 	}
+	applyDefaultProgress(hints, list)
 	var head, tail *C.struct_fi_info
 	for _, gi := range list {
 		ci := infoToC(gi)

@@ -361,35 +361,61 @@ static int xf_cq_control(struct fid *fid, int command, void *arg)
 	return xfgo_cq_control(CQ(fid)->h, command, arg);
 }
 
-static ssize_t xf_cq_read(struct fid_cq *cq, void *buf, size_t count)
+/* ring_read serves a read from the CQ's ring: > 0 completions taken,
+ * -FI_EAGAIN when nothing is queued anywhere and nothing needs Go, 0 when
+ * the read must go through Go (the Go CQ holds completions, manual
+ * progress, or no ring). */
+static ssize_t ring_read(struct xf_cq *c, void *buf, size_t count, fi_addr_t *src)
 {
-	XF_GUARD();
-	return xfgo_cq_read(CQ(cq)->h, CQ(cq)->format, buf, count, NULL, 0, 0);
+	ssize_t n;
+
+	if (!c->ring || count == 0 || !buf)
+		return 0;
+	n = xf_cqring_read(c->ring, c->entry_size, buf, count, src);
+	if (n > 0)
+		return n;
+	if (!c->manual && !__atomic_load_n(&c->ring->held, __ATOMIC_ACQUIRE))
+		return -FI_EAGAIN; /* automatic progress: Go would find nothing either */
+	return 0;
 }
 
 static ssize_t xf_cq_readfrom(struct fid_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
 {
+	struct xf_cq *c = CQ(cq);
+	ssize_t n;
+
 	XF_GUARD();
-	return xfgo_cq_read(CQ(cq)->h, CQ(cq)->format, buf, count, src_addr, 0, 0);
+	n = ring_read(c, buf, count, src_addr);
+	if (n != 0)
+		return n;
+	return xfgo_cq_read(c->h, c->format, buf, count, src_addr, 0, 0);
 }
 
-/* cond is read (a size_t threshold) only on a CQ opened with
- * FI_CQ_COND_THRESHOLD; Go decides. */
-static ssize_t xf_cq_sread(struct fid_cq *cq, void *buf, size_t count, const void *cond, int timeout)
+static ssize_t xf_cq_read(struct fid_cq *cq, void *buf, size_t count)
 {
-	XF_GUARD();
-	if (cond)
-		return xfgo_cq_sreadcond(CQ(cq)->h, CQ(cq)->format, buf, count, NULL, (void *)cond, timeout);
-	return xfgo_cq_read(CQ(cq)->h, CQ(cq)->format, buf, count, NULL, 1, timeout);
+	return xf_cq_readfrom(cq, buf, count, NULL);
 }
 
 static ssize_t xf_cq_sreadfrom(struct fid_cq *cq, void *buf, size_t count, fi_addr_t *src_addr,
 			       const void *cond, int timeout)
 {
+	struct xf_cq *c = CQ(cq);
+	ssize_t n;
+
 	XF_GUARD();
+	/* cond is read (a size_t threshold) only on a CQ opened with
+	 * FI_CQ_COND_THRESHOLD; Go decides, counting the ring too. */
 	if (cond)
-		return xfgo_cq_sreadcond(CQ(cq)->h, CQ(cq)->format, buf, count, src_addr, (void *)cond, timeout);
-	return xfgo_cq_read(CQ(cq)->h, CQ(cq)->format, buf, count, src_addr, 1, timeout);
+		return xfgo_cq_sreadcond(c->h, c->format, buf, count, src_addr, (void *)cond, timeout);
+	n = ring_read(c, buf, count, src_addr);
+	if (n > 0)
+		return n;
+	return xfgo_cq_read(c->h, c->format, buf, count, src_addr, 1, timeout);
+}
+
+static ssize_t xf_cq_sread(struct fid_cq *cq, void *buf, size_t count, const void *cond, int timeout)
+{
+	return xf_cq_sreadfrom(cq, buf, count, NULL, cond, timeout);
 }
 
 static ssize_t xf_cq_readerr(struct fid_cq *cq, struct fi_cq_err_entry *buf, uint64_t flags)
@@ -430,7 +456,20 @@ static struct fi_ops_cq xf_cq_ops = {
 	.strerror = xf_cq_strerror,
 };
 
-struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format)
+static size_t cq_entry_size(int format)
+{
+	switch (format) {
+	case FI_CQ_FORMAT_CONTEXT:
+		return sizeof(struct fi_cq_entry);
+	case FI_CQ_FORMAT_MSG:
+		return sizeof(struct fi_cq_msg_entry);
+	case FI_CQ_FORMAT_TAGGED:
+		return sizeof(struct fi_cq_tagged_entry);
+	}
+	return sizeof(struct fi_cq_data_entry);
+}
+
+struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format, struct xf_cqring *ring, int manual)
 {
 	struct xf_cq *c = calloc(1, sizeof(*c));
 
@@ -442,6 +481,9 @@ struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format)
 	c->cq.ops = &xf_cq_ops;
 	c->h = h;
 	c->format = format;
+	c->entry_size = cq_entry_size(format);
+	c->ring = ring;
+	c->manual = manual;
 	return &c->cq;
 }
 

@@ -213,9 +213,10 @@ func xfgo_eq_write(h C.uintptr_t, event C.uint32_t, buf unsafe.Pointer, length C
 
 // provCQ is the Go side of a struct xf_cq.
 type provCQ struct {
-	q   *fabric.CQ
-	c   *C.struct_fid_cq
-	err errData
+	q    *fabric.CQ
+	c    *C.struct_fid_cq
+	err  errData
+	ring *cqRing // the CQ's sink, read by C (cqring.go); nil: none
 }
 
 // cqBatch is how many completions one read moves through Go at most.
@@ -249,9 +250,23 @@ func xfgo_cq_open(h C.uintptr_t, attr *C.struct_fi_cq_attr, out **C.struct_fid_c
 	}
 	pc := &provCQ{q: q}
 	format := C.int(q.Attr().Format)
-	p, _ := register(q, pc, func(h C.uintptr_t) unsafe.Pointer { return unsafe.Pointer(C.xf_cq_new(h, context, format)) })
+	manual := C.int(0)
+	if pd.d.Info().DomainAttr.Progress == fabric.ProgressManual {
+		manual = 1
+	}
+	if pc.ring = newCQRing(q.Attr().Size, format); pc.ring == nil || q.SetSink(pc.ring) != nil {
+		q.Close()
+		if pc.ring != nil {
+			pc.ring.free()
+		}
+		return -C.FI_ENOMEM
+	}
+	p, _ := register(q, pc, func(h C.uintptr_t) unsafe.Pointer {
+		return unsafe.Pointer(C.xf_cq_new(h, context, format, pc.ring.r, manual))
+	})
 	if p == nil {
 		q.Close()
+		pc.ring.free()
 		return -C.FI_ENOMEM
 	}
 	pc.c = (*C.struct_fid_cq)(p)
@@ -271,6 +286,7 @@ func xfgo_cq_close(h C.uintptr_t) (ret C.int) {
 	}
 	pc.err.free()
 	unregister(pc.q, h, unsafe.Pointer(pc.c))
+	pc.ring.free()
 	return 0
 }
 

@@ -5,9 +5,8 @@
  * application holds is the provider's) followed by the Go handle of the
  * object (a runtime/cgo.Handle): fid.context stays the application's.
  *
- * Later optimisation (fi_cq_read without entering Go): struct xf_cq has
- * room to grow a C-readable completion ring after the handle; the Go side
- * would produce into it and C would consume it without a Go call.
+ * fi_cq_read is served from a completion ring in C memory (cqring.h)
+ * without entering Go while it has completions.
  */
 #ifndef XDPFAB_PROVIDER_H
 #define XDPFAB_PROVIDER_H
@@ -28,6 +27,8 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
+
+#include "cqring.h"
 
 /* Set in a child process after fork: the Go runtime did not survive the
  * fork (only the forking thread did), so nothing may enter Go there. */
@@ -75,13 +76,17 @@ struct xf_eq {
 	uintptr_t h;
 };
 
-/* A later fi_cq_read served without entering Go would put a
- * single-producer ring (Go producing formatted entries, C consuming) here,
- * after h; the fid layout already leaves the ops to C. */
+/* ring holds the CQ's success completions (cqring.h): fi_cq_read takes
+ * them without entering Go, and enters Go only when the ring is empty and
+ * the Go CQ holds something (an error) or progress is manual (the read
+ * drives it). NULL: every read goes through Go. */
 struct xf_cq {
 	struct fid_cq cq;
 	uintptr_t h;
 	int format;
+	int manual; /* FI_PROGRESS_MANUAL: an empty read drives progress in Go */
+	size_t entry_size;
+	struct xf_cqring *ring;
 };
 
 struct xf_cntr {
@@ -100,7 +105,7 @@ struct fid_domain *xf_domain_new(uintptr_t h, void *context);
 struct fid_ep *xf_ep_new(uintptr_t h, void *context);
 struct fid_av *xf_av_new(uintptr_t h, void *context);
 struct fid_eq *xf_eq_new(uintptr_t h, void *context);
-struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format);
+struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format, struct xf_cqring *ring, int manual);
 struct fid_cntr *xf_cntr_new(uintptr_t h, void *context);
 struct fid_mr *xf_mr_new(uintptr_t h, void *context, uint64_t key);
 void xf_mr_set_key(struct fid_mr *mr, uint64_t key);

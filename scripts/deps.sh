@@ -1,6 +1,7 @@
 #!/bin/sh
 # deps.sh TARGET...: makes sure the machine has what `make TARGET` needs
-# (test, demo, generate; scripts/deps.txt lists it), before the target runs.
+# (test, demo, demo-mpi, generate; scripts/deps.txt lists it), before the
+# target runs.
 #
 # Missing packages are installed with apt-get when running as root on a
 # machine that has it (unless XDPFAB_NO_INSTALL=1); otherwise deps.sh names
@@ -104,7 +105,7 @@ if [ -n "$lack" ]; then
 fi
 
 # Go: the version go.mod names (a newer go fetches that toolchain itself).
-if wanted test,demo && ! "$GO" version >/dev/null 2>&1; then
+if wanted test,demo,demo-mpi && ! "$GO" version >/dev/null 2>&1; then
 	want=$(sed -n 's/^go //p' "$root/go.mod")
 	echo "deps: no Go toolchain ($GO not found): install Go $want or newer" \
 		"(to /usr/local/go, which make looks in, or anywhere on PATH)" >&2
