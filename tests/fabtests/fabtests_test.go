@@ -18,6 +18,7 @@ package fabtests
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,7 +30,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/bpf"
+	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 	"github.com/xdpfab/xdpfab/xdp"
 )
@@ -181,6 +184,9 @@ var transports = []struct {
 	{name: "xdp-native", mode: xdp.ModeNative, xdp: true},
 }
 
+// sharedAVNames are the named AVs fi_rdm_shared_av opens (its defaults).
+var sharedAVNames = []string{"client_av", "server_av"}
+
 // pair is the two namespaces of one transport's runs.
 type pair struct {
 	a, b         *testenv.Netns
@@ -193,8 +199,22 @@ func TestFabtests(t *testing.T) {
 	testenv.RequirePriv(t)
 	provDir, bin := prepare(t)
 	start := time.Now()
+	t.Cleanup(func() {
+		// fi_rdm_shared_av's named AVs outlive their processes, as named
+		// AVs do (av.Unlink): leave none behind.
+		for _, name := range sharedAVNames {
+			if err := av.Unlink(name); err != nil && !errors.Is(err, fi.ENOENT) {
+				t.Errorf("unlink named AV %q: %v", name, err)
+			}
+		}
+		t.Logf("TestFabtests ran %v", time.Since(start).Round(time.Second))
+	})
+	// The transports run side by side, each on its own pair of namespaces:
+	// the pingpong tests wait on round trips more than they use the CPU,
+	// so two at once take little more than one.
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
+			t.Parallel()
 			a, b := testenv.NewNetns(t), testenv.NewNetns(t)
 			veth := testenv.NewVeth(t, a, b, testenv.VethOptions{})
 			p := &pair{a: a, b: b, ifA: veth.NameA, ifB: veth.NameB, xdp: tr.xdp, provDir: provDir, bin: bin}
@@ -225,7 +245,6 @@ func TestFabtests(t *testing.T) {
 			t.Run("runfabtests_quick", func(t *testing.T) { runQuick(t, p) })
 		})
 	}
-	t.Logf("TestFabtests ran %v", time.Since(start).Round(time.Second))
 }
 
 func attach(t *testing.T, ns *testenv.Netns, iface string, mode xdp.Mode) {
