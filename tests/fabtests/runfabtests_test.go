@@ -20,7 +20,12 @@ const quickTimeout = 15 * time.Minute
 // fakeSSH stands in for ssh in runfabtests.sh, which runs the server
 // and the client as "ssh [-n] [-o OPT]... HOST COMMAND": HOST is the
 // server's or the client's address, and COMMAND runs in that address's
-// namespace (nsenter, keeping the host's bpffs; see run).
+// network namespace (nsenter, keeping the host's bpffs; see run) and in
+// a PID namespace of its own. The PID namespace matters: after a test
+// times out, runfabtests.sh "cleans up" with ssh HOST "ps | grep ^fi_ |
+// xargs kill -9", which on this host would kill every fabtests process
+// of every user; in its own PID namespace the command sees only itself.
+// --kill-child ends the command when runfabtests.sh kills its ssh.
 const fakeSSH = `#!/bin/sh
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -36,7 +41,7 @@ case "$host" in
 %s) ns=%s ;;
 *) echo "fake ssh: no namespace for $host" >&2; exit 255 ;;
 esac
-exec nsenter --net=/var/run/netns/$ns sh -c "$*"
+exec nsenter --net=/var/run/netns/$ns unshare --pid --fork --kill-child --mount-proc sh -c "$*"
 `
 
 // quickID is the knownFailures key of a runfabtests test name
