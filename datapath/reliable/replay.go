@@ -89,3 +89,9 @@ func (w *replayWindow) sack() uint64 {
 	}
 	return s
 }
+
+// nextHeld reports whether next, the request to deliver now, is held.
+func (w *replayWindow) nextHeld() bool {
+	i, m := w.bit(w.next)
+	return w.held[i]&m != 0
+}
