@@ -762,7 +762,7 @@ func (e *Engine) flushLocked() {
 		e.txLater[i] = nil
 	}
 	e.txLater = e.txLater[:0]
-	e.stats.txBytes.Store(int64(e.txPool.inUse))
+	e.stats.txBytes.Store(int64(e.txPool.inUse - len(e.txBuild))) // txBuild is scratch
 }
 
 // newSlot returns a free slot for p's packet seq (p.nextSeq), placed in

@@ -187,13 +187,9 @@ func (e *Engine) cacheAlloc(n int) int32 {
 		}
 	}
 	old := e.now() - int64(e.cfg.RetryMax)
-	for !st.fits(n) {
-		k := st.expire(old, 16)
-		if k == 0 {
-			break
-		}
-		e.stats.cacheEvicted.Add(uint64(k))
-		e.flushRx()
+	for !st.fits(n) && st.expire(old, 1) == 1 {
+		e.stats.cacheEvicted.Add(1)
+		e.flushRx() // its buffer may be queued: send, then it is free
 	}
 	return st.alloc(n)
 }
