@@ -26,7 +26,7 @@ build:
 # checks.
 generate:
 	GO=$(GO) sh scripts/deps.sh generate
-	cd bpf && $(GO) generate . && sha256sum gen.go xdpfab.c xdpfab.h > sources.sha256
+	cd bpf && $(GO) generate . && sha256sum gen.go xdpfab.c xdpfab.h kserve.h > sources.sha256
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

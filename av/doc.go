@@ -115,6 +115,7 @@
 //     only (FI_EINVAL on an FI_EVENT AV). Close aborts queued inserts with
 //     FI_ECANCELED.
 //   - FI_SYNC_ERR takes the status array as the insert's context, an []int
+//     (or an []int32, a view of a C int array)
 //     receiving 0 or a positive fi.Errno per address, as fi_av(3) says.
 //   - FI_SYMMETRIC: InsertSym of a numeric range stores one range record:
 //     memory does not grow with nodecnt x svccnt. Free TABLE indices are

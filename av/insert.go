@@ -320,7 +320,7 @@ type insertJob struct {
 	fiAddr    []fi.Addr
 	flags     fi.Flags
 	ctx       any
-	syncErr   []int
+	syncErr   syncStatus
 	async     bool
 	inserted  int
 	failed    []failure // async: the error entries to post, in address order
@@ -328,6 +328,24 @@ type insertJob struct {
 	done      bool      // every address processed
 	returned  bool      // synchronous call already returned (FI_MORE)
 	finished  bool      // completion posted
+}
+
+// syncStatus is FI_SYNC_ERR's status array: an []int from Go, or an
+// []int32 over a C program's int array (the C provider's view of it, so
+// that statuses written late, after an FI_MORE batch, reach it too).
+type syncStatus struct {
+	ints   []int
+	int32s []int32
+}
+
+func (s syncStatus) len() int { return max(len(s.ints), len(s.int32s)) }
+
+func (s syncStatus) set(i, v int) {
+	if s.ints != nil {
+		s.ints[i] = v
+	} else if s.int32s != nil {
+		s.int32s[i] = int32(v)
+	}
 }
 
 type failure struct {
@@ -339,9 +357,7 @@ func (j *insertJob) fail(i int, errno fi.Errno) {
 	if j.fiAddr != nil {
 		j.fiAddr[i] = fi.AddrNotAvail
 	}
-	if j.syncErr != nil {
-		j.syncErr[i] = int(errno)
-	}
+	j.syncErr.set(i, int(errno))
 	if j.async {
 		j.failed = append(j.failed, failure{i, errno})
 	}
@@ -385,11 +401,15 @@ func (av *AV) insert(op string, src source, fiAddr []fi.Addr, flags fi.Flags, ct
 		if j.async {
 			return 0, fmt.Errorf("%s: FI_SYNC_ERR on an FI_EVENT AV: %w", op, fi.EINVAL)
 		}
-		se, ok := ctx.([]int)
-		if !ok || len(se) < n {
-			return 0, fmt.Errorf("%s: FI_SYNC_ERR needs an []int of %d statuses as context: %w", op, n, fi.EINVAL)
+		switch se := ctx.(type) {
+		case []int:
+			j.syncErr.ints = se
+		case []int32:
+			j.syncErr.int32s = se
 		}
-		j.syncErr = se
+		if j.syncErr.len() < n {
+			return 0, fmt.Errorf("%s: FI_SYNC_ERR needs an []int or []int32 of %d statuses as context: %w", op, n, fi.EINVAL)
+		}
 	}
 
 	if av.readOnly {
@@ -568,9 +588,7 @@ func (av *AV) place(j *insertJob, i int, ep endpoint, h uint64) fi.Errno {
 	if j.fiAddr != nil {
 		j.fiAddr[i] = handle
 	}
-	if j.syncErr != nil {
-		j.syncErr[i] = 0
-	}
+	j.syncErr.set(i, 0)
 	j.inserted++
 	if av.mirror != nil {
 		av.pend.add(kernelKey(av.id, ep), bpf.XdpfabAvValue{FiAddr: uint64(handle), AuthKeyId: uint32(keyID), Flags: vflags}, pendingOp{j, i, idx})
@@ -619,9 +637,7 @@ func (av *AV) symmetricRange(j *insertJob, s *symSource) bool {
 		if j.fiAddr != nil {
 			j.fiAddr[i] = h
 		}
-		if j.syncErr != nil {
-			j.syncErr[i] = 0
-		}
+		j.syncErr.set(i, 0)
 		if av.mirror != nil {
 			av.pend.add(kernelKey(av.id, r.member(uint32(k))), bpf.XdpfabAvValue{FiAddr: uint64(h)}, pendingOp{j, i, r.first + uint32(k)})
 			j.unflushed++

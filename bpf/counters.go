@@ -28,6 +28,17 @@ var counterInfo = [...]enumInfo{
 	XdpfabXdpfabCounterCNT_PASS_NO_META:      {"CNT_PASS_NO_META", "pass_no_meta", "xdpfab datagrams the driver could not attach metadata to: passed"},
 	XdpfabXdpfabCounterCNT_REDIRECT_XSK:      {"CNT_REDIRECT_XSK", "redirect_xsk", "xdpfab datagrams redirected to the AF_XDP socket of their RX queue"},
 	XdpfabXdpfabCounterCNT_PASS_NO_XSK:       {"CNT_PASS_NO_XSK", "pass_no_xsk", "xdpfab datagrams with no AF_XDP socket on their queue: passed to the stack"},
+	XdpfabXdpfabCounterCNT_TX_SERVED:         {"CNT_TX_SERVED", "tx_served", "requests executed in XDP on kernel-resident regions and answered with XDP_TX"},
+	XdpfabXdpfabCounterCNT_TX_CACHED:         {"CNT_TX_CACHED", "tx_cached", "retransmitted requests answered from the shared response ring with XDP_TX"},
+	XdpfabXdpfabCounterCNT_DROP_IN_PROGRESS:  {"CNT_DROP_IN_PROGRESS", "drop_in_progress", "retransmissions of a request another CPU is executing in XDP: dropped, that one answers"},
+	XdpfabXdpfabCounterCNT_DROP_TX_FAIL:      {"CNT_DROP_TX_FAIL", "drop_tx_fail", "requests served in XDP whose response could not be built in the frame: dropped, the retransmission is answered from the ring"},
+	XdpfabXdpfabCounterCNT_KERN_OPS:          {"CNT_KERN_OPS", "kern_ops", "atomic ops executed in XDP (detail of tx_served)"},
+	XdpfabXdpfabCounterCNT_UP_NO_STATE:       {"CNT_UP_NO_STATE", "up_no_state", "requests handed up: the peer has no state shared with XDP"},
+	XdpfabXdpfabCounterCNT_UP_USER_OWNS:      {"CNT_UP_USER_OWNS", "up_user_owns", "requests handed up: user space owns the peer's shared state"},
+	XdpfabXdpfabCounterCNT_UP_NOT_NEXT:       {"CNT_UP_NOT_NEXT", "up_not_next", "requests handed up: another session or endpoint, not the next sequence number, or a retransmission not in the ring"},
+	XdpfabXdpfabCounterCNT_UP_OP:             {"CNT_UP_OP", "up_op", "requests handed up: an op, datatype, flag or size XDP does not execute"},
+	XdpfabXdpfabCounterCNT_UP_REGION:         {"CNT_UP_REGION", "up_region", "requests handed up: key not kernel-resident, or range, access, auth key, alignment or page crossing"},
+	XdpfabXdpfabCounterCNT_UP_CONTENDED:      {"CNT_UP_CONTENDED", "up_contended", "requests handed up unexecuted: a compare-and-swap loop lost too often"},
 }
 
 // Counters returns every counter, in enum order.

@@ -78,10 +78,22 @@
 // mr_map remains the kernel-visible registry of MR keys, which user space
 // keeps; the program does not read it.
 //
+// Serving atomics (kserve.h, docs/xdp-atomics.md). On a port with
+// PORT_KSERVE the program executes requests whose every op is an atomic on
+// a kernel-resident region (kr_regions, kr_mem: BPF_F_MMAPABLE array maps
+// mapped into the owning process, KernelRegion) and answers them with
+// XDP_TX, when the peer's shared target state (ktarget, KTarget) is the
+// program's and the request is the next of its session; a retransmission
+// of one it answered is answered from the state's ring. The checks there
+// are those of the target's mr.Table lookup for such regions (key,
+// enabled, range, access, auth key), which the provider mirrors into
+// kr_regions; everything else goes up as before, counted by reason
+// (up_*). The verdict above still holds for what goes up.
+//
 // Provider choices: IPv6 extension headers other than none are not walked
 // (such packets pass to the stack); IP fragments pass to the stack; UDP
 // datagrams longer than 4096 bytes are not checksummed here and pass to the
 // stack.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target bpfel -type av_key -type av_value -type mr_key -type mr_value -type xdpfab_counter -type port_config -type local_addr -type xdp_meta Xdpfab xdpfab.c -- -I.
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target bpfel -type av_key -type av_value -type mr_key -type mr_value -type xdpfab_counter -type port_config -type local_addr -type xdp_meta -type kr_region -type kt_key -type kt_resp -type kt_state -type kt_ctl Xdpfab xdpfab.c -- -I.

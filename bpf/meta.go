@@ -17,6 +17,7 @@ const (
 
 	PortStrict    = 0x1 // PORT_STRICT: drop datagrams from peers not in the AV
 	PortBoundAddr = 0x2 // PORT_BOUND_ADDR: only datagrams to XdpfabPortConfig.Addr; else to any address in local_addrs
+	PortKServe    = 0x4 // PORT_KSERVE: the endpoint shares target state; requests may be served in XDP
 
 	XSKMaxQueues = 64 // XSK_MAX_QUEUES: entries of the xsks map
 )

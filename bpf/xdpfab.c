@@ -20,10 +20,11 @@
  * bound there it falls back to the kernel stack, so the kernel-socket
  * transport still works.
  *
- * The program does not read the xdpfab payload and vets no op: the target
- * checks each against its MR table, which alone can (package doc, "No MR
- * verdict"). mr_map stays as the kernel-visible registry of MR keys that
- * user space keeps; the program does not read it.
+ * The program vets no op it hands up: the target checks each against its
+ * MR table, which alone can (package doc, "No MR verdict"). mr_map stays as
+ * the kernel-visible registry of MR keys that user space keeps; the
+ * program does not read it. Requests on kernel-resident regions it can
+ * execute itself are served here (kserve.h) and answered with XDP_TX.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -94,19 +95,22 @@ const struct xdp_meta *unused_xdp_meta __attribute__((unused));
 #define IP_OFFSET_ 0x1FFF
 #define FI_ADDR_NOTAVAIL_ (~0ULL)
 
-static __always_inline void count(enum xdpfab_counter c)
+static __always_inline void count_n(enum xdpfab_counter c, __u64 n)
 {
 	__u32 idx = c;
 	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
 	if (v)
-		*v += 1;
+		*v += n;
 }
+
+static __always_inline void count(enum xdpfab_counter c) { count_n(c, 1); }
 
 /* What the L2-L4 parse found in an xdpfab candidate. */
 struct flow {
 	__u8 saddr[16]; /* v4-mapped for IPv4 */
 	__u8 daddr[16]; /* v4-mapped for IPv4 */
 	__u8 v4;        /* IPv4 (else IPv6) */
+	__u32 l3;       /* offset of the IP header from data */
 	__u16 sport;    /* network order */
 	__u16 dport;    /* network order */
 	__u32 payload;  /* offset of the UDP payload from data */
@@ -163,6 +167,7 @@ static __always_inline int parse_l2_l4(struct xdp_md *ctx, struct flow *f)
 		f->daddr[11] = 0xff;
 		__builtin_memcpy(&f->daddr[12], &ip->daddr, 4);
 		f->v4 = 1;
+		f->l3 = off;
 		off += ihl;
 		tot -= ihl;
 		udp = data + off;
@@ -186,6 +191,7 @@ static __always_inline int parse_l2_l4(struct xdp_md *ctx, struct flow *f)
 		__builtin_memcpy(f->saddr, &ip6->saddr, 16);
 		__builtin_memcpy(f->daddr, &ip6->daddr, 16);
 		f->v4 = 0;
+		f->l3 = off;
 		off += sizeof(*ip6);
 		udp = data + off;
 		if ((void *)(udp + 1) > end || plen < sizeof(*udp))
@@ -384,6 +390,8 @@ static __always_inline int finish(struct xdp_md *ctx, __u64 fi_addr,
 	return act;
 }
 
+#include "kserve.h"
+
 SEC("xdp")
 int xdpfab_xdp(struct xdp_md *ctx)
 {
@@ -443,6 +451,15 @@ int xdpfab_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	flags |= XDP_META_CSUM_OK;
+	/* A request the program can execute on kernel-resident regions is
+	 * answered here (kserve.h), on ports whose endpoint shares its
+	 * target state: a peer's state exists only once user space admitted
+	 * it, so an unknown peer (non-strict port) may be served too. */
+	if (pc->flags & PORT_KSERVE) {
+		int act = kserve(ctx, &f, pc);
+		if (act >= 0)
+			return act;
+	}
 	return finish(ctx, fi_addr, auth_key_id, flags);
 }
 

@@ -71,6 +71,7 @@ struct port_config {
 
 #define PORT_STRICT     0x1 /* drop datagrams from peers not in the AV */
 #define PORT_BOUND_ADDR 0x2 /* addr is the bound address; else the port is bound to every local address */
+#define PORT_KSERVE     0x4 /* the endpoint shares target state: requests may be served in XDP (kserve.h) */
 
 /*
  * Local addresses map: the addresses of the network namespace the program
@@ -81,6 +82,99 @@ struct port_config {
 struct local_addr {
 	__u8 addr[16];
 };
+
+/*
+ * Kernel-resident regions (docs/xdp-atomics.md). A region registered as
+ * kernel-resident lives in a BPF_F_MMAPABLE array map of KR_PAGE-byte
+ * elements, mmapped by its owner as the region's bytes; kr_mem maps its
+ * (domain, key) to that map and kr_regions to what the program checks
+ * before serving an atomic on it. Both are keyed by struct mr_key.
+ */
+#define KR_PAGE 4096 /* bytes per element of a region's array map */
+
+struct kr_region {
+	__u64 base;        /* lowest valid remote address: 0, or the VA with FI_MR_VIRT_ADDR */
+	__u64 len;         /* region length in bytes */
+	__u32 auth_digest; /* the auth key digest requests must present (mr.AuthDigest, 0 = none) */
+	__u32 flags;       /* KR_* */
+};
+
+#define KR_ENABLED      0x1 /* enabled, not closed: XDP may serve it */
+#define KR_REMOTE_READ  0x2 /* FI_REMOTE_READ granted */
+#define KR_REMOTE_WRITE 0x4 /* FI_REMOTE_WRITE granted */
+
+/*
+ * Per-peer target state shared by the XDP program and the user-space
+ * engine (datapath/reliable's rxPeer): one per (peer address and port,
+ * local port, peer endpoint). Exactly one side owns it at a time
+ * (KT_OWNER_*); only the owner delivers requests, and ownership moves under
+ * the value's spin lock, so neither side runs a sequence number the other
+ * ran. The ring remembers what the program answered for the last KT_RING
+ * sequence numbers it delivered: a retransmission is answered from it, by
+ * the program or (kt_ctl KT_CMD_FETCH) by user space.
+ */
+#define KT_RING     256 /* responses remembered: the largest engine Window that may share */
+#define KT_DATA_MAX 128 /* fetched bytes one XDP-served request may return */
+#define KT_MAX_OPS  16  /* wire.MaxOps */
+
+struct kt_key {
+	__u8 addr[16];  /* peer address, IPv6 or IPv4-mapped */
+	__u16 sport;    /* peer UDP port, network order */
+	__u16 dport;    /* local UDP port, network order */
+	__u32 src_ep;   /* the peer's endpoint id (header SrcEP) */
+};
+
+struct kt_resp {
+	__u32 seq;     /* sequence number answered */
+	__u32 session; /* its session */
+	__u32 dlen;    /* fetched bytes in data */
+	__u32 pad;
+	__u8 data[KT_DATA_MAX]; /* the fetched values, in op order */
+};
+
+#define KT_OWNER_USER   0 /* user space delivers; the program hands every request up */
+#define KT_OWNER_KERNEL 1 /* the program delivers what it can */
+
+struct kt_state {
+	struct bpf_spin_lock lock;
+	__u32 owner;   /* KT_OWNER_* */
+	__u32 session; /* the peer's session */
+	__u32 next;    /* next sequence number to deliver */
+	__u32 dst_ep;  /* this endpoint's id: requests must name it */
+	__u32 busy;    /* the program is executing seq next on some CPU */
+	__u64 last_ns; /* bpf_ktime_get_ns of the last request the program delivered */
+	__u64 served;  /* requests the program delivered */
+	struct kt_resp ring[KT_RING]; /* by seq % KT_RING */
+};
+
+/*
+ * kt_ctl's argument and result (BPF_PROG_TEST_RUN data): user space claims
+ * and releases a kt_state, and reads ring entries, under its lock.
+ */
+struct kt_ctl {
+	struct kt_key key;
+	__u32 cmd;     /* KT_CMD_* */
+	__u32 status;  /* out: KT_ST_* */
+	__u32 session; /* CLAIM: out; RELEASE, FETCH: in */
+	__u32 next;    /* CLAIM: out; RELEASE: in */
+	__u32 dst_ep;  /* RELEASE: in */
+	__u32 seq;     /* FETCH: in */
+	__u64 last_ns; /* CLAIM: out */
+	__u64 served;  /* CLAIM: out */
+	__u32 dlen;    /* FETCH: out */
+	__u32 pad;
+	__u8 data[KT_DATA_MAX]; /* FETCH: out */
+};
+
+#define KT_CMD_CLAIM   1 /* owner = user; report session, next */
+#define KT_CMD_RELEASE 2 /* set session, next, dst_ep; owner = kernel */
+#define KT_CMD_FETCH   3 /* copy out the ring entry of seq in session */
+
+#define KT_ST_OK      1
+#define KT_ST_NONE    2 /* no state for the key */
+#define KT_ST_BUSY    3 /* the program is executing a request: retry */
+#define KT_ST_MISS    4 /* FETCH: the ring does not hold seq */
+#define KT_ST_BAD_CMD 5
 
 /* Entries of the XSKMAP (one AF_XDP socket per RX queue). */
 #define XSK_MAX_QUEUES 64
@@ -128,6 +222,18 @@ enum xdpfab_counter {
 	CNT_PASS_NO_META,      /* metadata could not be added: passed to the stack */
 	CNT_REDIRECT_XSK,      /* redirected to the AF_XDP socket of the RX queue */
 	CNT_PASS_NO_XSK,       /* xdpfab packet, no socket on its queue: passed */
+	CNT_TX_SERVED,         /* request executed in XDP on kernel-resident regions, answered with XDP_TX */
+	CNT_TX_CACHED,         /* retransmitted request answered from the kt_state ring with XDP_TX */
+	CNT_DROP_IN_PROGRESS,  /* retransmission of the request another CPU is executing: dropped, that one answers */
+	CNT_DROP_TX_FAIL,      /* served but the response could not be built in the frame: dropped, the ring answers the retransmission */
+	/* Not outcomes: details of the xdpfab requests above. */
+	CNT_KERN_OPS,          /* ops executed in XDP (a served request carries 1..16) */
+	CNT_UP_NO_STATE,       /* request handed up: no shared state for the peer */
+	CNT_UP_USER_OWNS,      /* request handed up: user space owns the peer's state */
+	CNT_UP_NOT_NEXT,       /* request handed up: other session, endpoint, or not the next seq, or a duplicate not in the ring */
+	CNT_UP_OP,             /* request handed up: an op, datatype, flag or size XDP does not execute */
+	CNT_UP_REGION,         /* request handed up: key not kernel-resident, or range, access, auth, alignment, page crossing */
+	CNT_UP_CONTENDED,      /* request handed up: a compare-and-swap loop lost too often, nothing executed */
 	CNT_MAX,
 };
 

@@ -28,6 +28,73 @@ type XdpfabAvValue struct {
 	Flags     uint32
 }
 
+type XdpfabKrRegion struct {
+	_          structs.HostLayout
+	Base       uint64
+	Len        uint64
+	AuthDigest uint32
+	Flags      uint32
+}
+
+type XdpfabKtCtl struct {
+	_       structs.HostLayout
+	Key     XdpfabKtKey
+	Cmd     uint32
+	Status  uint32
+	Session uint32
+	Next    uint32
+	DstEp   uint32
+	Seq     uint32
+	LastNs  uint64
+	Served  uint64
+	Dlen    uint32
+	Pad     uint32
+	Data    [128]uint8
+}
+
+type XdpfabKtKey struct {
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Sport uint16
+	Dport uint16
+	SrcEp uint32
+}
+
+type XdpfabKtResp struct {
+	_       structs.HostLayout
+	Seq     uint32
+	Session uint32
+	Dlen    uint32
+	Pad     uint32
+	Data    [128]uint8
+}
+
+type XdpfabKtScratch struct {
+	_     structs.HostLayout
+	Data  [136]uint8
+	Resp  [520]uint8
+	Poff  [16]uint32
+	Olen  [16]uint32
+	Orlen [16]uint32
+	Dpos  uint32
+}
+
+type XdpfabKtState struct {
+	_    structs.HostLayout
+	Lock struct {
+		_   structs.HostLayout
+		Val uint32
+	}
+	Owner   uint32
+	Session uint32
+	Next    uint32
+	DstEp   uint32
+	Busy    uint32
+	LastNs  uint64
+	Served  uint64
+	Ring    [256]XdpfabKtResp
+}
+
 type XdpfabLocalAddr struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -86,7 +153,18 @@ const (
 	XdpfabXdpfabCounterCNT_PASS_NO_META      XdpfabXdpfabCounter = 12
 	XdpfabXdpfabCounterCNT_REDIRECT_XSK      XdpfabXdpfabCounter = 13
 	XdpfabXdpfabCounterCNT_PASS_NO_XSK       XdpfabXdpfabCounter = 14
-	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 15
+	XdpfabXdpfabCounterCNT_TX_SERVED         XdpfabXdpfabCounter = 15
+	XdpfabXdpfabCounterCNT_TX_CACHED         XdpfabXdpfabCounter = 16
+	XdpfabXdpfabCounterCNT_DROP_IN_PROGRESS  XdpfabXdpfabCounter = 17
+	XdpfabXdpfabCounterCNT_DROP_TX_FAIL      XdpfabXdpfabCounter = 18
+	XdpfabXdpfabCounterCNT_KERN_OPS          XdpfabXdpfabCounter = 19
+	XdpfabXdpfabCounterCNT_UP_NO_STATE       XdpfabXdpfabCounter = 20
+	XdpfabXdpfabCounterCNT_UP_USER_OWNS      XdpfabXdpfabCounter = 21
+	XdpfabXdpfabCounterCNT_UP_NOT_NEXT       XdpfabXdpfabCounter = 22
+	XdpfabXdpfabCounterCNT_UP_OP             XdpfabXdpfabCounter = 23
+	XdpfabXdpfabCounterCNT_UP_REGION         XdpfabXdpfabCounter = 24
+	XdpfabXdpfabCounterCNT_UP_CONTENDED      XdpfabXdpfabCounter = 25
+	XdpfabXdpfabCounterCNT_MAX               XdpfabXdpfabCounter = 26
 )
 
 // Names of all BPF objects in the ELF.
@@ -95,12 +173,18 @@ const (
 const (
 	XdpfabMapAvMap         = "av_map"
 	XdpfabMapCounters      = "counters"
+	XdpfabMapKrMem         = "kr_mem"
+	XdpfabMapKrRegions     = "kr_regions"
+	XdpfabMapKtScratch     = "kt_scratch"
+	XdpfabMapKtarget       = "ktarget"
 	XdpfabMapLocalAddrs    = "local_addrs"
 	XdpfabMapMrMap         = "mr_map"
 	XdpfabMapPorts         = "ports"
 	XdpfabMapXsks          = "xsks"
+	XdpfabProgKtControl    = "kt_control"
 	XdpfabProgXdpfabXdp    = "xdpfab_xdp"
 	XdpfabProgXskProbe     = "xsk_probe"
+	XdpfabVarUnusedKtCtl   = "unused_kt_ctl"
 	XdpfabVarUnusedXdpMeta = "unused_xdp_meta"
 )
 
@@ -146,6 +230,7 @@ type XdpfabSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabProgramSpecs struct {
+	KtControl *ebpf.ProgramSpec `ebpf:"kt_control"`
 	XdpfabXdp *ebpf.ProgramSpec `ebpf:"xdpfab_xdp"`
 	XskProbe  *ebpf.ProgramSpec `ebpf:"xsk_probe"`
 }
@@ -156,6 +241,10 @@ type XdpfabProgramSpecs struct {
 type XdpfabMapSpecs struct {
 	AvMap      *ebpf.MapSpec `ebpf:"av_map"`
 	Counters   *ebpf.MapSpec `ebpf:"counters"`
+	KrMem      *ebpf.MapSpec `ebpf:"kr_mem"`
+	KrRegions  *ebpf.MapSpec `ebpf:"kr_regions"`
+	KtScratch  *ebpf.MapSpec `ebpf:"kt_scratch"`
+	Ktarget    *ebpf.MapSpec `ebpf:"ktarget"`
 	LocalAddrs *ebpf.MapSpec `ebpf:"local_addrs"`
 	MrMap      *ebpf.MapSpec `ebpf:"mr_map"`
 	Ports      *ebpf.MapSpec `ebpf:"ports"`
@@ -166,6 +255,7 @@ type XdpfabMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabVariableSpecs struct {
+	UnusedKtCtl   *ebpf.VariableSpec `ebpf:"unused_kt_ctl"`
 	UnusedXdpMeta *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
 }
 
@@ -191,6 +281,10 @@ func (o *XdpfabObjects) Close() error {
 type XdpfabMaps struct {
 	AvMap      *ebpf.Map `ebpf:"av_map"`
 	Counters   *ebpf.Map `ebpf:"counters"`
+	KrMem      *ebpf.Map `ebpf:"kr_mem"`
+	KrRegions  *ebpf.Map `ebpf:"kr_regions"`
+	KtScratch  *ebpf.Map `ebpf:"kt_scratch"`
+	Ktarget    *ebpf.Map `ebpf:"ktarget"`
 	LocalAddrs *ebpf.Map `ebpf:"local_addrs"`
 	MrMap      *ebpf.Map `ebpf:"mr_map"`
 	Ports      *ebpf.Map `ebpf:"ports"`
@@ -201,6 +295,10 @@ func (m *XdpfabMaps) Close() error {
 	return _XdpfabClose(
 		m.AvMap,
 		m.Counters,
+		m.KrMem,
+		m.KrRegions,
+		m.KtScratch,
+		m.Ktarget,
 		m.LocalAddrs,
 		m.MrMap,
 		m.Ports,
@@ -212,6 +310,7 @@ func (m *XdpfabMaps) Close() error {
 //
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabVariables struct {
+	UnusedKtCtl   *ebpf.Variable `ebpf:"unused_kt_ctl"`
 	UnusedXdpMeta *ebpf.Variable `ebpf:"unused_xdp_meta"`
 }
 
@@ -219,12 +318,14 @@ type XdpfabVariables struct {
 //
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabPrograms struct {
+	KtControl *ebpf.Program `ebpf:"kt_control"`
 	XdpfabXdp *ebpf.Program `ebpf:"xdpfab_xdp"`
 	XskProbe  *ebpf.Program `ebpf:"xsk_probe"`
 }
 
 func (p *XdpfabPrograms) Close() error {
 	return _XdpfabClose(
+		p.KtControl,
 		p.XdpfabXdp,
 		p.XskProbe,
 	)

@@ -122,7 +122,7 @@ func (d *Domain) CQOpen(attr CQAttr, context any) (*CQ, error) {
 	if attr.Format == CQFormatUnspec {
 		attr.Format = CQFormatData
 	}
-	cq := &CQ{FIDBase: fi.NewFIDBase(fi.ClassCQ, context), dom: d, attr: attr, ring: make([]cqItem, attr.Size)}
+	cq := &CQ{FIDBase: fi.NewFIDBase(fi.ClassCQ, context), dom: d, attr: attr, ring: make([]cqItem, min(attr.Size, initialRing))}
 	cq.progress.auto = d.attr.Progress != ProgressManual
 	switch attr.WaitObj {
 	case fi.WaitNone:
@@ -190,7 +190,7 @@ func (cq *CQ) reserve() error {
 	if cq.closed {
 		return fmt.Errorf("cq closed: %w", fi.EINVAL)
 	}
-	if cq.n+cq.reserved >= len(cq.ring) {
+	if cq.n+cq.reserved >= cq.attr.Size {
 		return fi.EAGAIN
 	}
 	cq.reserved++
@@ -220,7 +220,7 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 	if reserved {
 		cq.reserved--
 	}
-	if cq.closed || cq.n == len(cq.ring) || (!reserved && cq.n+cq.reserved >= len(cq.ring)) {
+	if cq.closed || cq.n == cq.attr.Size || (!reserved && cq.n+cq.reserved >= cq.attr.Size) {
 		// Closed under an in-flight op, or an unreserved completion with no
 		// room: libfabric's CQ overrun. An unreserved completion never
 		// takes a slot promised to an accepted operation.
@@ -230,6 +230,9 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 	if !it.isErr { // fi_cq_err_entry carries every field whatever the format
 		cq.filter(&it.err.CQEntry)
 	}
+	if cq.n == len(cq.ring) {
+		cq.grow()
+	}
 	tail := cq.head + cq.n
 	if tail >= len(cq.ring) {
 		tail -= len(cq.ring)
@@ -238,6 +241,22 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 	cq.n++
 	cq.mu.Unlock()
 	cq.signal()
+}
+
+// initialRing is the ring a CQ starts with; it doubles up to Size as
+// completions queue up. An application may open thousands of CQs of the
+// default size (fabtests' fi_cq_test opens 32768) that never hold more
+// than a few entries: allocating every CQ's full ring at open would take
+// gigabytes.
+const initialRing = 64
+
+// grow doubles the full ring (at most to Size), keeping the entries in
+// order from index 0. cq.mu is held.
+func (cq *CQ) grow() {
+	ring := make([]cqItem, min(max(2*len(cq.ring), initialRing), cq.attr.Size))
+	n := copy(ring, cq.ring[cq.head:])
+	copy(ring[n:], cq.ring[:cq.head])
+	cq.ring, cq.head = ring, 0
 }
 
 // filter clears the fields the CQ's format does not carry.
@@ -494,8 +513,7 @@ func (cq *CQ) Close() error {
 		return fmt.Errorf("cq close: %d endpoint(s) bound: %w", cq.refs, fi.EBUSY)
 	}
 	cq.closed = true
-	clear(cq.ring)
-	cq.n = 0
+	cq.ring, cq.head, cq.n = nil, 0, 0
 	cq.mu.Unlock()
 	if cq.obj != nil {
 		cq.obj.Close()

@@ -42,6 +42,11 @@ type EPAttr struct {
 	// (tx_attr.op_flags), e.g. fi.COMPLETION with a CQ bound with
 	// FI_SELECTIVE_COMPLETION.
 	OpFlags fi.Flags
+	// RxOpFlags are rx_attr.op_flags beyond fi.COMPLETION (which OpFlags
+	// carries for both sides): fi.MULTI_RECV makes fi_recv and fi_recvv
+	// (untagged, one buffer) post FI_MULTI_RECV buffers, as fi_recvmsg
+	// with the flag does.
+	RxOpFlags fi.Flags
 	// Caps are the endpoint's capabilities (fi_info caps); 0 takes all
 	// of the provider's (Domain.Info().Caps). Of them the datapath looks
 	// at fi.DIRECTED_RECV: without it a receive's source address is
@@ -67,8 +72,12 @@ type Endpoint struct {
 	attr EPAttr
 	tr   datapath.Transport
 	eng  *reliable.Engine // nil until Enable
-	amo  fatomic.Engine   // valid counts and execution for this endpoint's packet size
-	size sizes            // packet size and what follows from it, fixed at open
+	// kshare shares the engine's target state with the XDP program
+	// (kernelshare.go); nil when the domain cannot have kernel-resident
+	// regions.
+	kshare *kernelShare
+	amo    fatomic.Engine // valid counts and execution for this endpoint's packet size
+	size   sizes          // packet size and what follows from it, fixed at open
 	// enabledCntr is cntr as Enable found it: bindings are refused once
 	// enabled, so the datapath reads this copy without taking mu (written
 	// by Enable before the engine starts, never after).
@@ -177,6 +186,9 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 	}
 	if attr.OpFlags&^(fi.COMPLETION|fi.INJECT|fi.FENCE|fi.DELIVERY_COMPLETE|fi.TRANSMIT_COMPLETE|fi.INJECT_COMPLETE) != 0 {
 		return nil, fmt.Errorf("endpoint: op flags %#x: %w", uint64(attr.OpFlags), fi.EBADFLAGS)
+	}
+	if attr.RxOpFlags&^(fi.COMPLETION|fi.MULTI_RECV) != 0 {
+		return nil, fmt.Errorf("endpoint: rx op flags %#x: %w", uint64(attr.RxOpFlags), fi.EBADFLAGS)
 	}
 	d.mu.Lock()
 	if d.closed {
@@ -375,6 +387,7 @@ func (ep *Endpoint) Enable() error {
 		BusyPoll:   ep.dom.attr.BusyPoll,
 
 		ManualProgress: ep.manual(),
+		Shared:         ep.sharedTarget(),
 	})
 	if err != nil {
 		_ = ep.av.DisableEndpoint(ep)
@@ -454,6 +467,10 @@ func (ep *Endpoint) Close() error {
 	}
 	if eng != nil {
 		eng.Close() // completes what is pending with FI_ECANCELED, via onComplete
+		if ep.kshare != nil {
+			ep.kshare.close()
+			ep.dom.kmr.removeEndpoint(ep)
+		}
 		ep.dropCtl(nil)
 		ep.cancelRndvSends(nil)
 		ep.releaseAllCQData()

@@ -1,5 +1,7 @@
 package fabric
 
+import "github.com/xdpfab/xdpfab/fi"
+
 // Queued reports how many entries, successes and errors, cq holds. Tests
 // use it to wait for several completions without consuming them.
 func (cq *CQ) Queued() int {
@@ -21,4 +23,15 @@ func (ep *Endpoint) Unexpected() int {
 	ep.rx.mu.Lock()
 	defer ep.rx.mu.Unlock()
 	return ep.rx.unexpMsgs
+}
+
+// PushForTest queues a completion with context ctx as an endpoint would
+// for an operation not holding a reservation.
+func (cq *CQ) PushForTest(ctx any) { cq.complete(&CQEntry{Context: ctx}, fi.AddrNotAvail, false) }
+
+// RingLen reports the length of cq's ring as allocated now.
+func (cq *CQ) RingLen() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return len(cq.ring)
 }

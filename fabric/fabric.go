@@ -312,6 +312,7 @@ type Domain struct {
 	kind     TransportKind
 	xdpIface string
 	xdpAtt   *xdp.Attachment
+	kmr      kernelMRs // kernel-resident regions (kernelmr.go)
 
 	// The packet sizes for the domain's address and transport, as read
 	// at open (Info); each endpoint derives its own when it opens.
@@ -368,6 +369,10 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 			d.xdpAtt.Close()
 			return nil, fmt.Errorf("domain: %w", err)
 		}
+	}
+	if d.xdpAtt != nil && d.xdpAtt.KRMem != nil && mirror != nil {
+		d.kmr.att = d.xdpAtt
+		mirror = &krMirror{inner: mirror, d: d}
 	}
 	t, err := mr.NewTable(mr.Config{Mode: attr.MRMode, DomainID: d.id, AuthKey: attr.AuthKey, Owner: d, Mirror: mirror})
 	if err != nil {
@@ -479,6 +484,7 @@ func (d *Domain) Close() error {
 	if err := d.mrs.Close(); err != nil {
 		return fmt.Errorf("domain close: %w", err)
 	}
+	d.kmr.closeAll()
 	if d.xdpAtt != nil {
 		_ = d.xdpAtt.ReleaseDomainID(d.id) // its MRs are closed: no key carries it
 		d.xdpAtt.Close()

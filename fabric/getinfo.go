@@ -48,7 +48,8 @@ import (
 // FI_ORDER_NONE; total_buffered_recv MaxUnexpectedBytes; cq_data_size 8;
 // mem_tag_format FI_TAG_GENERIC (64 bits); one tx and one rx context per
 // endpoint, no shared or scalable contexts; no per-endpoint auth_key (the
-// domain's is used); no traffic classes.
+// domain's is used); traffic classes: the labels are taken (all served
+// as FI_TC_BEST_EFFORT), DSCP values are not met (no packet marking).
 //
 // Hints follow fi_getinfo(3) and libfabric's util checks: a zero hint is a
 // wildcard (mode: the application supports no mode bit), a non-zero one
@@ -113,7 +114,7 @@ const (
 	// txOpFlags are the tx_attr.op_flags an endpoint takes (EPAttr.OpFlags).
 	txOpFlags = fi.COMPLETION | fi.INJECT | fi.FENCE | fi.DELIVERY_COMPLETE | fi.TRANSMIT_COMPLETE | fi.INJECT_COMPLETE
 	// rxOpFlags are the rx_attr.op_flags an endpoint takes.
-	rxOpFlags = fi.COMPLETION
+	rxOpFlags = fi.COMPLETION | fi.MULTI_RECV
 	// msgOrder is every ordering bit: requests to one peer execute at the
 	// target in posting order (datapath/reliable).
 	msgOrder = fi.OrderStrict | fi.OrderRMARAR | fi.OrderRMARAW | fi.OrderRMAWAR | fi.OrderRMAWAW |
@@ -657,8 +658,8 @@ func checkDomainAttr(version uint32, h, limits *DomainAttr) error {
 		return mismatchf("max_err_data %d (xdpfab has %d)", h.MaxErrData, limits.MaxErrData)
 	case h.MRCnt > limits.MRCnt:
 		return mismatchf("mr_cnt %d (xdpfab has %d)", h.MRCnt, limits.MRCnt)
-	case h.TClass != 0:
-		return mismatchf("traffic class %#x: xdpfab has none", h.TClass)
+	case !tclassServed(h.TClass):
+		return mismatchf("traffic class %#x: xdpfab marks no DSCP", h.TClass)
 	case h.CQCnt < 0 || h.EPCnt < 0 || h.CntrCnt < 0 || h.MRCnt < 0 || h.MRKeySize < 0 || h.CQDataSize < 0 ||
 		h.TxCtxCnt < 0 || h.RxCtxCnt < 0 || h.MaxEPTxCtx < 0 || h.MaxEPRxCtx < 0 || h.MaxEPStxCtx < 0 ||
 		h.MaxEPSrxCtx < 0 || h.MRIovLimit < 0 || h.MaxErrData < 0:
@@ -728,10 +729,26 @@ func checkTxAttr(h, limits *TxAttr, caps fi.Flags) error {
 		return mismatchf("tx iov_limit %d (xdpfab has %d)", h.IovLimit, limits.IovLimit)
 	case h.RMAIovLimit > limits.RMAIovLimit || h.RMAIovLimit < 0:
 		return mismatchf("rma_iov_limit %d (xdpfab has %d)", h.RMAIovLimit, limits.RMAIovLimit)
-	case h.TClass != 0:
-		return mismatchf("traffic class %#x: xdpfab has none", h.TClass)
+	case !tclassServed(h.TClass):
+		return mismatchf("traffic class %#x: xdpfab marks no DSCP", h.TClass)
 	}
 	return nil
+}
+
+// Traffic classes (fi_endpoint(3) "Traffic Class"): FI_TC_UNSPEC, the
+// labels FI_TC_BEST_EFFORT..FI_TC_NETWORK_CTRL, or FI_TC_DSCP|value.
+const (
+	tcLabelFirst = 0x200 // FI_TC_BEST_EFFORT (FI_TC_LABEL)
+	tcLabelLast  = 0x205 // FI_TC_NETWORK_CTRL
+)
+
+// tclassServed reports whether xdpfab serves traffic class tc: the
+// default and the labels, which name a kind of traffic rather than a
+// marking (fabtests' pingpong asks for FI_TC_LOW_LATENCY) and which
+// xdpfab all serves alike, as FI_TC_BEST_EFFORT; a DSCP value would have
+// to mark packets, which xdpfab does not do, so it is not met.
+func tclassServed(tc uint32) bool {
+	return tc == 0 || tc >= tcLabelFirst && tc <= tcLabelLast
 }
 
 func checkRxAttr(h, limits *RxAttr, caps fi.Flags) error {

@@ -214,7 +214,10 @@ func TestGetInfoHints(t *testing.T) {
 		{name: "max ep tx ctx", hints: func(h *fabric.Info) { h.DomainAttr.MaxEPTxCtx = 2 }, err: fi.ENODATA},
 		{name: "shared tx ctx", hints: func(h *fabric.Info) { h.DomainAttr.MaxEPStxCtx = 1 }, err: fi.ENODATA},
 		{name: "mr cnt above", hints: func(h *fabric.Info) { h.DomainAttr.MRCnt = mr.DefaultMaxRegions + 1 }, err: fi.ENODATA},
-		{name: "tclass", hints: func(h *fabric.Info) { h.TxAttr.TClass = 0x200 }, err: fi.ENODATA},
+		{name: "tclass label", hints: func(h *fabric.Info) { h.TxAttr.TClass, h.DomainAttr.TClass = 0x201, 0x205 }},
+		{name: "tclass dscp", hints: func(h *fabric.Info) { h.TxAttr.TClass = 0x100 | 46 }, err: fi.ENODATA},
+		{name: "domain tclass dscp", hints: func(h *fabric.Info) { h.DomainAttr.TClass = 0x100 }, err: fi.ENODATA},
+		{name: "tclass above labels", hints: func(h *fabric.Info) { h.TxAttr.TClass = 0x206 }, err: fi.ENODATA},
 		{name: "domain auth key", hints: func(h *fabric.Info) { h.DomainAttr.AuthKey = []byte("job-1") }, check: func(t *testing.T, info *fabric.Info) {
 			require.Equal(t, []byte("job-1"), info.DomainAttr.AuthKey)
 		}},
@@ -229,7 +232,8 @@ func TestGetInfoHints(t *testing.T) {
 			require.Equal(t, fi.DELIVERY_COMPLETE|fi.COMPLETION, info.TxAttr.OpFlags)
 		}},
 		{name: "tx op flags commit", hints: func(h *fabric.Info) { h.TxAttr.OpFlags = fi.COMMIT_COMPLETE }, err: fi.ENODATA},
-		{name: "rx op flags multi recv", hints: func(h *fabric.Info) { h.RxAttr.OpFlags = fi.MULTI_RECV }, err: fi.ENODATA},
+		{name: "rx op flags multi recv", hints: func(h *fabric.Info) { h.RxAttr.OpFlags = fi.MULTI_RECV | fi.COMPLETION }},
+		{name: "rx op flags peek", hints: func(h *fabric.Info) { h.RxAttr.OpFlags = fi.PEEK }, err: fi.ENODATA},
 		{name: "tx caps beyond", hints: func(h *fabric.Info) { h.TxAttr.Caps = fi.MSG | fi.MULTICAST }, err: fi.ENODATA},
 		{name: "tx caps ignore rx bits", hints: func(h *fabric.Info) { h.TxAttr.Caps = fi.MSG | fi.RECV | fi.SOURCE }},
 		{name: "total buffered above", hints: func(h *fabric.Info) { h.RxAttr.TotalBufferedRecv = fabric.MaxUnexpectedBytes + 1 }, err: fi.ENODATA},

@@ -72,16 +72,27 @@ func (f *Fabric) DomainFromInfo(info *Info, context any) (*Domain, error) {
 // capability, order or op flag it lacks, another endpoint type, a
 // source address other than the domain's) fail with FI_EINVAL.
 func (d *Domain) EndpointFromInfo(info *Info, context any) (*Endpoint, error) {
+	attr, err := d.EndpointAttrFromInfo(info)
+	if err != nil {
+		return nil, err
+	}
+	return d.Endpoint(attr, context)
+}
+
+// EndpointAttrFromInfo checks info as EndpointFromInfo does and returns
+// the EPAttr it would open the endpoint with, for callers that add
+// options an Info cannot say (the C provider sets AcceptUnknown).
+func (d *Domain) EndpointAttrFromInfo(info *Info) (EPAttr, error) {
 	if info == nil {
-		return nil, fmt.Errorf("endpoint: no info: %w", fi.EINVAL)
+		return EPAttr{}, fmt.Errorf("endpoint: no info: %w", fi.EINVAL)
 	}
 	if err := checkOpenInfo(info); err != nil {
-		return nil, fmt.Errorf("endpoint: %w: %w", err, fi.EINVAL)
+		return EPAttr{}, fmt.Errorf("endpoint: %w: %w", err, fi.EINVAL)
 	}
 	limits := d.Info()
 	if info.TxAttr != nil {
 		if err := checkTxAttr(info.TxAttr, limits.TxAttr, info.TxAttr.Caps); err != nil {
-			return nil, fmt.Errorf("endpoint: %w: %w", err, fi.EINVAL)
+			return EPAttr{}, fmt.Errorf("endpoint: %w: %w", err, fi.EINVAL)
 		}
 	}
 	attr := EPAttr{Type: EPRDM, Caps: info.Caps}
@@ -93,19 +104,20 @@ func (d *Domain) EndpointFromInfo(info *Info, context any) (*Endpoint, error) {
 	}
 	if info.RxAttr != nil {
 		attr.RxSize = info.RxAttr.Size
-		attr.OpFlags |= info.RxAttr.OpFlags
+		attr.OpFlags |= info.RxAttr.OpFlags &^ fi.MULTI_RECV
+		attr.RxOpFlags = info.RxAttr.OpFlags & fi.MULTI_RECV
 	}
 	if info.SrcAddr != nil {
 		ap, ok := parseSockaddr(info.SrcAddr)
 		if !ok {
-			return nil, fmt.Errorf("endpoint: src_addr is not a sockaddr_in/in6: %w", fi.EINVAL)
+			return EPAttr{}, fmt.Errorf("endpoint: src_addr is not a sockaddr_in/in6: %w", fi.EINVAL)
 		}
 		if ap.Addr() != d.localAddr().Unmap().WithZone("") {
-			return nil, fmt.Errorf("endpoint: src_addr %v is not the domain's address %v: %w", ap, d.localAddr(), fi.EINVAL)
+			return EPAttr{}, fmt.Errorf("endpoint: src_addr %v is not the domain's address %v: %w", ap, d.localAddr(), fi.EINVAL)
 		}
 		attr.Port = ap.Port()
 	}
-	return d.Endpoint(attr, context)
+	return attr, nil
 }
 
 // checkOpenInfo checks what an Info asks of a domain or endpoint beyond

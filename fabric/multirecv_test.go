@@ -205,3 +205,35 @@ func TestGetSetOpt(t *testing.T) {
 	require.Equal(t, 4096, ep.EagerLimit())
 	require.NoError(t, ep.SetOpt(fabric.OptEndpoint, fabric.OptMinMultiRecv, uint64(7)), "applies to later receives")
 }
+
+// TestMultiRecvOpFlag: with FI_MULTI_RECV in rx_attr.op_flags
+// (EPAttr.RxOpFlags) fi_recv and fi_recvv post multi-receive buffers;
+// fi_recvv takes one buffer then, and tagged receives are untouched. An
+// rx op flag xdpfab does not take is FI_EBADFLAGS.
+func TestMultiRecvOpFlag(t *testing.T) {
+	a, b := pair(t, sideOpts{}, sideOpts{ep: fabric.EPAttr{RxOpFlags: fi.MULTI_RECV}})
+	require.NoError(t, b.ep.SetOpt(fabric.OptEndpoint, fabric.OptMinMultiRecv, uint64(150)))
+	buf := make([]byte, 500)
+	require.NoError(t, b.ep.Recv(buf, mr.Desc{}, fi.AddrUnspec, "m"))
+	for i := range 2 {
+		require.NoError(t, a.ep.Send(fill(200, i+1), mr.Desc{}, a.peer, nil))
+		comp(t, a.txCQ)
+		c := comp(t, b.rxCQ)
+		require.Equal(t, &buf[i*200], &c.Buf[0])
+		if i == 0 {
+			require.Equal(t, fi.RECV|fi.MSG, c.Flags)
+		} else {
+			require.Equal(t, fi.RECV|fi.MSG|fi.MULTI_RECV, c.Flags, "100 bytes left, below 150: released")
+		}
+	}
+	require.ErrorIs(t, b.ep.RecvV([][]byte{buf[:10], buf[10:]}, nil, fi.AddrUnspec, nil), fi.EINVAL)
+	require.NoError(t, b.ep.TRecv(buf[:10], mr.Desc{}, fi.AddrUnspec, 7, 0, "t"))
+	require.NoError(t, a.ep.TSend([]byte("tag"), mr.Desc{}, a.peer, 7, nil))
+	comp(t, a.txCQ)
+	c := comp(t, b.rxCQ)
+	require.Equal(t, fi.RECV|fi.TAGGED, c.Flags)
+
+	d := openDomain(t)
+	_, err := d.Endpoint(fabric.EPAttr{RxOpFlags: fi.PEEK}, nil)
+	require.ErrorIs(t, err, fi.EBADFLAGS)
+}

@@ -28,7 +28,7 @@ func (ep *Endpoint) Recv(buf []byte, desc mr.Desc, src fi.Addr, context any) err
 	if err := ep.checkLocal(desc, buf, fi.RECV); err != nil {
 		return fmt.Errorf("recv: %w", err)
 	}
-	return wrap("recv", ep.postRecv(buf, nil, matchSpec{src: src}, context, ep.attr.OpFlags))
+	return wrap("recv", ep.postRecv(buf, nil, matchSpec{src: src}, context, ep.recvFlags()))
 }
 
 // RecvV is fi_recvv: one message scattered over up to IovLimit buffers.
@@ -36,7 +36,17 @@ func (ep *Endpoint) RecvV(iov [][]byte, desc []mr.Desc, src fi.Addr, context any
 	if err := ep.checkRecvIOV(iov, desc); err != nil {
 		return fmt.Errorf("recvv: %w", err)
 	}
-	return wrap("recvv", ep.postRecv(nil, iov, matchSpec{src: src}, context, ep.attr.OpFlags))
+	flags := ep.recvFlags()
+	if flags&fi.MULTI_RECV != 0 && len(iov) != 1 {
+		return fmt.Errorf("recvv: FI_MULTI_RECV (rx op_flags) takes one buffer, not %d: %w", len(iov), fi.EINVAL)
+	}
+	return wrap("recvv", ep.postRecv(nil, iov, matchSpec{src: src}, context, flags))
+}
+
+// recvFlags are the flags of fi_recv and fi_recvv: the op flags, with
+// FI_MULTI_RECV when rx_attr.op_flags has it.
+func (ep *Endpoint) recvFlags() fi.Flags {
+	return ep.attr.OpFlags | ep.attr.RxOpFlags&fi.MULTI_RECV
 }
 
 // RecvMsg is fi_recvmsg. Flags: fi.COMPLETION, fi.MORE, fi.TRANSMIT_COMPLETE

@@ -138,7 +138,9 @@ func (ep *Endpoint) configureTransport() error {
 	if km == nil || !sameMap(km, tr.Attachment().AVMap) {
 		return fmt.Errorf("AV is not mirrored in the XDP program's AV map (open it with Domain.AVOpen): %w", fi.EINVAL)
 	}
-	return tr.Configure(xdp.PortConfig{AVID: ep.av.ID(), DomainID: ep.dom.id, Strict: !ep.attr.AcceptUnknown})
+	serve := ep.dom.kmr.att != nil && ep.dom.kmr.addEndpoint(ep)
+	return tr.Configure(xdp.PortConfig{AVID: ep.av.ID(), DomainID: ep.dom.id, Strict: !ep.attr.AcceptUnknown,
+		KernelServe: serve})
 }
 
 func sameMap(a, b *ebpf.Map) bool {

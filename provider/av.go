@@ -90,6 +90,16 @@ func fiAddrs(p *C.fi_addr_t, n int) []fi.Addr {
 	return unsafe.Slice((*fi.Addr)(unsafe.Pointer(p)), n)
 }
 
+// insertCtx is an insert call's context for Go: with FI_SYNC_ERR the
+// application's int array of n statuses, viewed in place as an []int32
+// (so a status written late, after an FI_MORE batch, reaches it too).
+func insertCtx(flags C.uint64_t, context unsafe.Pointer, n int) any {
+	if fi.Flags(flags)&fi.SYNC_ERR != 0 && context != nil {
+		return unsafe.Slice((*int32)(context), n)
+	}
+	return ctxOf(context)
+}
+
 //export xfgo_av_insert
 func xfgo_av_insert(h C.uintptr_t, addr unsafe.Pointer, count C.size_t, out *C.fi_addr_t, flags C.uint64_t, context unsafe.Pointer) (ret C.int) {
 	defer catch(&ret)
@@ -108,7 +118,7 @@ func xfgo_av_insert(h C.uintptr_t, addr unsafe.Pointer, count C.size_t, out *C.f
 		}
 		addrs[i] = unsafe.Slice((*byte)(unsafe.Add(addr, i*size)), size)
 	}
-	k, err := pa.a.Insert(addrs, fiAddrs(out, n), fi.Flags(flags), ctxOf(context))
+	k, err := pa.a.Insert(addrs, fiAddrs(out, n), fi.Flags(flags), insertCtx(flags, context, n))
 	if err != nil {
 		return errno[C.int](err)
 	}
@@ -130,13 +140,13 @@ func xfgo_av_insertsym(h C.uintptr_t, node *C.char, nodecnt C.size_t, service *C
 	var k int
 	var err error
 	if svc != 0 {
-		k, err = pa.a.InsertSvc(C.GoString(node), serviceS, fiAddrs(out, 1), fi.Flags(flags), ctxOf(context))
+		k, err = pa.a.InsertSvc(C.GoString(node), serviceS, fiAddrs(out, 1), fi.Flags(flags), insertCtx(flags, context, 1))
 	} else {
 		if nodecnt > 1<<24 || svccnt > 1<<16 {
 			return -C.FI_EINVAL
 		}
 		k, err = pa.a.InsertSym(C.GoString(node), int(nodecnt), serviceS, int(svccnt),
-			fiAddrs(out, int(nodecnt*svccnt)), fi.Flags(flags), ctxOf(context))
+			fiAddrs(out, int(nodecnt*svccnt)), fi.Flags(flags), insertCtx(flags, context, int(nodecnt*svccnt)))
 	}
 	if err != nil {
 		return errno[C.int](err)

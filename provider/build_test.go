@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/xdpfab/xdpfab/internal/testenv"
 )
 
 // The provider libraries and the C probe, built once per test binary
@@ -40,15 +42,13 @@ func goCommand() string {
 
 // built returns the directory holding libxdpfab-fi.so, libxdpfab-go.so
 // and the C programs of testdata, building them the first time. It skips
-// when libfabric-dev or gcc is missing.
+// when libfabric-dev or gcc is missing (fails with XDPFAB_REQUIRE_PRIV=1).
 func built(t testing.TB) string {
 	t.Helper()
-	if _, err := os.Stat("/usr/include/rdma/providers/fi_prov.h"); err != nil {
-		t.Skip("libfabric-dev is not installed (scripts/deps.sh installs it)")
-	}
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc is not installed")
-	}
+	_, err := os.Stat("/usr/include/rdma/providers/fi_prov.h")
+	testenv.RequireTool(t, err != nil, "libfabric-dev is not installed (.ci/run installs it)")
+	_, err = exec.LookPath("gcc")
+	testenv.RequireTool(t, err != nil, "gcc is not installed")
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "xdpfab-provider-")
 		if buildErr != nil {

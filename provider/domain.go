@@ -7,7 +7,6 @@ package main
 import "C"
 
 import (
-	"fmt"
 	"runtime/cgo"
 	"sync"
 	"unsafe"
@@ -92,11 +91,11 @@ func xfgo_fabric_domain(h C.uintptr_t, info *C.struct_fi_info, out **C.struct_fi
 	if pf == nil || info == nil || out == nil {
 		return -C.FI_EINVAL
 	}
-	attr, err := domainAttr(info)
-	if err != nil {
-		return errno[C.int](err)
+	gi := infoFromC(info)
+	if gi.DomainAttr != nil {
+		gi.DomainAttr.Logf = logf
 	}
-	d, err := pf.f.Domain(attr, ctxOf(context))
+	d, err := pf.f.DomainFromInfo(gi, ctxOf(context))
 	if err != nil {
 		return errno[C.int](err)
 	}
@@ -109,29 +108,6 @@ func xfgo_fabric_domain(h C.uintptr_t, info *C.struct_fi_info, out **C.struct_fi
 	pd.c = (*C.struct_fid_domain)(p)
 	*out = pd.c
 	return 0
-}
-
-// domainAttr maps an fi_info from getinfo to the domain's attributes.
-func domainAttr(info *C.struct_fi_info) (fabric.DomainAttr, error) {
-	var attr fabric.DomainAttr
-	if info.src_addr != nil {
-		src, err := sockaddrIn(info.src_addr, info.src_addrlen)
-		if err != nil {
-			return attr, fmt.Errorf("domain: %w", fi.EINVAL)
-		}
-		attr.Addr, attr.Port = src.Addr(), src.Port()
-	}
-	if d := info.domain_attr; d != nil {
-		attr.MRMode = mr.Mode(d.mr_mode)
-		if d.data_progress == C.FI_PROGRESS_MANUAL {
-			attr.Progress = fabric.ProgressManual
-		}
-		if d.auth_key != nil && d.auth_key_size > 0 {
-			attr.AuthKey = C.GoBytes(unsafe.Pointer(d.auth_key), C.int(d.auth_key_size))
-		}
-	}
-	attr.Logf = logf
-	return attr, nil
 }
 
 //export xfgo_domain_close

@@ -1,18 +1,16 @@
 /*
  * struct fid_ep and its ops: fi_ops_ep, cm, msg, rma, atomic, tagged and
- * collective tables. The single-buffer calls pass scalars to Go; the
- * vector and msg forms pass their one iovec (iov_limit and rma_iov_limit
- * are 1) or the fi_msg_atomic itself.
+ * collective tables here; msg.c, tagged.c and rma.c hold the fi_ops_msg,
+ * fi_ops_tagged and fi_ops_rma tables. The atomic calls pass the
+ * fi_msg_atomic (built here for the non-msg forms) to Go.
  */
 #include <rdma/fi_collective.h>
 
 #include "xdpfab.h"
 #include "_cgo_export.h"
 
-#define EP(e) XF_CONTAINER(e, struct xf_ep, ep)
+#define EP(e) XF_EP(e)
 
-/* Modes of the send and RMA entries. */
-enum { XF_PLAIN = 0, XF_DATA = 1, XF_INJECT = 2, XF_INJECTDATA = 3, XF_MSG = 4 };
 
 static int xf_ep_close(struct fid *fid)
 {
@@ -52,12 +50,14 @@ static ssize_t xf_ep_cancel(fid_t fid, void *context)
 
 static int xf_ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
 {
-	return -FI_ENOPROTOOPT;
+	XF_GUARD();
+	return xfgo_ep_getopt(EP(fid)->h, level, optname, optval, optlen);
 }
 
 static int xf_ep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
 {
-	return -FI_ENOPROTOOPT;
+	XF_GUARD();
+	return xfgo_ep_setopt(EP(fid)->h, level, optname, (void *)optval, optlen);
 }
 
 static int xf_ep_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr, struct fid_ep **tx_ep,
@@ -123,214 +123,6 @@ static struct fi_ops_cm xf_cm_ops = {
 	.reject = xf_cm_reject,
 	.shutdown = xf_cm_shutdown,
 	.join = xf_cm_join,
-};
-
-/* ---- msg ---- */
-
-/* one_iov reduces a vector to the single buffer xdpfab takes. */
-static int one_iov(const struct iovec *iov, void **desc, size_t count, void **buf, size_t *len, void **d)
-{
-	if (count > 1)
-		return -FI_EINVAL;
-	*buf = count ? iov[0].iov_base : NULL;
-	*len = count ? iov[0].iov_len : 0;
-	*d = (count && desc) ? desc[0] : NULL;
-	return 0;
-}
-
-static ssize_t xf_msg_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, void *context)
-{
-	XF_GUARD();
-	return xfgo_ep_recv(EP(ep)->h, buf, len, xf_desc_handle(desc), src, 0, context, 0);
-}
-
-static ssize_t xf_msg_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			    fi_addr_t src, void *context)
-{
-	void *buf, *d;
-	size_t len;
-	int ret = one_iov(iov, desc, count, &buf, &len, &d);
-
-	if (ret)
-		return ret;
-	return xf_msg_recv(ep, buf, len, d, src, context);
-}
-
-static ssize_t xf_msg_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
-{
-	void *buf, *d;
-	size_t len;
-	int ret = one_iov(msg->msg_iov, msg->desc, msg->iov_count, &buf, &len, &d);
-
-	if (ret)
-		return ret;
-	XF_GUARD();
-	return xfgo_ep_recv(EP(ep)->h, buf, len, xf_desc_handle(d), msg->addr, flags, msg->context, 1);
-}
-
-static ssize_t xf_msg_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
-			   void *context)
-{
-	XF_GUARD();
-	return xfgo_ep_send(EP(ep)->h, (void *)buf, len, xf_desc_handle(desc), dest, 0, 0, context, XF_PLAIN);
-}
-
-static ssize_t xf_msg_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			    fi_addr_t dest, void *context)
-{
-	void *buf, *d;
-	size_t len;
-	int ret = one_iov(iov, desc, count, &buf, &len, &d);
-
-	if (ret)
-		return ret;
-	return xf_msg_send(ep, buf, len, d, dest, context);
-}
-
-static ssize_t xf_msg_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
-{
-	void *buf, *d;
-	size_t len;
-	int ret = one_iov(msg->msg_iov, msg->desc, msg->iov_count, &buf, &len, &d);
-
-	if (ret)
-		return ret;
-	XF_GUARD();
-	return xfgo_ep_send(EP(ep)->h, buf, len, xf_desc_handle(d), msg->addr, msg->data, flags, msg->context,
-			    XF_MSG);
-}
-
-static ssize_t xf_msg_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
-{
-	XF_GUARD();
-	return xfgo_ep_send(EP(ep)->h, (void *)buf, len, 0, dest, 0, 0, NULL, XF_INJECT);
-}
-
-static ssize_t xf_msg_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
-			       fi_addr_t dest, void *context)
-{
-	XF_GUARD();
-	return xfgo_ep_send(EP(ep)->h, (void *)buf, len, xf_desc_handle(desc), dest, data, 0, context, XF_DATA);
-}
-
-static ssize_t xf_msg_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data, fi_addr_t dest)
-{
-	XF_GUARD();
-	return xfgo_ep_send(EP(ep)->h, (void *)buf, len, 0, dest, data, 0, NULL, XF_INJECTDATA);
-}
-
-static struct fi_ops_msg xf_msg_ops = {
-	.size = sizeof(struct fi_ops_msg),
-	.recv = xf_msg_recv,
-	.recvv = xf_msg_recvv,
-	.recvmsg = xf_msg_recvmsg,
-	.send = xf_msg_send,
-	.sendv = xf_msg_sendv,
-	.sendmsg = xf_msg_sendmsg,
-	.inject = xf_msg_inject,
-	.senddata = xf_msg_senddata,
-	.injectdata = xf_msg_injectdata,
-};
-
-/* ---- rma ---- */
-
-static ssize_t rma(struct fid_ep *ep, int write, const void *buf, size_t len, void *desc, fi_addr_t peer,
-		   uint64_t addr, uint64_t key, uint64_t data, uint64_t flags, void *context, int mode)
-{
-	XF_GUARD();
-	return xfgo_ep_rma(EP(ep)->h, write, (void *)buf, len, xf_desc_handle(desc), peer, addr, key, data, flags,
-			   context, mode);
-}
-
-static ssize_t xf_rma_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t addr,
-			   uint64_t key, void *context)
-{
-	return rma(ep, 0, buf, len, desc, src, addr, key, 0, 0, context, XF_PLAIN);
-}
-
-static ssize_t xf_rma_readv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			    fi_addr_t src, uint64_t addr, uint64_t key, void *context)
-{
-	void *buf, *d;
-	size_t len;
-	int ret = one_iov(iov, desc, count, &buf, &len, &d);
-
-	if (ret)
-		return ret;
-	return rma(ep, 0, buf, len, d, src, addr, key, 0, 0, context, XF_PLAIN);
-}
-
-static ssize_t rma_msg(struct fid_ep *ep, int write, const struct fi_msg_rma *msg, uint64_t flags)
-{
-	void *buf, *d;
-	size_t len;
-	int ret = one_iov(msg->msg_iov, msg->desc, msg->iov_count, &buf, &len, &d);
-
-	if (ret)
-		return ret;
-	if (msg->rma_iov_count != 1 || msg->rma_iov[0].len != len)
-		return -FI_EINVAL;
-	return rma(ep, write, buf, len, d, msg->addr, msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->data,
-		   flags, msg->context, XF_MSG);
-}
-
-static ssize_t xf_rma_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
-{
-	return rma_msg(ep, 0, msg, flags);
-}
-
-static ssize_t xf_rma_write(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
-			    uint64_t addr, uint64_t key, void *context)
-{
-	return rma(ep, 1, buf, len, desc, dest, addr, key, 0, 0, context, XF_PLAIN);
-}
-
-static ssize_t xf_rma_writev(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			     fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
-{
-	void *buf, *d;
-	size_t len;
-	int ret = one_iov(iov, desc, count, &buf, &len, &d);
-
-	if (ret)
-		return ret;
-	return rma(ep, 1, buf, len, d, dest, addr, key, 0, 0, context, XF_PLAIN);
-}
-
-static ssize_t xf_rma_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
-{
-	return rma_msg(ep, 1, msg, flags);
-}
-
-static ssize_t xf_rma_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest, uint64_t addr,
-			     uint64_t key)
-{
-	return rma(ep, 1, buf, len, NULL, dest, addr, key, 0, 0, NULL, XF_INJECT);
-}
-
-static ssize_t xf_rma_writedata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
-				fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
-{
-	return rma(ep, 1, buf, len, desc, dest, addr, key, data, 0, context, XF_DATA);
-}
-
-static ssize_t xf_rma_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data, fi_addr_t dest,
-				 uint64_t addr, uint64_t key)
-{
-	return rma(ep, 1, buf, len, NULL, dest, addr, key, data, 0, NULL, XF_INJECTDATA);
-}
-
-static struct fi_ops_rma xf_rma_ops = {
-	.size = sizeof(struct fi_ops_rma),
-	.read = xf_rma_read,
-	.readv = xf_rma_readv,
-	.readmsg = xf_rma_readmsg,
-	.write = xf_rma_write,
-	.writev = xf_rma_writev,
-	.writemsg = xf_rma_writemsg,
-	.inject = xf_rma_inject,
-	.writedata = xf_rma_writedata,
-	.injectdata = xf_rma_injectdata,
 };
 
 /* ---- atomic ---- */
@@ -476,64 +268,6 @@ static struct fi_ops_atomic xf_atomic_ops = {
 	.writevalid = xf_atomic_writevalid,
 	.readwritevalid = xf_atomic_readwritevalid,
 	.compwritevalid = xf_atomic_compwritevalid,
-};
-
-/* ---- tagged: not yet in the Go library (FI_TAGGED is not reported) ---- */
-
-static ssize_t xf_tagged_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src, uint64_t tag,
-			      uint64_t ignore, void *context)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			       fi_addr_t src, uint64_t tag, uint64_t ignore, void *context)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_recvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
-			      uint64_t tag, void *context)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			       fi_addr_t dest, uint64_t tag, void *context)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_sendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest, uint64_t tag)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc, uint64_t data,
-				  fi_addr_t dest, uint64_t tag, void *context)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t xf_tagged_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
-				    fi_addr_t dest, uint64_t tag)
-{
-	return -FI_ENOSYS;
-}
-
-static struct fi_ops_tagged xf_tagged_ops = {
-	.size = sizeof(struct fi_ops_tagged),
-	.recv = xf_tagged_recv,
-	.recvv = xf_tagged_recvv,
-	.recvmsg = xf_tagged_recvmsg,
-	.send = xf_tagged_send,
-	.sendv = xf_tagged_sendv,
-	.sendmsg = xf_tagged_sendmsg,
-	.inject = xf_tagged_inject,
-	.senddata = xf_tagged_senddata,
-	.injectdata = xf_tagged_injectdata,
 };
 
 /* ---- collective: FI_COLLECTIVE is not offered ---- */

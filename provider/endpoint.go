@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -27,15 +28,6 @@ type provEP struct {
 	eq *eq.EQ // bound EQ (an RDM endpoint reports no CM events into it)
 }
 
-// Modes of the send and RMA entries (endpoint.c).
-const (
-	modePlain      = 0
-	modeData       = 1
-	modeInject     = 2
-	modeInjectData = 3
-	modeMsg        = 4
-)
-
 //export xfgo_endpoint
 func xfgo_endpoint(h C.uintptr_t, info *C.struct_fi_info, out **C.struct_fid_ep, context unsafe.Pointer) (ret C.int) {
 	defer catch(&ret)
@@ -43,33 +35,14 @@ func xfgo_endpoint(h C.uintptr_t, info *C.struct_fi_info, out **C.struct_fid_ep,
 	if pd == nil || info == nil || out == nil {
 		return -C.FI_EINVAL
 	}
-	var attr fabric.EPAttr
-	if e := info.ep_attr; e != nil {
-		switch e._type {
-		case C.FI_EP_UNSPEC, C.FI_EP_RDM:
-		default:
-			return -C.FI_ENOPROTOOPT
-		}
+	attr, err := pd.d.EndpointAttrFromInfo(infoFromC(info))
+	if err != nil {
+		return errno[C.int](err)
 	}
-	attr.Type = fabric.EPRDM
 	// An RDM endpoint receives from peers it has not inserted (fabtests and
-	// MPI learn addresses from a first message); their completions report
-	// FI_ADDR_NOTAVAIL as source.
+	// MPI learn addresses from a first message, FI_SOURCE); their
+	// completions report FI_ADDR_NOTAVAIL as source. See the package doc.
 	attr.AcceptUnknown = true
-	if info.src_addr != nil {
-		src, err := sockaddrIn(info.src_addr, info.src_addrlen)
-		if err != nil {
-			return -C.FI_EINVAL
-		}
-		attr.Port = src.Port()
-	}
-	if t := info.tx_attr; t != nil {
-		attr.TxSize = int(min(t.size, 1<<16))
-		attr.OpFlags = fi.Flags(t.op_flags)
-	}
-	if r := info.rx_attr; r != nil {
-		attr.RxSize = int(min(r.size, 1<<16))
-	}
 	ep, err := pd.d.Endpoint(attr, ctxOf(context))
 	if err != nil {
 		return errno[C.int](err)
@@ -146,7 +119,72 @@ func xfgo_ep_control(h C.uintptr_t, command C.int, arg unsafe.Pointer) (ret C.in
 //export xfgo_ep_cancel
 func xfgo_ep_cancel(h C.uintptr_t, context unsafe.Pointer) (ret C.ssize_t) {
 	defer catch(&ret)
-	return -C.FI_ENOSYS // the Go library has no Endpoint.Cancel yet (issue 12)
+	pe := handleOf[provEP](h)
+	if pe == nil {
+		return -C.FI_EINVAL
+	}
+	return errno[C.ssize_t](pe.ep.Cancel(ctxOf(context)))
+}
+
+// optInt reports whether an FI_OPT_ENDPOINT option is an int in C
+// (FI_OPT_FI_HMEM_P2P); the others Endpoint.GetOpt knows are size_t.
+func optInt(name C.int) bool { return name == C.FI_OPT_FI_HMEM_P2P }
+
+//export xfgo_ep_getopt
+func xfgo_ep_getopt(h C.uintptr_t, level, name C.int, val unsafe.Pointer, length *C.size_t) (ret C.int) {
+	defer catch(&ret)
+	pe := handleOf[provEP](h)
+	if pe == nil || val == nil || length == nil {
+		return -C.FI_EINVAL
+	}
+	lvl, opt := fabric.OptLevel(level), fabric.OptName(name)
+	if optInt(name) {
+		if *length < C.sizeof_int {
+			*length = C.sizeof_int
+			return -C.FI_ETOOSMALL
+		}
+		var v int
+		if err := pe.ep.GetOpt(lvl, opt, &v); err != nil {
+			return errno[C.int](err)
+		}
+		*(*C.int)(val), *length = C.int(v), C.sizeof_int
+		return 0
+	}
+	var v uint64
+	if err := pe.ep.GetOpt(lvl, opt, &v); err != nil {
+		return errno[C.int](err)
+	}
+	if *length < C.sizeof_size_t {
+		*length = C.sizeof_size_t
+		return -C.FI_ETOOSMALL
+	}
+	*(*C.size_t)(val), *length = C.size_t(v), C.sizeof_size_t
+	return 0
+}
+
+//export xfgo_ep_setopt
+func xfgo_ep_setopt(h C.uintptr_t, level, name C.int, val unsafe.Pointer, length C.size_t) (ret C.int) {
+	defer catch(&ret)
+	pe := handleOf[provEP](h)
+	if pe == nil || val == nil {
+		return -C.FI_EINVAL
+	}
+	lvl, opt := fabric.OptLevel(level), fabric.OptName(name)
+	if optInt(name) {
+		if length != C.sizeof_int {
+			return -C.FI_EINVAL
+		}
+		return errno[C.int](pe.ep.SetOpt(lvl, opt, int(*(*C.int)(val))))
+	}
+	if length != C.sizeof_size_t {
+		// The option's own error first (FI_ENOPROTOOPT for one xdpfab
+		// does not have), then the length's.
+		if err := pe.ep.SetOpt(lvl, opt, nil); err != nil && !errors.Is(err, fi.EINVAL) {
+			return errno[C.int](err)
+		}
+		return -C.FI_EINVAL
+	}
+	return errno[C.int](pe.ep.SetOpt(lvl, opt, uint64(*(*C.size_t)(val))))
 }
 
 //export xfgo_ep_getname
@@ -173,90 +211,6 @@ func cBytes(p unsafe.Pointer, n C.size_t) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(p), n)
-}
-
-//export xfgo_ep_send
-func xfgo_ep_send(h C.uintptr_t, buf unsafe.Pointer, length C.size_t, desc C.uintptr_t, dest C.fi_addr_t,
-	data C.uint64_t, flags C.uint64_t, context unsafe.Pointer, mode C.int) (ret C.ssize_t) {
-	defer catch(&ret)
-	pe := handleOf[provEP](h)
-	if pe == nil || (buf == nil && length > 0) {
-		return -C.FI_EINVAL
-	}
-	b := cBytes(buf, length)
-	var err error
-	switch mode {
-	case modePlain:
-		err = pe.ep.Send(b, mrDesc(desc), fi.Addr(dest), ctxOf(context))
-	case modeData:
-		err = pe.ep.SendData(b, mrDesc(desc), uint64(data), fi.Addr(dest), ctxOf(context))
-	case modeInject:
-		err = pe.ep.Inject(b, fi.Addr(dest))
-	case modeInjectData:
-		err = pe.ep.InjectData(b, uint64(data), fi.Addr(dest))
-	case modeMsg:
-		f := fi.Flags(flags)
-		if f&^(fi.COMPLETION|fi.MORE|fi.REMOTE_CQ_DATA|fi.TRANSMIT_COMPLETE|fi.DELIVERY_COMPLETE|fi.INJECT_COMPLETE) != 0 {
-			return -C.FI_EBADFLAGS // FI_INJECT, FI_FENCE: no Endpoint.SendMsg with flags yet
-		}
-		if f&fi.REMOTE_CQ_DATA != 0 {
-			err = pe.ep.SendData(b, mrDesc(desc), uint64(data), fi.Addr(dest), ctxOf(context))
-		} else {
-			err = pe.ep.Send(b, mrDesc(desc), fi.Addr(dest), ctxOf(context))
-		}
-	default:
-		return -C.FI_EINVAL
-	}
-	return errno[C.ssize_t](err)
-}
-
-//export xfgo_ep_recv
-func xfgo_ep_recv(h C.uintptr_t, buf unsafe.Pointer, length C.size_t, desc C.uintptr_t, src C.fi_addr_t,
-	flags C.uint64_t, context unsafe.Pointer, msg C.int) (ret C.ssize_t) {
-	defer catch(&ret)
-	pe := handleOf[provEP](h)
-	if pe == nil || (buf == nil && length > 0) {
-		return -C.FI_EINVAL
-	}
-	if msg != 0 && fi.Flags(flags)&^(fi.COMPLETION|fi.MORE) != 0 {
-		return -C.FI_EBADFLAGS // FI_MULTI_RECV, FI_PEEK/CLAIM/DISCARD: not in the Go library yet
-	}
-	return errno[C.ssize_t](pe.ep.Recv(cBytes(buf, length), mrDesc(desc), fi.Addr(src), ctxOf(context)))
-}
-
-//export xfgo_ep_rma
-func xfgo_ep_rma(h C.uintptr_t, write C.int, buf unsafe.Pointer, length C.size_t, desc C.uintptr_t, peer C.fi_addr_t,
-	addr, key, data, flags C.uint64_t, context unsafe.Pointer, mode C.int) (ret C.ssize_t) {
-	defer catch(&ret)
-	pe := handleOf[provEP](h)
-	if pe == nil || (buf == nil && length > 0) {
-		return -C.FI_EINVAL
-	}
-	b := cBytes(buf, length)
-	if write == 0 {
-		if mode == modeMsg && fi.Flags(flags)&^(fi.COMPLETION|fi.MORE|fi.DELIVERY_COMPLETE|fi.TRANSMIT_COMPLETE) != 0 {
-			return -C.FI_EBADFLAGS
-		}
-		return errno[C.ssize_t](pe.ep.Read(b, mrDesc(desc), fi.Addr(peer), uint64(addr), uint64(key), ctxOf(context)))
-	}
-	var err error
-	switch mode {
-	case modePlain:
-		err = pe.ep.Write(b, mrDesc(desc), fi.Addr(peer), uint64(addr), uint64(key), ctxOf(context))
-	case modeData:
-		err = pe.ep.WriteData(b, mrDesc(desc), uint64(data), fi.Addr(peer), uint64(addr), uint64(key), ctxOf(context))
-	case modeInject:
-		err = pe.ep.InjectWrite(b, fi.Addr(peer), uint64(addr), uint64(key))
-	case modeInjectData:
-		err = pe.ep.InjectWriteData(b, uint64(data), fi.Addr(peer), uint64(addr), uint64(key))
-	case modeMsg:
-		err = pe.ep.WriteMsg(&fabric.MsgRMA{MsgIOV: [][]byte{b}, Desc: []mr.Desc{mrDesc(desc)}, Addr: fi.Addr(peer),
-			RMAIOV: []fabric.RMAIov{{Addr: uint64(addr), Len: len(b), Key: uint64(key)}}, Context: ctxOf(context),
-			Data: uint64(data)}, fi.Flags(flags))
-	default:
-		return -C.FI_EINVAL
-	}
-	return errno[C.ssize_t](err)
 }
 
 // Atomic classes (endpoint.c).

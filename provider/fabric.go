@@ -6,12 +6,10 @@ package main
 import "C"
 
 import (
-	"fmt"
 	"runtime/cgo"
 	"unsafe"
 
 	"github.com/xdpfab/xdpfab/fabric"
-	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/wait"
 )
 
@@ -37,14 +35,8 @@ func xfgo_fabric(attr *C.struct_fi_fabric_attr, out **C.struct_fid_fabric, conte
 	if attr == nil || out == nil {
 		return -C.FI_EINVAL
 	}
-	name := fabric.ProviderName
-	if attr.name != nil {
-		name = C.GoString(attr.name)
-	}
-	if name != fabric.ProviderName {
-		return errno[C.int](fmt.Errorf("fabric %q: %w", name, fi.ENODATA))
-	}
-	f, err := fabric.OpenFabric(name, nil)
+	f, err := fabric.OpenFabricInfo(&fabric.FabricAttr{Name: goStr(attr.name), ProvName: goStr(attr.prov_name),
+		ProvVersion: uint32(attr.prov_version), APIVersion: uint32(attr.api_version)}, ctxOf(context))
 	if err != nil {
 		return errno[C.int](err)
 	}

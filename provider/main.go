@@ -15,6 +15,30 @@
 // pointer rules allow Go to hold C pointers, and no Go pointer is stored in
 // C memory.
 //
+// Calls. fi_getinfo is fabric.GetInfo and fi_fabric/fi_domain/
+// fi_endpoint open from the Info (fabric.OpenFabricInfo, DomainFromInfo,
+// EndpointAttrFromInfo): info.go converts struct fi_info and fabric.Info
+// both ways, field by field. Every call of fi_msg, fi_tagged, fi_rma and
+// fi_atomic, the vector and msg forms included, is the Go call of the
+// same name, with the application's iovec, ioc and rma_iov arrays viewed
+// in place (msg.c, tagged.c, rma.c, endpoint.c); fi_cancel, fi_getopt and
+// fi_setopt (FI_OPT_ENDPOINT: size_t options and the int
+// FI_OPT_FI_HMEM_P2P), fi_getname, the CQ (fi_cq_sread's cond with
+// FI_CQ_COND_THRESHOLD), counter, EQ, AV (FI_SYNC_ERR's int array written
+// in place) and MR calls likewise. -FI_ENOSYS: fi_setname and fi_getpeer
+// (an RDM endpoint's address is fixed at open and it has no peer),
+// connection management, scalable endpoints and tx/rx contexts, shared
+// contexts, fi_rx/tx_size_left, collectives and AV sets, and fid_wait
+// and fid_poll (fi_wait_open, fi_poll_open), which the C side does not
+// map yet; queues are opened with their own wait objects.
+//
+// Unknown peers. Every endpoint is opened with fabric's AcceptUnknown:
+// an RDM endpoint serves peers that are not in its AV, as fabtests and
+// MPI expect when a server learns its clients from their first message;
+// their completions report FI_ADDR_NOTAVAIL as source (fi_cq_readfrom),
+// and the XDP program hands their datagrams up marked unknown instead of
+// dropping them (its non-strict port mode).
+//
 // Errors. Every exported function recovers a panic and returns -FI_EOTHER
 // (logging it), so no Go panic unwinds into C; other failures return the
 // negative libfabric errno of the Go error (fi.ErrnoOf).

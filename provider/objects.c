@@ -373,9 +373,13 @@ static ssize_t xf_cq_readfrom(struct fid_cq *cq, void *buf, size_t count, fi_add
 	return xfgo_cq_read(CQ(cq)->h, CQ(cq)->format, buf, count, src_addr, 0, 0);
 }
 
+/* cond is read (a size_t threshold) only on a CQ opened with
+ * FI_CQ_COND_THRESHOLD; Go decides. */
 static ssize_t xf_cq_sread(struct fid_cq *cq, void *buf, size_t count, const void *cond, int timeout)
 {
 	XF_GUARD();
+	if (cond)
+		return xfgo_cq_sreadcond(CQ(cq)->h, CQ(cq)->format, buf, count, NULL, (void *)cond, timeout);
 	return xfgo_cq_read(CQ(cq)->h, CQ(cq)->format, buf, count, NULL, 1, timeout);
 }
 
@@ -383,6 +387,8 @@ static ssize_t xf_cq_sreadfrom(struct fid_cq *cq, void *buf, size_t count, fi_ad
 			       const void *cond, int timeout)
 {
 	XF_GUARD();
+	if (cond)
+		return xfgo_cq_sreadcond(CQ(cq)->h, CQ(cq)->format, buf, count, src_addr, (void *)cond, timeout);
 	return xfgo_cq_read(CQ(cq)->h, CQ(cq)->format, buf, count, src_addr, 1, timeout);
 }
 

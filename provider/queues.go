@@ -238,14 +238,12 @@ func xfgo_cq_open(h C.uintptr_t, attr *C.struct_fi_cq_attr, out **C.struct_fid_c
 	if attr.wait_obj == C.FI_WAIT_SET || attr.wait_set != nil {
 		return -C.FI_EINVAL
 	}
-	if attr.wait_cond != C.FI_CQ_COND_NONE {
-		return -C.FI_ENOSYS
-	}
 	if attr.size > 1<<22 {
 		return -C.FI_EINVAL
 	}
 	q, err := pd.d.CQOpen(fabric.CQAttr{Size: int(attr.size), Flags: fi.Flags(attr.flags), Format: fabric.CQFormat(attr.format),
-		WaitObj: fi.WaitObj(attr.wait_obj), SignalingVector: int(attr.signaling_vector)}, ctxOf(context))
+		WaitObj: fi.WaitObj(attr.wait_obj), SignalingVector: int(attr.signaling_vector),
+		WaitCond: fabric.CQWaitCond(attr.wait_cond)}, ctxOf(context))
 	if err != nil {
 		return errno[C.int](err)
 	}

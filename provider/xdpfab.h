@@ -112,6 +112,18 @@ uintptr_t xf_fid_handle(struct fid *fid);
 /* The Go handle of an MR descriptor (fi_mr_desc), 0 for NULL or foreign. */
 uintptr_t xf_desc_handle(void *desc);
 
+/* Modes of the send and RMA entries (the Go side has the same numbers). */
+enum { XF_PLAIN = 0, XF_DATA = 1, XF_INJECT = 2, XF_INJECTDATA = 3, XF_MSG = 4 };
+/* Added to a mode: the tagged form of the call. */
+#define XF_TAGGED 8
+
+/* The data-transfer ops tables (msg.c, tagged.c, rma.c). */
+extern struct fi_ops_msg xf_msg_ops;
+extern struct fi_ops_tagged xf_tagged_ops;
+extern struct fi_ops_rma xf_rma_ops;
+
+#define XF_EP(e) XF_CONTAINER(e, struct xf_ep, ep)
+
 /* Empty slots: -FI_ENOSYS, never NULL. */
 int xf_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
 int xf_no_control(struct fid *fid, int command, void *arg);

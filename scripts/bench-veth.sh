@@ -75,8 +75,8 @@ run() { # transport, extra flags...
 	srv_pid=
 }
 
-for tr in xdp udp; do
+for tr in ${TRANSPORTS:-xdp udp}; do
 	run "$tr"
-	run "$tr" --busy-poll
+	[ -n "${NO_BUSY:-}" ] || run "$tr" --busy-poll
 	run "$tr" --manual-progress
 done

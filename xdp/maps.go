@@ -28,6 +28,10 @@ type PortConfig struct {
 	// SyncLocalAddrs). Datagrams to other addresses (forwarded or bridged
 	// traffic) pass to the stack, counted as pass_other_host.
 	Addr netip.Addr `json:"addr,omitzero"`
+	// KernelServe lets the program serve requests to the port on
+	// kernel-resident regions (bpf/kserve.h): the endpoint shares its
+	// target state. Off, requests cost no lookup of that state.
+	KernelServe bool `json:"kernel_serve,omitempty"`
 }
 
 // Port is one configured UDP port.
@@ -51,6 +55,9 @@ func (a *Attachment) setPort(port uint16, cfg PortConfig) error {
 	v := bpf.XdpfabPortConfig{AvId: cfg.AVID, DomainId: cfg.DomainID}
 	if cfg.Strict {
 		v.Flags |= bpf.PortStrict
+	}
+	if cfg.KernelServe {
+		v.Flags |= bpf.PortKServe
 	}
 	if cfg.Addr.IsValid() && !cfg.Addr.IsUnspecified() {
 		v.Flags |= bpf.PortBoundAddr
@@ -78,7 +85,8 @@ func (a *Attachment) deletePort(port uint16) error {
 }
 
 func portConfigOf(v *bpf.XdpfabPortConfig) PortConfig {
-	cfg := PortConfig{AVID: v.AvId, DomainID: v.DomainId, Strict: v.Flags&bpf.PortStrict != 0}
+	cfg := PortConfig{AVID: v.AvId, DomainID: v.DomainId, Strict: v.Flags&bpf.PortStrict != 0,
+		KernelServe: v.Flags&bpf.PortKServe != 0}
 	if v.Flags&bpf.PortBoundAddr != 0 {
 		cfg.Addr = netip.AddrFrom16(v.Addr).Unmap()
 	}

@@ -194,7 +194,8 @@ func attachMulti(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *At
 	}()
 	maps := map[string]*ebpf.Map{
 		bpf.XdpfabMapAvMap: objs.AvMap, bpf.XdpfabMapMrMap: objs.MrMap, bpf.XdpfabMapPorts: objs.Ports,
-		bpf.XdpfabMapXsks: objs.Xsks, bpf.XdpfabMapCounters: objs.Counters,
+		bpf.XdpfabMapXsks: objs.Xsks, bpf.XdpfabMapCounters: objs.Counters, bpf.XdpfabMapLocalAddrs: objs.LocalAddrs,
+		bpf.XdpfabMapKrRegions: objs.KrRegions, bpf.XdpfabMapKrMem: objs.KrMem, bpf.XdpfabMapKtarget: objs.Ktarget,
 	}
 	for _, name := range pinnedMaps {
 		if err := maps[name].Pin(filepath.Join(dir, name)); err != nil {
@@ -219,6 +220,7 @@ func attachMulti(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *At
 	a := &Attachment{
 		Iface: iface, Ifindex: ifindex, Netns: ns, PinDir: dir, Program: objs.XdpfabXdp,
 		AVMap: objs.AvMap, MRMap: objs.MrMap, PortMap: objs.Ports, XSKMap: objs.Xsks, CounterMap: objs.Counters,
+		LocalMap: objs.LocalAddrs, KRRegions: objs.KrRegions, KRMem: objs.KrMem, KTarget: objs.Ktarget,
 	}
 	a.progID = progIDOf(a.Program)
 	return a, nil

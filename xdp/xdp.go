@@ -136,7 +136,7 @@ const (
 )
 
 var pinnedMaps = []string{bpf.XdpfabMapAvMap, bpf.XdpfabMapMrMap, bpf.XdpfabMapPorts, bpf.XdpfabMapXsks, bpf.XdpfabMapCounters,
-	bpf.XdpfabMapLocalAddrs}
+	bpf.XdpfabMapLocalAddrs, bpf.XdpfabMapKrRegions, bpf.XdpfabMapKrMem, bpf.XdpfabMapKtarget}
 
 // errNotAttached is Open's error where xdpfab is not attached.
 var errNotAttached = fmt.Errorf("xdpfab is not attached: %w", fi.ENOENT)
@@ -180,6 +180,12 @@ type Attachment struct {
 	XSKMap     *ebpf.Map // xsks: RX queue -> AF_XDP socket
 	CounterMap *ebpf.Map // counters: per-CPU, bpf.Counter -> uint64
 	LocalMap   *ebpf.Map // local_addrs: the namespace's addresses (bpf.XdpfabLocalAddr)
+	// Kernel-resident regions and the per-peer target state the program
+	// shares with user space (bpf/kserve.h); nil on an attachment pinned
+	// by an xdpfab that had none (nothing is then served in XDP).
+	KRRegions *ebpf.Map // kr_regions: bpf.XdpfabMrKey -> bpf.XdpfabKrRegion
+	KRMem     *ebpf.Map // kr_mem: bpf.XdpfabMrKey -> a region's array map
+	KTarget   *ebpf.Map // ktarget: bpf.XdpfabKtKey -> bpf.XdpfabKtState
 
 	progID ebpf.ProgramID // keys the owner records (owner.go)
 }
@@ -190,7 +196,7 @@ func (a *Attachment) Close() error {
 	if a.Program != nil {
 		errs = append(errs, a.Program.Close())
 	}
-	for _, m := range []*ebpf.Map{a.AVMap, a.MRMap, a.PortMap, a.XSKMap, a.CounterMap, a.LocalMap} {
+	for _, m := range []*ebpf.Map{a.AVMap, a.MRMap, a.PortMap, a.XSKMap, a.CounterMap, a.LocalMap, a.KRRegions, a.KRMem, a.KTarget} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
@@ -345,6 +351,7 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 	maps := map[string]*ebpf.Map{
 		bpf.XdpfabMapAvMap: objs.AvMap, bpf.XdpfabMapMrMap: objs.MrMap, bpf.XdpfabMapPorts: objs.Ports,
 		bpf.XdpfabMapXsks: objs.Xsks, bpf.XdpfabMapCounters: objs.Counters, bpf.XdpfabMapLocalAddrs: objs.LocalAddrs,
+		bpf.XdpfabMapKrRegions: objs.KrRegions, bpf.XdpfabMapKrMem: objs.KrMem, bpf.XdpfabMapKtarget: objs.Ktarget,
 	}
 	for _, name := range pinnedMaps {
 		if err := maps[name].Pin(filepath.Join(dir, name)); err != nil {
@@ -361,7 +368,7 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 	a := &Attachment{
 		Iface: iface, Ifindex: nl.Attrs().Index, Netns: ns, PinDir: dir, Program: objs.XdpfabXdp,
 		AVMap: objs.AvMap, MRMap: objs.MrMap, PortMap: objs.Ports, XSKMap: objs.Xsks, CounterMap: objs.Counters,
-		LocalMap: objs.LocalAddrs,
+		LocalMap: objs.LocalAddrs, KRRegions: objs.KrRegions, KRMem: objs.KrMem, KTarget: objs.Ktarget,
 	}
 	a.progID = progIDOf(a.Program)
 	return a, nil
@@ -643,6 +650,14 @@ func open(ns NetnsID, nl netlink.Link) (*Attachment, error) {
 			a.Close()
 			return nil, fmt.Errorf("xdp: open %s: map %s: %w", iface, m.name, mapErr(err))
 		}
+	}
+	// Optional: an attachment pinned before kernel-resident regions
+	// existed has none, and serves nothing in XDP.
+	for _, m := range []struct {
+		name string
+		dst  **ebpf.Map
+	}{{bpf.XdpfabMapKrRegions, &a.KRRegions}, {bpf.XdpfabMapKrMem, &a.KRMem}, {bpf.XdpfabMapKtarget, &a.KTarget}} {
+		*m.dst, _ = ebpf.LoadPinnedMap(filepath.Join(dir, m.name), nil)
 	}
 	return a, nil
 }

@@ -341,6 +341,7 @@ type benchTarget struct {
 	ctxs   []any    // ctxs[i] = i, boxed once, for every receive (bench_tagged.go)
 	msgs   uint64   // messages received
 	tagged benchTaggedTarget
+	kernel benchKernelTarget
 }
 
 func openBenchTarget(local netip.AddrPort, o *benchOptions) (*benchTarget, error) {
@@ -359,6 +360,7 @@ func openBenchTarget(local netip.AddrPort, o *benchOptions) (*benchTarget, error
 		t.bufs[i] = make([]byte, benchMsgSize)
 	}
 	t.openTagged()
+	t.openKernel(o)
 	t.ctxs = make([]any, t.pingIdx()+1)
 	for i := range t.ctxs {
 		t.ctxs[i] = i
@@ -381,6 +383,7 @@ func (t *benchTarget) serve(done <-chan struct{}, until time.Time) error {
 			return nil
 		default:
 		}
+		t.publishCPU()
 		if !until.IsZero() && time.Now().After(until) {
 			return nil
 		}
@@ -428,7 +431,7 @@ func (t *benchTarget) Close() (counter uint64, err error) {
 		t.ep = nil
 	}
 	counter = binary.LittleEndian.Uint64(t.mem[benchCounterOff:])
-	return counter, errors.Join(err, t.region.Close(), t.benchNode.Close())
+	return counter, errors.Join(err, t.closeKernel(), t.region.Close(), t.benchNode.Close())
 }
 
 func benchServe(o *benchOptions, stdout io.Writer, done <-chan struct{}) error {
@@ -539,6 +542,10 @@ type benchReport struct {
 	TaggedSendRate  *phaseResult `json:"tagged_send_rate,omitempty"`
 	TaggedPingPong  *phaseResult `json:"tagged_ping_pong,omitempty"`
 	TaggedBandwidth *phaseResult `json:"tagged_bandwidth,omitempty"`
+	// The kernel-resident phases (bench_kernel.go).
+	KernelFetchAddLatency *phaseResult `json:"kernel_fetch_add_latency,omitempty"`
+	KernelCSwapLatency    *phaseResult `json:"kernel_cswap_latency,omitempty"`
+	KernelFetchAddRate    *phaseResult `json:"kernel_fetch_add_rate,omitempty"`
 	// Counter is the target's counter after the run and CounterAdded how
 	// far this run moved it; it equals FetchAdds unless another client
 	// was adding too.
@@ -562,6 +569,9 @@ type phaseResult struct {
 	// Lost counts UDP ping-pong datagrams (or their echoes) not back
 	// within udpResend and sent again.
 	Lost uint64 `json:"lost,omitempty"`
+	// TargetCPUPerOp is the target process's CPU time per op, ns
+	// (bench_kernel.go), for the pipelined fetch-add phases.
+	TargetCPUPerOp float64 `json:"target_cpu_ns_per_op,omitempty"`
 }
 
 // latency is a round-trip distribution in microseconds.
@@ -727,7 +737,7 @@ func (c *benchClient) runPhases(rep *benchReport) error {
 		{pingPong, &rep.UDPPingPong, func() (*phaseResult, error) { return c.udpPingPong(pingPong, phase) }, false},
 		{"fetch-add, 1 in flight", &rep.FetchAddLatency, pipe("fetch-add, 1 in flight", 1, 8, false, fetchAdd), true},
 		{fmt.Sprintf("fetch-add, %d in flight", c.o.depth), &rep.FetchAddRate,
-			pipe(fmt.Sprintf("fetch-add, %d in flight", c.o.depth), c.o.depth, 8, false, fetchAdd), true},
+			c.withTargetCPU(pipe(fmt.Sprintf("fetch-add, %d in flight", c.o.depth), c.o.depth, 8, false, fetchAdd)), true},
 		{fmt.Sprintf("fetch-add, %d in flight, FI_MORE", c.o.depth), &rep.FetchAddBatchedRate,
 			pipe(fmt.Sprintf("fetch-add, %d in flight, FI_MORE", c.o.depth), c.o.depth, 8, true, fetchAddMore), true},
 		{fmt.Sprintf("send %d B, %d in flight", benchMsgSize, c.o.depth), &rep.SendRate,
@@ -742,6 +752,16 @@ func (c *benchClient) runPhases(rep *benchReport) error {
 			run  func() (*phaseResult, error)
 			adds bool
 		}{tp.name, tp.dst, tp.run, false})
+	}
+	if c.hasKernelRegion() {
+		for _, kp := range c.kernelPhases(rep, pipe) {
+			phases = append(phases, struct {
+				name string
+				dst  **phaseResult
+				run  func() (*phaseResult, error)
+				adds bool
+			}{kp.name, kp.dst, kp.run, kp.adds})
+		}
 	}
 	interrupted := false
 	for _, p := range phases {
@@ -951,8 +971,10 @@ func printReport(w io.Writer, r *benchReport) {
 	}
 	row(fmt.Sprintf("RMA write %d KiB, %d in flight", benchWriteSize/1024, r.Depth), r.WriteBandwidth, "ops/s", bw)
 	taggedRows(r, row, rtt)
+	kernelRows(r, row, rtt)
 	tw.Flush()
 	taggedRatios(w, r)
+	kernelRatios(w, r)
 	if fa, pp := r.FetchAddLatency, r.UDPPingPong; fa != nil && fa.Latency != nil && pp != nil && pp.Latency != nil {
 		fmt.Fprintf(w, "  fetch-add round trip p50 = %.2f× UDP ping-pong p50\n", fa.Latency.P50/pp.Latency.P50)
 	}

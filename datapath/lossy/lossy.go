@@ -30,6 +30,9 @@ type Config struct {
 	Loss      float64 // drop the packet
 	Duplicate float64 // send it twice
 	Reorder   float64 // hold it back behind later packets
+	// RecvLoss drops received datagrams, for losses a sender cannot be
+	// made to cause (responses the target's XDP program sends itself).
+	RecvLoss float64
 	// HoldSlots bounds the packets held for reordering (default 64).
 	HoldSlots int
 	// MaxPacket is the size of each hold buffer (default 65507).
@@ -68,7 +71,7 @@ var _ datapath.Transport = (*Transport)(nil)
 
 // Wrap returns inner with impaired sending.
 func Wrap(inner datapath.Transport, cfg Config) (*Transport, error) {
-	for _, r := range []float64{cfg.Loss, cfg.Duplicate, cfg.Reorder} {
+	for _, r := range []float64{cfg.Loss, cfg.Duplicate, cfg.Reorder, cfg.RecvLoss} {
 		if r < 0 || r > 1 || r != r {
 			return nil, fmt.Errorf("lossy: rate %v out of [0,1]: %w", r, fi.EINVAL)
 		}
@@ -96,9 +99,26 @@ func (t *Transport) Stats() Stats {
 	return t.stats
 }
 
-// Receive passes through.
+// Receive passes through, dropping Config.RecvLoss of the datagrams
+// (counted in Stats.Dropped): a dropped one is swapped behind the ones
+// kept, so every buffer stays in pkts.
 func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
-	return t.inner.Receive(pkts, wait)
+	n, err := t.inner.Receive(pkts, wait)
+	if t.cfg.RecvLoss == 0 || n == 0 {
+		return n, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kept := 0
+	for i := 0; i < n; i++ {
+		if t.rng.Float64() < t.cfg.RecvLoss {
+			t.stats.Dropped++
+			continue
+		}
+		pkts[kept], pkts[i] = pkts[i], pkts[kept]
+		kept++
+	}
+	return kept, err
 }
 
 // FailSends makes the next n Send calls drop their whole batch and return

@@ -264,6 +264,10 @@ type Config struct {
 	// MoreHold bounds how long requests posted with FI_MORE wait for the
 	// request without it that should follow at once (200 µs).
 	MoreHold time.Duration
+	// Shared, if set, is a second executor that may deliver some of a
+	// peer's requests from the same sequence space (shared.go): the XDP
+	// program serving atomics on kernel-resident regions.
+	Shared SharedTarget
 	// ManualProgress starts no receive goroutine: the caller drives the
 	// receive side with Progress (FI_PROGRESS_MANUAL), saving a goroutine
 	// hand-off per completion. Retransmission timers still run on their own.
@@ -409,6 +413,7 @@ type rxPeer struct {
 	// retired are the peer's sessions that this state left for a newer
 	// one, newest first: their late packets are stale, not a restart.
 	retired retiredSessions
+	share   shareState // with Config.Shared (shared.go)
 }
 
 // retiredSessions remembers the last few sessions of a peer that ended
@@ -477,6 +482,7 @@ type Engine struct {
 	rxIn    Incoming
 	rxBld   wire.Builder
 	rxAcks  []*rxPeer
+	rxOffer []*rxPeer // peers to hand to Config.Shared after the batch
 	rxCompl []Completion
 	// rxDelivered is how many completions the last batch delivered
 	// (receiveLoop reads it with rxMu still held).
@@ -1514,6 +1520,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 		e.stats.cacheAged.Add(uint64(k))
 	}
 	e.flushRx()
+	e.releaseShared()
 	e.stats.cacheBytes.Store(int64(e.store.pool.inUse))
 	e.stats.targetPeers.Store(int64(len(e.rxPeers)))
 	e.rxDelivered = len(e.rxCompl)
@@ -1540,6 +1547,11 @@ func (e *Engine) Close() error {
 	err := e.tr.Close()
 	e.batchMu.Unlock()
 	e.wg.Wait()
+	e.rxMu.Lock()
+	for _, rp := range e.rxPeers {
+		e.forgetShared(rp)
+	}
+	e.rxMu.Unlock()
 	var out []Completion
 	e.mu.Lock()
 	for i := range e.ops {

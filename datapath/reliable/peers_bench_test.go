@@ -96,7 +96,7 @@ func BenchmarkTargetPeers(b *testing.B) {
 			defer tp.e.rxMu.Unlock()
 			runtime.GC()
 			var m0, m1 runtime.MemStats
-			runtime.ReadMemStats(&m0) // the engine and the requests exist; no peer state yet
+			runtime.ReadMemStats(&m0)       // the engine and the requests exist; no peer state yet
 			rounds := min(300, 1_000_000/n) // a few hundred fetch-adds per peer (100 for 10,000)
 			for range rounds {
 				for i := range n {

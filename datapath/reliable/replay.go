@@ -95,3 +95,13 @@ func (w *replayWindow) nextHeld() bool {
 	i, m := w.bit(w.next)
 	return w.held[i]&m != 0
 }
+
+// anyHeld reports whether a request is held out of order.
+func (w *replayWindow) anyHeld() bool {
+	for _, h := range w.held {
+		if h != 0 {
+			return true
+		}
+	}
+	return false
+}

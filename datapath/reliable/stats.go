@@ -27,13 +27,14 @@ const (
 	DropDuplicateHeld                   // duplicate of a request already held out of order
 	DropStaleResponse                   // response or ack for nothing in flight (late duplicate)
 	DropBadResponse                     // response not matching the request it answers
+	DropSharedClaim                     // the shared target state could not be claimed (Config.Shared): nothing executed
 	DropCacheFull                       // no room in Config.CacheBytes for its response or to hold it: not executed, resent by the initiator
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{"not-ours", "version", "malformed", "opcode", "wrong-endpoint",
 	"unknown-source", "peer-table-full", "stale-session", "too-old", "too-far", "duplicate-held",
-	"stale-response", "bad-response", "cache-full"}
+	"stale-response", "bad-response", "shared-claim", "cache-full"}
 
 func (r DropReason) String() string {
 	if r >= 0 && r < NumDropReasons {

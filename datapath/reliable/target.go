@@ -41,7 +41,10 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 		}
 		e.rxPeers[key] = rp
 		e.rxLRU.pushFront(rp)
-	} else if pk.Session != rp.session {
+	} else if rp.share.released && !e.claimShared(rp) {
+		return
+	}
+	if pk.Session != rp.session {
 		if !newSession || rp.retired.has(pk.Session) {
 			e.stats.drop(DropStaleSession)
 			return
@@ -62,6 +65,9 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 	if ack := pk.Ack; int32(ack-rp.acked) > 0 && int32(ack-rp.win.next) <= 0 {
 		rp.acked = ack
 		e.store.ackResps(rp, ack)
+	}
+	if e.cfg.Shared != nil && e.cfg.Shared.Wants(pk) {
+		e.offerShared(rp)
 	}
 	seq := pk.Seq
 	switch rp.win.check(seq) {
@@ -96,10 +102,13 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 			e.sendCached(rp, i)
 		} else if int32(seq-rp.acked) < 0 {
 			e.stats.drop(DropTooOld) // the initiator has its response: a late duplicate
+		} else if e.fetchShared(rp, pk) {
+			e.stats.replayedFromCache.Add(1) // delivered by the other executor, answered with its values
 		} else {
 			// Executed, and its response released before the initiator
-			// had it (budget pressure or age): never execute it again;
-			// say so.
+			// had it (budget pressure or age), or delivered by the other
+			// executor, which no longer knows it: never execute it
+			// again; say so.
 			e.stats.responsesLost.Add(1)
 			e.sendLost(rp, pk)
 		}
@@ -150,6 +159,9 @@ func (e *Engine) deliverHeld(rp *rxPeer) {
 // the full retry budget), so no exactly-once guarantee is lost.
 func (e *Engine) evictIdlePeer(now int64) bool {
 	victim := e.rxLRU.tail
+	for victim != nil && victim.share.released { // the other executor may be serving it
+		victim = victim.lruPrev
+	}
 	if victim == nil || now-victim.lastActive <= 2*e.retryBudget() {
 		return false
 	}
@@ -160,6 +172,7 @@ func (e *Engine) evictIdlePeer(now int64) bool {
 
 // dropRxPeer removes rp's target state and releases what it stored.
 func (e *Engine) dropRxPeer(rp *rxPeer) {
+	e.forgetShared(rp)
 	e.store.dropPeer(rp)
 	e.rxLRU.remove(rp)
 	delete(e.rxPeers, rp.peer)

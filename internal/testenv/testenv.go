@@ -126,3 +126,17 @@ func onInterrupt(fn func()) (unregister func()) {
 		ic.Unlock()
 	}
 }
+
+// RequireTool skips tb with reason when a tool or package a privileged
+// test needs is missing (libfabric-dev, gcc, fabtests), and fails it
+// instead when XDPFAB_REQUIRE_PRIV=1: CI must run every such test.
+func RequireTool(tb testing.TB, missing bool, reason string) {
+	tb.Helper()
+	if !missing {
+		return
+	}
+	if os.Getenv(RequirePrivEnv) == "1" {
+		tb.Fatalf("test cannot run (%s) and %s=1 forbids skipping", reason, RequirePrivEnv)
+	}
+	tb.Skip("skipped: " + reason)
+}

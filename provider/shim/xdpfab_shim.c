@@ -39,7 +39,7 @@
 #ifndef XDPFAB_GO_LIBDIR
 #define XDPFAB_GO_LIBDIR "/usr/lib/x86_64-linux-gnu/libfabric"
 #endif
-#define XDPFAB_PROV_VERSION FI_VERSION(0, 1)
+#define XDPFAB_PROV_VERSION FI_VERSION(1, 0) /* fabric.ProviderVersion */
 
 typedef int (*getinfo_fn)(uint32_t, const char *, const char *, uint64_t,
 			  const struct fi_info *, struct fi_info **);

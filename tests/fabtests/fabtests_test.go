@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 	"github.com/xdpfab/xdpfab/xdp"
 )
@@ -42,10 +43,16 @@ type fabtestCase struct {
 	unit bool
 }
 
+// cases is the issue's list, each with its default sizes, and with
+// -I 10000 where that adds coverage at a bearable cost: the pingpong and
+// bandwidth tests already run 10000 iterations of their small default
+// sizes, so their -I 10000 runs take one size that defaults to fewer
+// (-S 65536, the rendezvous path under sustained load); the others take
+// their default sizes.
 var cases = []fabtestCase{
 	{name: "fi_getinfo_test", unit: true},
 	{name: "fi_eq_test", unit: true},
-	{name: "fi_cq_test", args: []string{"-L", "64"}, unit: true},
+	{name: "fi_cq_test", unit: true},
 	{name: "fi_cntr_test", unit: true},
 	{name: "fi_mr_test", unit: true},
 	{name: "fi_dom_test", unit: true},
@@ -53,36 +60,63 @@ var cases = []fabtestCase{
 	{name: "fi_av_test", args: []string{"-e", "rdm", "-n", "8"}, unit: true},
 	{name: "fi_rdm"},
 	{name: "fi_rdm_pingpong"},
-	{name: "fi_rdm_pingpong", args: []string{"-I", "10000", "-S", "64"}},
-	{name: "fi_rdm_atomic", args: []string{"-o", "sum", "-z", "uint64"}},
-	{name: "fi_rdm_atomic", args: []string{"-o", "all", "-I", "20"}},
+	{name: "fi_rdm_pingpong", args: []string{"-I", "10000", "-S", "65536"}},
+	{name: "fi_rdm_tagged_pingpong"},
+	{name: "fi_rdm_tagged_pingpong", args: []string{"-I", "10000", "-S", "65536"}},
+	{name: "fi_rdm_tagged_bw"},
+	{name: "fi_rdm_tagged_bw", args: []string{"-I", "10000", "-S", "65536"}},
+	{name: "fi_rdm_tagged_peek"},
+	{name: "fi_rdm_tagged_peek", args: []string{"-I", "10000"}},
 	{name: "fi_rma_bw", args: []string{"-e", "rdm", "-o", "write"}},
 	{name: "fi_rma_bw", args: []string{"-e", "rdm", "-o", "read"}},
 	{name: "fi_rma_bw", args: []string{"-e", "rdm", "-o", "writedata"}},
+	{name: "fi_rma_bw", args: []string{"-e", "rdm", "-o", "write", "-I", "10000", "-S", "65536"}},
+	{name: "fi_rma_bw", args: []string{"-e", "rdm", "-o", "read", "-I", "10000", "-S", "65536"}},
+	{name: "fi_rma_bw", args: []string{"-e", "rdm", "-o", "writedata", "-I", "10000", "-S", "65536"}},
+	{name: "fi_rdm_atomic", args: []string{"-o", "all"}},
 	{name: "fi_rdm_cntr_pingpong"},
+	{name: "fi_rdm_cntr_pingpong", args: []string{"-I", "10000"}},
+	{name: "fi_rdm_shared_av"},
+	{name: "fi_multi_ep", args: []string{"-e", "rdm"}},
+	{name: "fi_recv_cancel", args: []string{"-e", "rdm"}},
 	{name: "fi_cq_data", args: []string{"-e", "rdm"}},
-	{name: "fi_rdm_tagged_pingpong"},
+	{name: "fi_cq_data", args: []string{"-e", "rdm", "-I", "10000"}},
+	{name: "fi_multi_recv", args: []string{"-e", "rdm"}},
+	{name: "fi_multi_recv", args: []string{"-e", "rdm", "-I", "10000"}},
+	{name: "fi_unexpected_msg", args: []string{"-e", "rdm"}},
+	{name: "fi_unexpected_msg", args: []string{"-e", "rdm", "-I", "10000"}},
+	{name: "fi_resmgmt_test"},
 }
 
 func (c fabtestCase) id() string { return strings.Join(append([]string{c.name}, c.args...), " ") }
 
-// knownFailures are the cases that fail today, with why (what the Go
-// library or the provider lacks). Keyed by id().
+// knownFailures are the cases that fail today, with why. Keyed by id().
 var knownFailures = map[string]string{
-	"fi_getinfo_test": "getinfo over Domain.Info until fabric.GetInfo (h-getinfo) lands: " +
-		"FI_MR_BASIC/SCALABLE and v1.0 mr_mode hints, control progress hints",
-	"fi_av_test -e rdm -n 1": "FI_SYNC_ERR vector insert of good and bad addresses returns FI_EINVAL",
-	"fi_av_test -e rdm -n 8": "async inserts: EQ error entries and their fid (FI_SYNC_ERR, FI_EVENT vectors)",
-	"fi_cq_test -L 64":       "fi_cq_signal does not wake fi_cq_sread (CQ opened with FI_WAIT_UNSPEC)",
-	"fi_rdm_atomic -o all":   "datatypes the Go atomic engine rejects for fi_rdm_atomic's defaults (see log)",
-	"fi_rdm_tagged_pingpong": "no FI_TAGGED: the Go library's tagged messages (h-tagged) are not merged",
+	// av_good_2vector_async expects an FI_EVENT insert of 7 addresses to
+	// return 7 right after one of 1 address with FI_MORE returned 0,
+	// while av_good_vector_async and av_goodbad_vector_async expect the
+	// same kind of call to return 0, as fi_av(3) says ("FI_SUCCESS if
+	// the operation was successfully initiated"): no provider can meet
+	// both. Its unread events then fail av_goodbad_vector_async. -n 1
+	// (runfabtests' run) inserts 0 addresses the second time and passes.
+	"fi_av_test -e rdm -n 8": "fabtests 1.17's av_good_2vector_async contradicts fi_av(3) for more than one address",
+	// The forked client shares a named AV and reads the server's fi_addr
+	// through av_attr.map_addr as an fi_addr_t array in shared memory (as
+	// the sockets provider lays it out); xdpfab's named AVs live in a
+	// pinned BPF map and map_addr is the base of their handles.
+	"fi_rdm_shared_av": "fabtests reads fi_addrs through av_attr.map_addr as memory (sockets' layout)",
+	// runfabtests' quick set (ids without -p): a client that closes every
+	// object and opens them again in one process dies in the Go runtime
+	// ("exitsyscall: syscall frame is no longer valid") on the second
+	// client's first call into the provider; not found yet.
+	"fi_rdm_multi_client -C 10 -I 5":    "Go runtime throw when a process reopens the provider's objects (open)",
+	"fi_rdm_multi_client -C 10 -I 5 -U": "Go runtime throw when a process reopens the provider's objects (open)",
 }
 
 const (
 	serverAddr = "10.200.0.1"
 	clientAddr = "10.200.0.2"
 	serverPort = 9228
-	clientPort = 9229
 )
 
 var (
@@ -91,12 +125,14 @@ var (
 	prepErr                 error
 )
 
-// prepare builds the provider and finds (or builds) fabtests.
+// prepare builds the provider and finds (or builds) fabtests. Without
+// libfabric-dev it skips, or fails under XDPFAB_REQUIRE_PRIV=1.
 func prepare(t *testing.T) (string, string) {
 	t.Helper()
-	if _, err := os.Stat("/usr/include/rdma/providers/fi_prov.h"); err != nil {
-		t.Skip("libfabric-dev is not installed (scripts/deps.sh installs it)")
-	}
+	_, err := os.Stat("/usr/include/rdma/providers/fi_prov.h")
+	testenv.RequireTool(t, err != nil, "libfabric-dev is not installed (.ci/run installs it)")
+	_, err = exec.LookPath("nsenter")
+	testenv.RequireTool(t, err != nil, "nsenter (util-linux) is not installed")
 	prepOnce.Do(func() {
 		root, err := filepath.Abs("../..")
 		if err != nil {
@@ -145,20 +181,33 @@ var transports = []struct {
 	{name: "xdp-native", mode: xdp.ModeNative, xdp: true},
 }
 
+// pair is the two namespaces of one transport's runs.
+type pair struct {
+	a, b         *testenv.Netns
+	ifA, ifB     string
+	xdp          bool
+	provDir, bin string
+}
+
 func TestFabtests(t *testing.T) {
 	testenv.RequirePriv(t)
 	provDir, bin := prepare(t)
+	start := time.Now()
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			a, b := testenv.NewNetns(t), testenv.NewNetns(t)
 			veth := testenv.NewVeth(t, a, b, testenv.VethOptions{})
+			p := &pair{a: a, b: b, ifA: veth.NameA, ifB: veth.NameB, xdp: tr.xdp, provDir: provDir, bin: bin}
 			if tr.xdp {
-				attach(t, a, veth.NameA, tr.mode, serverPort)
-				attach(t, b, veth.NameB, tr.mode, clientPort)
+				attach(t, a, veth.NameA, tr.mode)
+				attach(t, b, veth.NameB, tr.mode)
 			}
 			for _, c := range cases {
 				t.Run(strings.ReplaceAll(c.id(), " ", "_"), func(t *testing.T) {
-					err, out := runCase(t, provDir, bin, a, b, c)
+					before := p.redirected(t)
+					began := time.Now()
+					err, out := runCase(p, c)
+					t.Logf("%s: %v", c.id(), time.Since(began).Round(100*time.Millisecond))
 					reason, known := knownFailures[c.id()]
 					switch {
 					case err == nil && known:
@@ -168,16 +217,21 @@ func TestFabtests(t *testing.T) {
 					case err != nil:
 						t.Errorf("%s: %v\n%s", c.id(), err, tail(out, 30))
 					}
+					if err == nil && !c.unit {
+						p.checkXDP(t, before)
+					}
 				})
 			}
+			t.Run("runfabtests_quick", func(t *testing.T) { runQuick(t, p) })
 		})
 	}
+	t.Logf("TestFabtests ran %v", time.Since(start).Round(time.Second))
 }
 
-func attach(t *testing.T, ns *testenv.Netns, iface string, mode xdp.Mode, port uint16) {
+func attach(t *testing.T, ns *testenv.Netns, iface string, mode xdp.Mode) {
 	t.Helper()
 	err := ns.Do(func() error {
-		a, err := xdp.Attach(iface, xdp.Options{Mode: mode, Ports: map[uint16]xdp.PortConfig{port: {}}})
+		a, err := xdp.Attach(iface, xdp.Options{Mode: mode})
 		if err != nil {
 			return err
 		}
@@ -189,33 +243,76 @@ func attach(t *testing.T, ns *testenv.Netns, iface string, mode xdp.Mode, port u
 	t.Cleanup(func() { _ = ns.Do(func() error { return xdp.Detach(iface) }) })
 }
 
+// redirected is how many datagrams the XDP programs of both ends have
+// redirected to AF_XDP sockets (0 over the kernel socket).
+func (p *pair) redirected(t *testing.T) uint64 {
+	t.Helper()
+	if !p.xdp {
+		return 0
+	}
+	var sum uint64
+	for _, side := range []struct {
+		ns    *testenv.Netns
+		iface string
+	}{{p.a, p.ifA}, {p.b, p.ifB}} {
+		err := side.ns.Do(func() error {
+			a, err := xdp.Open(side.iface)
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			c, err := a.Counters()
+			sum += c[bpf.XdpfabXdpfabCounterCNT_REDIRECT_XSK]
+			return err
+		})
+		if err != nil {
+			t.Fatalf("xdpfab counters on %s: %v", side.iface, err)
+		}
+	}
+	return sum
+}
+
+// checkXDP fails a run over AF_XDP whose traffic did not reach the AF_XDP
+// sockets (the provider fell back to the kernel socket).
+func (p *pair) checkXDP(t *testing.T, before uint64) {
+	t.Helper()
+	if !p.xdp {
+		return
+	}
+	if after := p.redirected(t); after == before {
+		t.Errorf("no datagram was redirected to an AF_XDP socket (redirect_xsk stayed %d): the run did not use AF_XDP", after)
+	}
+}
+
 // caseTimeout bounds one fabtests run.
 const caseTimeout = 180 * time.Second
 
-// runCase runs c and returns nil when every process exited 0.
-func runCase(t *testing.T, provDir, bin string, a, b *testenv.Netns, c fabtestCase) (error, string) {
+// runCase runs c and returns nil when every process exited 0. The server
+// listens on serverPort in namespace A; the client, in B, takes any port
+// (fi_rdm_shared_av's client forks two processes).
+func runCase(p *pair, c fabtestCase) (error, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), caseTimeout)
 	defer cancel()
 	if c.unit {
 		args := append([]string{"-p", "xdpfab"}, c.args...)
 		if c.name == "fi_av_test" {
-			args = append(args, "-g", serverAddr)
+			args = append(args, "-g", serverAddr, "-s", serverAddr) // as runfabtests.sh runs it
 		}
-		out, err := run(ctx, provDir, a, filepath.Join(bin, c.name), args...)
+		out, err := run(ctx, p.provDir, p.a, filepath.Join(p.bin, c.name), args...)
 		return err, out
 	}
 	srvArgs := append([]string{"-p", "xdpfab", "-s", serverAddr, "-B", fmt.Sprint(serverPort)}, c.args...)
-	cliArgs := append([]string{"-p", "xdpfab", "-s", clientAddr, "-B", fmt.Sprint(clientPort), "-P", fmt.Sprint(serverPort)}, c.args...)
+	cliArgs := append([]string{"-p", "xdpfab", "-s", clientAddr, "-P", fmt.Sprint(serverPort)}, c.args...)
 	cliArgs = append(cliArgs, serverAddr)
 	var srvOut string
 	var srvErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		srvOut, srvErr = run(ctx, provDir, a, filepath.Join(bin, c.name), srvArgs...)
+		srvOut, srvErr = run(ctx, p.provDir, p.a, filepath.Join(p.bin, c.name), srvArgs...)
 	}()
 	time.Sleep(500 * time.Millisecond) // the server binds its port
-	cliOut, cliErr := run(ctx, provDir, b, filepath.Join(bin, c.name), cliArgs...)
+	cliOut, cliErr := run(ctx, p.provDir, p.b, filepath.Join(p.bin, c.name), cliArgs...)
 	if cliErr != nil {
 		cancel() // a failed client leaves the server waiting
 	}
@@ -230,12 +327,18 @@ func runCase(t *testing.T, provDir, bin string, a, b *testenv.Netns, c fabtestCa
 	return nil, out
 }
 
+// netnsPath is where ip netns keeps the namespace's handle.
+func netnsPath(ns *testenv.Netns) string { return "/var/run/netns/" + ns.Name }
+
 // run runs a fabtests binary inside ns with the provider on libfabric's
-// path, killing its process group when ctx ends.
+// path, killing its process group when ctx ends. It enters the namespace
+// with nsenter, not ip netns exec: ip netns exec remounts /sys, hiding
+// the host's bpffs and with it xdpfab's pinned XDP program, so the
+// provider would fall back to the kernel socket.
 func run(ctx context.Context, provDir string, ns *testenv.Netns, prog string, args ...string) (string, error) {
 	// stdbuf: fabtests' stdout is a pipe here; line buffering keeps what a
 	// killed run printed.
-	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name, "stdbuf", "-oL", "-eL", prog}, args...)...)
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + netnsPath(ns), "stdbuf", "-oL", "-eL", prog}, args...)...)
 	cmd.Env = append(os.Environ(), "FI_PROVIDER_PATH="+provDir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -49,6 +49,9 @@ type nodeOpts struct {
 	// lossy, if set, makes the endpoint's transport a kernel UDP socket
 	// opened in the node's namespace wrapped by datapath/lossy with it.
 	lossy *lossy.Config
+	// noRemoteCntr binds no counter for remote writes and reads: the XDP
+	// program serves atomics only to endpoints without one.
+	noRemoteCntr bool
 }
 
 // netOpts configures newNet.
@@ -216,7 +219,9 @@ func openNode(t testing.TB, name string, ns *testenv.Netns, da fabric.DomainAttr
 	require.NoError(t, n.ep.Bind(n.av, 0))
 	require.NoError(t, n.ep.Bind(n.txCQ, fi.TRANSMIT))
 	require.NoError(t, n.ep.Bind(n.rxCQ, fi.RECV))
-	require.NoError(t, n.ep.Bind(n.rcntr, fi.REMOTE_WRITE|fi.REMOTE_READ))
+	if !o.noRemoteCntr {
+		require.NoError(t, n.ep.Bind(n.rcntr, fi.REMOTE_WRITE|fi.REMOTE_READ))
+	}
 	require.NoError(t, n.ep.Enable())
 	if o.memLen == 0 {
 		o.memLen = 1<<20 + 64<<10
@@ -306,6 +311,13 @@ type fetchAdds struct {
 	total   int    // operations to complete
 	depth   int    // operations kept in flight
 	timeout time.Duration
+	// altEvery > 0 sends every altEvery-th fetch-add to the counter at
+	// altOff of region altKey instead; run returns its fetched values
+	// apart (alt).
+	altEvery int
+	altKey   uint64
+	altOff   uint64
+	alt      *[]uint64
 }
 
 var one = le64(1)
@@ -317,11 +329,17 @@ var one = le64(1)
 func (w fetchAdds) run() ([]uint64, error) {
 	deadline := time.Now().Add(w.timeout)
 	results := make([][8]byte, w.depth)
+	isAlt := make([]bool, w.depth)
 	fetched := make([]uint64, 0, w.total)
-	posted := 0
+	posted, done := 0, 0
 	post := func(slot int) error {
 		for {
-			err := w.n.ep.FetchAtomic(one, 1, mr.Desc{}, results[slot][:], mr.Desc{}, w.peer, w.off, w.key,
+			key, off := w.key, w.off
+			isAlt[slot] = w.altEvery > 0 && posted%w.altEvery == w.altEvery-1
+			if isAlt[slot] {
+				key, off = w.altKey, w.altOff
+			}
+			err := w.n.ep.FetchAtomic(one, 1, mr.Desc{}, results[slot][:], mr.Desc{}, w.peer, off, key,
 				fatomic.UINT64, fatomic.SUM, slot)
 			if !errors.Is(err, fi.EAGAIN) {
 				if err == nil {
@@ -341,9 +359,9 @@ func (w fetchAdds) run() ([]uint64, error) {
 		}
 	}
 	comps := make([]fabric.CQEntry, w.depth)
-	for len(fetched) < w.total {
+	for done < w.total {
 		if time.Now().After(deadline) {
-			return fetched, fmt.Errorf("%s: %d of %d fetch-adds completed within %v", w.n.name, len(fetched), w.total, w.timeout)
+			return fetched, fmt.Errorf("%s: %d of %d fetch-adds completed within %v", w.n.name, done, w.total, w.timeout)
 		}
 		k, err := w.n.txCQ.SRead(comps, 100)
 		switch {
@@ -360,7 +378,12 @@ func (w fetchAdds) run() ([]uint64, error) {
 		}
 		for _, c := range comps[:k] {
 			slot := c.Context.(int)
-			fetched = append(fetched, binary.LittleEndian.Uint64(results[slot][:]))
+			done++
+			if isAlt[slot] {
+				*w.alt = append(*w.alt, binary.LittleEndian.Uint64(results[slot][:]))
+			} else {
+				fetched = append(fetched, binary.LittleEndian.Uint64(results[slot][:]))
+			}
 			if posted < w.total {
 				if err := post(slot); err != nil {
 					return fetched, err

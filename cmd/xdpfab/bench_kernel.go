@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	fatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/mr"
+)
+
+// The kernel-resident phases of bench run (docs/xdp-atomics.md): the
+// target registers, besides its region, a kernel-resident one under
+// --key + 1 (Domain.MRRegKernel; on AF_XDP only), whose atomics its XDP
+// program executes and answers itself. The client measures a fetch-add
+// and a CSWAP on it one in flight, against the UDP ping-pong, and
+// fetch-adds at --depth in flight. The target publishes its process CPU
+// time (getrusage) in its ordinary region at benchCPUOff; the client reads
+// it around the two pipelined fetch-add phases, user-space and
+// kernel-resident, and reports the target's CPU time per op of each.
+const (
+	benchKernelLen = 4096
+	benchCPUOff    = benchWriteOff - 8 // uint64 ns of target CPU time, little-endian
+)
+
+// benchKernelTarget is the target's kernel-resident region.
+type benchKernelTarget struct {
+	region *mr.MR
+	mem    []byte
+}
+
+// openKernel registers the kernel-resident region if the domain can have
+// one; the phases are skipped otherwise.
+func (t *benchTarget) openKernel(o *benchOptions) {
+	m, mem, err := t.dom.MRRegKernel(benchKernelLen, fi.REMOTE_READ|fi.REMOTE_WRITE, o.key+1, 0, nil)
+	if err == nil {
+		t.kernel = benchKernelTarget{region: m, mem: mem}
+	}
+}
+
+func (t *benchTarget) closeKernel() error {
+	if t.kernel.region == nil {
+		return nil
+	}
+	return t.kernel.region.Close()
+}
+
+// publishCPU writes the process's CPU time (user + system) where clients
+// read it.
+func (t *benchTarget) publishCPU() {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return
+	}
+	ns := ru.Utime.Nano() + ru.Stime.Nano()
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&t.mem[benchCPUOff])), uint64(ns))
+}
+
+// readTargetCPU reads the CPU time the target published.
+func (c *benchClient) readTargetCPU() (uint64, error) {
+	buf := c.results[0]
+	if err := c.ep.Read(buf, mr.Desc{}, c.peer, benchCPUOff, c.o.key, c.ctxs[0]); err != nil {
+		return 0, err
+	}
+	_, failed, err := c.reap(c.comps[:1])
+	if err != nil {
+		return 0, err
+	}
+	if failed != nil {
+		return 0, fmt.Errorf("RMA read of the target's CPU time: %w", failed.Err)
+	}
+	return binary.LittleEndian.Uint64(buf), nil
+}
+
+// withTargetCPU runs a phase and records the target's CPU time per op.
+// The target publishes it at least every 100 ms (its serve loop), so the
+// phase is followed by a pause that lets it catch up.
+func (c *benchClient) withTargetCPU(run func() (*phaseResult, error)) func() (*phaseResult, error) {
+	return func() (*phaseResult, error) {
+		time.Sleep(150 * time.Millisecond)
+		before, err := c.readTargetCPU()
+		if err != nil {
+			return nil, err
+		}
+		r, err := run()
+		if err != nil || r == nil || r.Ops == 0 {
+			return r, err
+		}
+		time.Sleep(150 * time.Millisecond)
+		after, err := c.readTargetCPU()
+		if err != nil {
+			return r, err
+		}
+		r.TargetCPUPerOp = float64(after-before) / float64(r.Ops)
+		return r, nil
+	}
+}
+
+// hasKernelRegion reports whether the target has the kernel-resident
+// region (a target on the kernel UDP socket has none): an RMA read of it
+// succeeds.
+func (c *benchClient) hasKernelRegion() bool {
+	if err := c.ep.Read(c.results[0], mr.Desc{}, c.peer, 0, c.o.key+1, c.ctxs[0]); err != nil {
+		return false
+	}
+	_, failed, err := c.reap(c.comps[:1])
+	return err == nil && failed == nil
+}
+
+type kernelPhase struct {
+	name string
+	dst  **phaseResult
+	run  func() (*phaseResult, error)
+	adds bool
+}
+
+func (c *benchClient) kernelPhases(rep *benchReport,
+	pipe func(name string, depth, opBytes int, batch bool, post func(int, bool) error) func() (*phaseResult, error)) []kernelPhase {
+	key := c.o.key + 1
+	fetchAdd := func(slot int, _ bool) error {
+		return c.ep.FetchAtomic(c.one, 1, mr.Desc{}, c.results[slot], mr.Desc{}, c.peer, 0,
+			key, fatomic.UINT64, fatomic.SUM, c.ctxs[slot])
+	}
+	zero := make([]byte, 8)
+	cswap := func(slot int, _ bool) error {
+		return c.ep.CompareAtomic(c.one, 1, mr.Desc{}, zero, mr.Desc{}, c.results[slot], mr.Desc{}, c.peer, 8,
+			key, fatomic.UINT64, fatomic.CSWAP, c.ctxs[slot])
+	}
+	lat := "kernel-resident fetch-add, 1 in flight"
+	cas := "kernel-resident CSWAP, 1 in flight"
+	rate := fmt.Sprintf("kernel-resident fetch-add, %d in flight", c.o.depth)
+	return []kernelPhase{
+		{lat, &rep.KernelFetchAddLatency, pipe(lat, 1, 8, false, fetchAdd), false},
+		{cas, &rep.KernelCSwapLatency, pipe(cas, 1, 8, false, cswap), false},
+		{rate, &rep.KernelFetchAddRate, c.withTargetCPU(pipe(rate, c.o.depth, 8, false, fetchAdd)), false},
+	}
+}
+
+func kernelRows(r *benchReport, row func(name string, p *phaseResult, unit, extra string), rtt func(*phaseResult) string) {
+	row("kernel-resident fetch-add uint64, 1 in flight", r.KernelFetchAddLatency, "ops/s", rtt(r.KernelFetchAddLatency))
+	row("kernel-resident CSWAP uint64, 1 in flight", r.KernelCSwapLatency, "ops/s", rtt(r.KernelCSwapLatency))
+	row(fmt.Sprintf("kernel-resident fetch-add uint64, %d in flight", r.Depth), r.KernelFetchAddRate, "ops/s", "")
+}
+
+// kernelRatios prints the kernel-resident figures against their
+// references.
+func kernelRatios(w io.Writer, r *benchReport) {
+	pp := r.UDPPingPong
+	for _, k := range []struct {
+		name string
+		p    *phaseResult
+	}{{"kernel-resident fetch-add", r.KernelFetchAddLatency}, {"kernel-resident CSWAP", r.KernelCSwapLatency}} {
+		if k.p != nil && k.p.Latency != nil && pp != nil && pp.Latency != nil {
+			fmt.Fprintf(w, "  %s round trip p50 = %.2f× UDP ping-pong p50\n", k.name, k.p.Latency.P50/pp.Latency.P50)
+		}
+	}
+	if k, u := r.KernelFetchAddRate, r.FetchAddRate; k != nil && u != nil && u.OpsPerSec > 0 {
+		fmt.Fprintf(w, "  kernel-resident fetch-add rate = %.2f× user-space fetch-add rate (%d in flight)\n", k.OpsPerSec/u.OpsPerSec, r.Depth)
+		if u.TargetCPUPerOp > 0 {
+			fmt.Fprintf(w, "  target process CPU per fetch-add: user space %.0f ns, XDP %.0f ns (%.3f×; softirq time is not the process's)\n",
+				u.TargetCPUPerOp, k.TargetCPUPerOp, k.TargetCPUPerOp/u.TargetCPUPerOp)
+		}
+	}
+}
