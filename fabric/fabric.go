@@ -312,7 +312,7 @@ type Domain struct {
 	kind     TransportKind
 	xdpIface string
 	xdpAtt   *xdp.Attachment
-	kmr      kernelMRs // kernel-resident regions (kernelmr.go)
+	kmr      kernelMRs     // kernel-resident regions (kernelmr.go)
 	mrMirror *mr.MapMirror // the attachment's MR table, mapped; nil without AF_XDP
 
 	// The packet sizes for the domain's address and transport, as read
