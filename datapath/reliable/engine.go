@@ -476,7 +476,11 @@ type Engine struct {
 	store   *rxStore      // their cached responses and held requests
 	tombs   map[Peer]tomb // peers ForgetPeer dropped, see tomb
 	rxPkts  []datapath.Packet
-	rxOut   []datapath.Packet
+	// rxOut: target-side packets (responses, acks) queued for sending,
+	// at most BatchSize of them; its capacity is twice that so that
+	// deferred responses and the initiator's txq go out in one Send
+	// (sendDeferredLocked).
+	rxOut []datapath.Packet
 	rxDec   wire.Packet
 	rxDec2  wire.Packet
 	rxIn    Incoming
@@ -487,6 +491,12 @@ type Engine struct {
 	// rxDelivered is how many completions the last batch delivered
 	// (receiveLoop reads it with rxMu still held).
 	rxDelivered int
+	// rxMsgs: the batch executed a message op (a receive may have
+	// completed, to which the application may answer at once).
+	rxMsgs bool
+	// rxDeferred: rxOut holds a batch's responses, deferred past its end
+	// (see deferRx). Set and cleared with rxMu held; read without.
+	rxDeferred atomic.Bool
 	ackBuf      []byte
 
 	// Readers assisting the receive goroutine (BeginAssist), and when the
@@ -540,7 +550,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	for i := range e.rxPkts {
 		e.rxPkts[i].Buf = make([]byte, cfg.MaxPacket)
 	}
-	e.rxOut = make([]datapath.Packet, 0, batch)
+	e.rxOut = make([]datapath.Packet, 0, 2*batch)
 	e.txq = make([]datapath.Packet, 0, batch)
 	e.wg.Add(1)
 	go e.timerLoop()
@@ -756,8 +766,17 @@ func (e *Engine) bury(p Peer, t tomb) {
 	e.tombs[p] = t
 }
 
-// flushLocked sends the queued initiator packets. e.mu is held.
+// flushLocked sends the queued initiator packets, with the responses a
+// receive batch deferred (deferRx) if the receive side is free. e.mu is
+// held.
 func (e *Engine) flushLocked() {
+	if e.rxDeferred.Load() && e.rxMu.TryLock() {
+		// rxMu after mu inverts the receive side's order (rxMu, then mu):
+		// TryLock never waits, and a receive side that holds rxMu sends
+		// what it deferred itself before it blocks (progressLocked).
+		e.sendDeferredLocked()
+		e.rxMu.Unlock()
+	}
 	if len(e.txq) > 0 {
 		e.send(e.txq)
 		clear(e.txq)
@@ -1464,6 +1483,13 @@ func (e *Engine) progress(wait bool) (int, error) {
 
 // progressLocked is progress with e.rxMu held.
 func (e *Engine) progressLocked(wait bool) (int, error) {
+	if e.rxDeferred.Load() {
+		// The last batch's responses, deferred: out before this caller
+		// possibly blocks in Receive, and before a new batch queues more.
+		e.batchMu.Lock()
+		e.flushRx()
+		e.batchMu.Unlock()
+	}
 	for i := range e.rxPkts {
 		e.rxPkts[i].Buf = e.rxPkts[i].Buf[:cap(e.rxPkts[i].Buf)]
 	}
@@ -1519,13 +1545,54 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	if k := e.store.expire(e.now()-e.retryBudget(), 64); k > 0 {
 		e.stats.cacheAged.Add(uint64(k))
 	}
-	e.flushRx()
+	e.deferRx()
 	e.releaseShared()
 	e.stats.cacheBytes.Store(int64(e.store.pool.inUse))
 	e.stats.targetPeers.Store(int64(len(e.rxPeers)))
 	e.rxDelivered = len(e.rxCompl)
 	e.deliver(&e.rxCompl)
 	return n, nil
+}
+
+// deferRx ends a batch's target side: it sends the batch's responses, or
+// leaves them queued when the batch completed something the application
+// may answer at once (a message delivered, an initiator completion): the
+// completions are delivered first, and the responses go out in one Send
+// with whatever the application submits next (flushLocked), else with
+// the next batch, which the receive goroutine or a spinning reader starts
+// at once (progressLocked), else with a pass of the timer goroutine
+// (within RetryInitial). A request-response exchange (a tagged ping-pong)
+// then pays one transport send per message instead of two, and its
+// initiator one wake-up instead of two: the response to a message
+// travels with the answer. A response deferred never waits for more than
+// about RetryInitial, the initiator's smallest retransmission timeout.
+// rxMu is held.
+func (e *Engine) deferRx() {
+	msgs := e.rxMsgs
+	e.rxMsgs = false
+	if len(e.rxOut) == 0 || len(e.rxOffer) > 0 || (!msgs && len(e.rxCompl) == 0) {
+		// Nothing to wait for, or peers to release to the other
+		// executor, which must follow the flushed responses.
+		e.flushRx()
+		return
+	}
+	e.rxDeferred.Store(true)
+	e.mu.Lock()
+	e.armTimer(e.now() + int64(e.cfg.RetryInitial))
+	e.mu.Unlock()
+}
+
+// sendDeferredLocked sends the deferred responses together with the
+// queued initiator packets (both fit one batch: rxOut has room for
+// txq). rxMu and mu are held.
+func (e *Engine) sendDeferredLocked() {
+	if !e.rxDeferred.Load() {
+		return
+	}
+	e.rxOut = append(e.rxOut, e.txq...)
+	clear(e.txq)
+	e.txq = e.txq[:0]
+	e.flushRx()
 }
 
 // Close stops the engine: it lets a received batch finish and send its
@@ -1544,6 +1611,18 @@ func (e *Engine) Close() error {
 	// Let a batch being processed finish and send its responses: a request
 	// the handler executed is answered, not left to the initiator's timer.
 	e.batchMu.Lock()
+	for e.rxDeferred.Load() {
+		// Responses a batch deferred: send them first. Their holder may
+		// be waiting for batchMu to send them itself.
+		if e.rxMu.TryLock() {
+			e.flushRx()
+			e.rxMu.Unlock()
+			break
+		}
+		e.batchMu.Unlock()
+		runtime.Gosched()
+		e.batchMu.Lock()
+	}
 	err := e.tr.Close()
 	e.batchMu.Unlock()
 	e.wg.Wait()

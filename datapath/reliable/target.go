@@ -227,6 +227,9 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held b
 	in := &e.rxIn
 	for i := 0; i < int(pk.NumOps); i++ {
 		d := &pk.Ops[i]
+		if d.Opcode == wire.OpMsg {
+			e.rxMsgs = true
+		}
 		resp, err := b.AddResp(wire.RespDesc{Opcode: d.Opcode, Len: d.RespLen})
 		if err != nil {
 			// A response that cannot fit (a peer not following the
@@ -320,12 +323,13 @@ func (e *Engine) rxScratch(n int) []byte {
 // until flushRx: buffers released meanwhile go back to the pool only then.
 func (e *Engine) queueRx(buf []byte, addr netip.AddrPort) {
 	e.rxOut = append(e.rxOut, datapath.Packet{Buf: buf, Addr: addr})
-	if len(e.rxOut) == cap(e.rxOut) {
+	if len(e.rxOut) >= cap(e.rxOut)/2 {
 		e.flushRx()
 	}
 }
 
 func (e *Engine) flushRx() {
+	e.rxDeferred.Store(false)
 	if len(e.rxOut) > 0 {
 		e.send(e.rxOut)
 		clear(e.rxOut)
