@@ -454,6 +454,7 @@ type Engine struct {
 	ops       []op
 	freeOps   []int32
 	txq       []datapath.Packet // initiator packets built, to send before mu is released
+	txBoth    []datapath.Packet // txq and deferred responses sent together (sendDeferredLocked)
 	forget    []Peer            // target states ForgetPeer asked to drop (the receive side drops them)
 	forgetSet atomic.Bool       // forget is non-empty
 	timerArm  bool              // the timer goroutine has a deadline to watch
@@ -476,11 +477,7 @@ type Engine struct {
 	store   *rxStore      // their cached responses and held requests
 	tombs   map[Peer]tomb // peers ForgetPeer dropped, see tomb
 	rxPkts  []datapath.Packet
-	// rxOut: target-side packets (responses, acks) queued for sending,
-	// at most BatchSize of them; its capacity is twice that so that
-	// deferred responses and the initiator's txq go out in one Send
-	// (sendDeferredLocked).
-	rxOut []datapath.Packet
+	rxOut   []datapath.Packet // target-side packets (responses, acks) queued for sending
 	rxDec   wire.Packet
 	rxDec2  wire.Packet
 	rxIn    Incoming
@@ -497,7 +494,7 @@ type Engine struct {
 	// rxDeferred: rxOut holds a batch's responses, deferred past its end
 	// (see deferRx). Set and cleared with rxMu held; read without.
 	rxDeferred atomic.Bool
-	ackBuf      []byte
+	ackBuf     []byte
 
 	// Readers assisting the receive goroutine (BeginAssist), and when the
 	// last one ended (e.now()).
@@ -550,8 +547,9 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	for i := range e.rxPkts {
 		e.rxPkts[i].Buf = make([]byte, cfg.MaxPacket)
 	}
-	e.rxOut = make([]datapath.Packet, 0, 2*batch)
+	e.rxOut = make([]datapath.Packet, 0, batch)
 	e.txq = make([]datapath.Packet, 0, batch)
+	e.txBoth = make([]datapath.Packet, 0, 2*batch)
 	e.wg.Add(1)
 	go e.timerLoop()
 	if !cfg.ManualProgress {
@@ -1583,15 +1581,23 @@ func (e *Engine) deferRx() {
 }
 
 // sendDeferredLocked sends the deferred responses together with the
-// queued initiator packets (both fit one batch: rxOut has room for
-// txq). rxMu and mu are held.
+// queued initiator packets, requests first: the peer may process the
+// first packet of a batch before the next arrives (on veth each frame is
+// received as it is transmitted), and the request is what its reader
+// waits for (the pong of a ping-pong), while the response only completes
+// an inject. rxMu and mu are held.
 func (e *Engine) sendDeferredLocked() {
 	if !e.rxDeferred.Load() {
 		return
 	}
-	e.rxOut = append(e.rxOut, e.txq...)
+	both := append(append(e.txBoth, e.txq...), e.rxOut...)
 	clear(e.txq)
 	e.txq = e.txq[:0]
+	clear(e.rxOut)
+	e.rxOut = e.rxOut[:0]
+	e.send(both)
+	clear(both)
+	e.txBoth = both[:0]
 	e.flushRx()
 }
 

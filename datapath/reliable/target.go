@@ -323,7 +323,7 @@ func (e *Engine) rxScratch(n int) []byte {
 // until flushRx: buffers released meanwhile go back to the pool only then.
 func (e *Engine) queueRx(buf []byte, addr netip.AddrPort) {
 	e.rxOut = append(e.rxOut, datapath.Packet{Buf: buf, Addr: addr})
-	if len(e.rxOut) >= cap(e.rxOut)/2 {
+	if len(e.rxOut) == cap(e.rxOut) {
 		e.flushRx()
 	}
 }
