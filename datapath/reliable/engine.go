@@ -32,6 +32,13 @@
 //     and is written until the completion. Without INJECT, Payload,
 //     Compare and Result must stay valid and unmodified until the
 //     completion.
+//   - Response timing: a request is answered in the batch that delivered
+//     it, except when that batch delivered a message or completed a
+//     request of ours: then its responses are sent after the batch's
+//     completions, together with the next request Submit sends (one
+//     transport send for both, the request first), or at the start of the
+//     next batch, or by the timer within RetryInitial, whichever comes
+//     first (deferRx). A ping-pong thus costs one send per message.
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
