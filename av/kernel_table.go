@@ -50,6 +50,7 @@ func NewTableMirror(outer *ebpf.Map, id uint32, hint int) (*TableMirror, error) 
 	if err != nil {
 		return nil, fmt.Errorf("av: kernel table: %w", errnoOfKernel(err))
 	}
+	t.Own()
 	if err := outer.Put(id, t.Map()); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("av: enter kernel table of AV %#x: %w", id, errnoOfKernel(err))
@@ -112,16 +113,20 @@ func (tm *TableMirror) Update(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue
 			return 0, err
 		}
 	}
-	for i := range keys {
-		k, v := avKeyWords(&keys[i]), avValueWords(&values[i])
-		err := tm.t.Put(&k, &v)
+	var kw [64]ktable.Key
+	var vw [64]ktable.Value
+	for lo := 0; lo < len(keys); {
+		n := min(len(kw), len(keys)-lo)
+		for i := range n {
+			kw[i], vw[i] = avKeyWords(&keys[lo+i]), avValueWords(&values[lo+i])
+		}
+		done, err := tm.t.PutMany(kw[:n], vw[:n])
+		lo += done
 		if errors.Is(err, ktable.ErrFull) {
-			if err = tm.grow(tm.t.Len() + len(keys) - i); err == nil {
-				err = tm.t.Put(&k, &v)
-			}
+			err = tm.grow(tm.t.Len() + len(keys) - lo)
 		}
 		if err != nil {
-			return i, err
+			return lo, err
 		}
 	}
 	return len(keys), nil
@@ -157,6 +162,7 @@ func (tm *TableMirror) grow(n int) error {
 		if err != nil {
 			return fmt.Errorf("av: grow kernel table to %d slots: %w", nb*ktable.Ways, errnoOfKernel(err))
 		}
+		t.Own()
 		full := false
 		tm.t.Each(func(k *ktable.Key, v *ktable.Value) bool {
 			if t.Insert(k, v) != nil {
