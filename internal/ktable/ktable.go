@@ -83,7 +83,8 @@ type Table struct {
 	// buckets (8 cache lines each). nil while writers may share the
 	// table.
 	tags []uint64
-	sink uint64 // keeps PutMany's read-ahead loads
+	sink  uint64 // keeps PutMany's read-ahead loads
+	count uint64 // owned: the header's val[0], which only this writer changes
 }
 
 // Buckets returns how many data buckets a table needs for n entries at
@@ -205,10 +206,10 @@ func (t *Table) Buckets() int { return int(t.nb) }
 func (t *Table) Slots() int { return int(t.nb) * Ways }
 
 // Len returns the entries in use, as the header counts them.
-func (t *Table) Len() int { return int(atomic.LoadUint64(&t.hdr.val[0])) }
+func (t *Table) Len() int { return int(uint32(atomic.LoadUint64(&t.hdr.val[0]))) }
 
 // Dead returns the tombstones, as the header counts them.
-func (t *Table) Dead() int { return int(atomic.LoadUint64(&t.hdr.val[1])) }
+func (t *Table) Dead() int { return int(atomic.LoadUint64(&t.hdr.val[0]) >> 32) }
 
 // Close unmaps the table, and closes its map if Create made it. Nothing
 // of the table may be used afterwards.
@@ -287,7 +288,7 @@ func (t *Table) Put(k *Key, v *Value) error {
 				continue // another writer's claim: look again
 			}
 			s.val = *v // the slot is ours (seq odd): plain stores
-			atomic.StoreUint32(&s.seq, seq+2)
+			storeRelease32(&s.seq, seq+2)
 			return nil
 		}
 		s, seq, state := emptier(b1, b2)
@@ -316,16 +317,26 @@ func fill(s *slot, seq uint32, k *Key, v *Value) {
 	s.key = *k
 	s.val = *v
 	s.state = stateUsed
-	atomic.StoreUint32(&s.seq, seq+2)
+	storeRelease32(&s.seq, seq+2)
 }
+
+// The header counts entries in use in the low 32 bits of val[0] and
+// tombstones in the high 32 bits, so that one atomic add keeps both.
+const deadOne = 1 << 32
 
 // counted updates the header's counts for a slot of state that now holds
 // an entry.
 func (t *Table) counted(state uint32) {
-	atomic.AddUint64(&t.hdr.val[0], 1)
+	d := uint64(1)
 	if state == stateDead {
-		atomic.AddUint64(&t.hdr.val[1], ^uint64(0))
+		d = ^uint64(deadOne - 2) // +1 entry, -1 tombstone
 	}
+	if t.tags != nil { // owned: the one writer's store is enough
+		t.count += d
+		storeRelease64(&t.hdr.val[0], t.count)
+		return
+	}
+	atomic.AddUint64(&t.hdr.val[0], d)
 }
 
 // Insert enters k, which the caller knows is not in the table (a table
@@ -414,14 +425,19 @@ func (t *Table) Delete(k *Key) bool {
 // finds the slot and sees it dead.
 func kill(s *slot, seq uint32) {
 	s.state = stateDead
-	atomic.StoreUint32(&s.seq, seq+2)
+	storeRelease32(&s.seq, seq+2)
 }
 
 // uncounted updates the header's counts for an entry that became a
 // tombstone.
 func (t *Table) uncounted() {
-	atomic.AddUint64(&t.hdr.val[0], ^uint64(0))
-	atomic.AddUint64(&t.hdr.val[1], 1)
+	const d = deadOne - 1 // -1 entry, +1 tombstone
+	if t.tags != nil {
+		t.count += d
+		storeRelease64(&t.hdr.val[0], t.count)
+		return
+	}
+	atomic.AddUint64(&t.hdr.val[0], d)
 }
 
 // Own makes the caller the table's only writer, in this process and any
@@ -432,7 +448,8 @@ func (t *Table) uncounted() {
 // table), may be owned; the MR table, which processes share, may not.
 func (t *Table) Own() {
 	t.tags = make([]uint64, t.nb)
-	if t.Len() == 0 && t.Dead() == 0 {
+	t.count = atomic.LoadUint64(&t.hdr.val[0])
+	if t.count == 0 {
 		return // new or Reset: nothing to learn (a 1M-entry table is 128 MiB)
 	}
 	for bi := uint64(1); bi <= t.nb; bi++ {
@@ -550,9 +567,9 @@ func (t *Table) ownPutH(k *Key, v *Value, h uint64, search bool) error {
 		if bi, i, ok := t.ownFind(k, b1, b2, g); ok {
 			s := &t.buckets[bi][i]
 			seq := s.seq &^ 1
-			atomic.StoreUint32(&s.seq, seq+1)
+			storeRelease32(&s.seq, seq+1)
 			s.val = *v
-			atomic.StoreUint32(&s.seq, seq+2)
+			storeRelease32(&s.seq, seq+2)
 			return nil
 		}
 	}
@@ -568,7 +585,7 @@ func (t *Table) ownPutH(k *Key, v *Value, h uint64, search bool) error {
 	s := &t.buckets[bi][i]
 	seq := s.seq &^ 1 // even unless a dead writer left it odd: ours to fix
 	state := s.state
-	atomic.StoreUint32(&s.seq, seq+1)
+	storeRelease32(&s.seq, seq+1)
 	fill(s, seq, k, v)
 	t.tags[bi-1] |= uint64(g) << (8 * i)
 	t.counted(state)
@@ -585,7 +602,7 @@ func (t *Table) ownDelete(k *Key) bool {
 	}
 	s := &t.buckets[bi][i]
 	seq := s.seq &^ 1
-	atomic.StoreUint32(&s.seq, seq+1)
+	storeRelease32(&s.seq, seq+1)
 	kill(s, seq)
 	t.tags[bi-1] &^= 0xff << (8 * i)
 	t.uncounted()
@@ -689,7 +706,7 @@ func (t *Table) Reset() {
 		}
 	}
 	atomic.StoreUint64(&t.hdr.val[0], 0)
-	atomic.StoreUint64(&t.hdr.val[1], 0)
+	t.count = 0
 	clear(t.tags)
 }
 

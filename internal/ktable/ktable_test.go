@@ -217,3 +217,34 @@ func TestOwnedTable(t *testing.T) {
 	require.NoError(t, small.Put(&k, &v), "the tombstone is reused")
 	require.Zero(t, small.Dead())
 }
+
+// BenchmarkPutDelete is one key put and deleted in a table shared by
+// writers (the MR table's case) and in an owned one (an AV's).
+func BenchmarkPutDelete(b *testing.B) {
+	testenv.RequirePriv(b)
+	for _, owned := range []bool{false, true} {
+		name := "shared"
+		if owned {
+			name = "owned"
+		}
+		b.Run(name, func(b *testing.B) {
+			tab, err := ktable.Create(spec(), 1<<15, 3)
+			require.NoError(b, err)
+			defer tab.Close()
+			if owned {
+				tab.Own()
+			}
+			for i := range 1 << 17 { // half full, as a busy table
+				k, v := key(i+1000), value(i)
+				require.NoError(b, tab.Put(&k, &v))
+			}
+			k, v := key(1), value(1)
+			for b.Loop() {
+				if err := tab.Put(&k, &v); err != nil {
+					b.Fatal(err)
+				}
+				tab.Delete(&k)
+			}
+		})
+	}
+}
