@@ -82,7 +82,7 @@ type Table struct {
 	// slot, or the slot of a key, without reading the slots of the two
 	// buckets (8 cache lines each). nil while writers may share the
 	// table.
-	tags []uint64
+	tags  []uint64
 	sink  uint64 // keeps PutMany's read-ahead loads
 	count uint64 // owned: the header's val[0], which only this writer changes
 }
