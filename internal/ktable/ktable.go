@@ -136,6 +136,18 @@ func Open(m *ebpf.Map, seed uint64) (*Table, error) {
 	return t, nil
 }
 
+// Take is Open of a map the Table then owns: Close closes m too (also
+// when Take fails).
+func Take(m *ebpf.Map) (*Table, error) {
+	t, err := Open(m, RandomSeed())
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	t.ownMap = true
+	return t, nil
+}
+
 // OpenReadOnly maps m for reading (Len, Each), as `xdpfab status` does.
 func OpenReadOnly(m *ebpf.Map) (*Table, error) {
 	t, err := mapTable(m, false)
