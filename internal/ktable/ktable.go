@@ -12,13 +12,32 @@
 // (each key belongs to one MR table or one AV, which serialize their
 // writes per key).
 //
+// Cost. A slot is a cache line, so reading the two buckets of a key is 16
+// of them; a sync/atomic store is a locked XCHG on x86-64. So a writer
+// stores the words of a slot it claimed with plain stores and releases
+// the slot with one store of seq ordered after them (storeRelease: a MOV
+// on x86-64, from assembly so that the compiler can neither reorder nor
+// drop it), and the header keeps both counts in one word (one atomic add
+// a write). A table with one writer (an AV's: Own) goes further: the
+// writer keeps a tag byte per slot in Go memory (8 bytes a bucket), finds
+// a key's slot or a free one from the tags without reading the buckets,
+// marks slots odd with a plain store instead of a compare-and-swap and
+// counts in Go, so a write is one cache line and no locked instruction;
+// PutMany reads a group of keys' tags and slots ahead so that their cache
+// misses overlap. Measured (BenchmarkPutDelete, put+delete of one key):
+// shared ~70 ns, owned ~45 ns, on a loaded 2-core VM.
+//
 // Failure modes. A table does not grow: Put fails with ErrFull when both
 // buckets of a key are full (the caller resizes by building a bigger
 // table and swapping it in, as av does, or refuses, as mr does). A process
 // that dies between claiming a slot and releasing it leaves the slot's
 // seq odd: readers treat it as busy (XDP passes the packet to the stack,
 // mr_vet answers MR_VET_BUSY) and writers skip it, so the slot is lost
-// until the table is rebuilt, never misread.
+// until the table is rebuilt, never misread (an owned table's writer
+// takes such a slot over: no one else may write it). An owned table's
+// tags are right only while no one else writes the table: Own is for a
+// table its caller made, or took over emptied with the right to be its
+// only writer (an av_id from the attachment), never for the MR table.
 package ktable
 
 import (
