@@ -440,10 +440,16 @@ func (av *AV) Close() error {
 	} else {
 		var err error
 		if tm, ok := av.mirror.(*TableMirror); ok {
-			if av.procMap && poolTable(tm) {
+			switch {
+			case av.procMap && poolTable(tm):
 				// Emptied and kept, entered in av_map under its id,
 				// for the next AV of the process.
-			} else {
+			case av.release != nil:
+				// An id the attachment hands out again: the table
+				// stays in its av_map, empty, for the next AV.
+				err = tm.Park()
+				errs = append(errs, err)
+			default:
 				err = tm.Drop() // the whole table at once
 				errs = append(errs, err)
 			}

@@ -36,7 +36,12 @@ type TableMirror struct {
 }
 
 // NewTableMirror makes the kernel table of AV id in av_map outer, sized
-// for hint entries, and enters it there, replacing a table id had.
+// for hint entries, and enters it there. If outer holds a table under id
+// already, one a closed AV left there (Drop parks small tables), the AV
+// takes that one over, emptied: entering a table in av_map is a
+// map-in-map update, after which bpf(2) waits for an RCU grace period
+// (5-20 ms), and taking a parked one over costs a lookup, an mmap and no
+// wait. A parked table smaller than hint is grown (one swap) at once.
 func NewTableMirror(outer *ebpf.Map, id uint32, hint int) (*TableMirror, error) {
 	if err := checkAVMap(outer); err != nil {
 		return nil, err
@@ -46,10 +51,24 @@ func NewTableMirror(outer *ebpf.Map, id uint32, hint int) (*TableMirror, error) 
 		return nil, err
 	}
 	tm := &TableMirror{outer: outer, id: id, spec: spec}
+	if t := takeParked(outer, id); t != nil {
+		tm.t = t
+		if ktable.Buckets(hint) > t.Buckets() {
+			tm.mu.Lock()
+			err := tm.grow(hint)
+			tm.mu.Unlock()
+			if err != nil {
+				t.Close()
+				return nil, err
+			}
+		}
+		return tm, nil
+	}
 	t, err := ktable.Create(spec, ktable.Buckets(hint), ktable.RandomSeed())
 	if err != nil {
 		return nil, fmt.Errorf("av: kernel table: %w", errnoOfKernel(err))
 	}
+	t.Own()
 	if err := outer.Put(id, t.Map()); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("av: enter kernel table of AV %#x: %w", id, errnoOfKernel(err))
@@ -57,6 +76,32 @@ func NewTableMirror(outer *ebpf.Map, id uint32, hint int) (*TableMirror, error) 
 	tm.t = t
 	return tm, nil
 }
+
+// takeParked maps the table outer holds under id, empties it and makes
+// the caller its writer; nil if there is none or it is not a kernel
+// table. The caller owns id (xdp.Attachment.NewAVID), so no one else
+// writes that table.
+func takeParked(outer *ebpf.Map, id uint32) *ktable.Table {
+	var inner ebpf.MapID
+	if err := outer.Lookup(id, &inner); err != nil {
+		return nil
+	}
+	m, err := ebpf.NewMapFromID(inner)
+	if err != nil {
+		return nil
+	}
+	t, err := ktable.Take(m)
+	if err != nil {
+		return nil
+	}
+	t.Reset() // parked emptied, but a writer may have died before that
+	t.Own()
+	return t
+}
+
+// parkMaxBuckets is the largest table Drop parks (64 buckets, 512 slots,
+// 32 KiB of kernel memory); a bigger one leaves av_map.
+const parkMaxBuckets = 64
 
 // Map returns av_map, the map the XDP program is loaded with.
 func (tm *TableMirror) Map() *ebpf.Map { return tm.outer }
@@ -112,16 +157,20 @@ func (tm *TableMirror) Update(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue
 			return 0, err
 		}
 	}
-	for i := range keys {
-		k, v := avKeyWords(&keys[i]), avValueWords(&values[i])
-		err := tm.t.Put(&k, &v)
+	var kw [64]ktable.Key
+	var vw [64]ktable.Value
+	for lo := 0; lo < len(keys); {
+		n := min(len(kw), len(keys)-lo)
+		for i := range n {
+			kw[i], vw[i] = avKeyWords(&keys[lo+i]), avValueWords(&values[lo+i])
+		}
+		done, err := tm.t.PutMany(kw[:n], vw[:n])
+		lo += done
 		if errors.Is(err, ktable.ErrFull) {
-			if err = tm.grow(tm.t.Len() + len(keys) - i); err == nil {
-				err = tm.t.Put(&k, &v)
-			}
+			err = tm.grow(tm.t.Len() + len(keys) - lo)
 		}
 		if err != nil {
-			return i, err
+			return lo, err
 		}
 	}
 	return len(keys), nil
@@ -157,6 +206,7 @@ func (tm *TableMirror) grow(n int) error {
 		if err != nil {
 			return fmt.Errorf("av: grow kernel table to %d slots: %w", nb*ktable.Ways, errnoOfKernel(err))
 		}
+		t.Own()
 		full := false
 		tm.t.Each(func(k *ktable.Key, v *ktable.Value) bool {
 			if t.Insert(k, v) != nil {
@@ -179,16 +229,34 @@ func (tm *TableMirror) grow(n int) error {
 	}
 }
 
-// Drop deletes the AV's table from av_map and releases it.
-func (tm *TableMirror) Drop() error {
+// Drop deletes the AV's table from av_map and releases it. The delete
+// is a map-in-map update: bpf(2) returns after an RCU grace period, once
+// no program run can still read the table.
+func (tm *TableMirror) Drop() error { return tm.release(false) }
+
+// Park empties the AV's table and releases it, leaving it in av_map under
+// the AV's id for the next AV given that id (NewTableMirror takes it
+// over): no map-in-map update, so no RCU grace period, on either side. A
+// table bigger than parkMaxBuckets is dropped instead. Either way no entry
+// of the AV is found by a lookup that starts after Park returns. Only for
+// ids that are handed out again (xdp.Attachment.NewAVID), or the parked
+// table stays in av_map for nothing.
+func (tm *TableMirror) Park() error { return tm.release(true) }
+
+func (tm *TableMirror) release(park bool) error {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
 	if tm.t == nil {
 		return nil
 	}
-	err := tm.outer.Delete(tm.id)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		err = nil // reaped, or replaced by another opener of the id
+	var err error
+	if park && tm.t.Buckets() <= parkMaxBuckets {
+		tm.t.Reset()
+	} else {
+		err = tm.outer.Delete(tm.id)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			err = nil // reaped, or replaced by another opener of the id
+		}
 	}
 	err = errors.Join(errnoOfKernel(err), tm.t.Close())
 	tm.t = nil

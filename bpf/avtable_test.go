@@ -15,13 +15,15 @@ import (
 )
 
 // newAVTable makes a kernel table for AV id and enters it in av_map, as
-// package av does (av imports this package, so its tests cannot use it).
+// package av does (av imports this package, so its tests cannot use it):
+// owned by its one writer (ktable Own), written as av writes it.
 func newAVTable(tb testing.TB, avMap *ebpf.Map, id uint32) *ktable.Table {
 	tb.Helper()
 	spec, err := LoadXdpfab()
 	require.NoError(tb, err)
 	t, err := ktable.Create(spec.Maps[XdpfabMapAvMap].InnerMap, 2, ktable.RandomSeed())
 	require.NoError(tb, err)
+	t.Own()
 	tb.Cleanup(func() { t.Close() })
 	require.NoError(tb, avMap.Put(id, t.Map()))
 	return t

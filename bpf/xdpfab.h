@@ -76,7 +76,8 @@ struct mr_value {
  * cache line each). Bucket 0 is the header: its slot 0 holds state
  * KT_HEADER, key[0] the table's hash seed, key[1] the number of data
  * buckets nb (a power of two, >= 2), key[2] KT_MAGIC, val[0] the entries
- * in use and val[1] the tombstones (both informational). Data buckets are
+ * in use (low 32 bits) and the tombstones (high 32 bits), one word so that
+ * one atomic add keeps both (informational; val[1] is 0). Data buckets are
  * 1..nb. A key is 3 words (24 bytes), a value 4 words (32 bytes); the
  * tables say how their types fill them, unused words are 0.
  *
@@ -97,10 +98,15 @@ struct mr_value {
  * uses what it read only if both reads of seq are equal: it never acts on
  * a half-written slot. Readers may skip a slot whose key differs without
  * the second read: slots never move, so missing a key being written there
- * orders the lookup before that write. The writers' stores are seq-cst
- * (Go sync/atomic); the reader's loads are plain loads kept in order by
- * compiler barriers, which x86-64 (TSO, what this object is built for)
- * keeps in order; a weakly ordered CPU would need load-acquire.
+ * orders the lookup before that write. A writer that owns a slot (seq
+ * odd) stores its words with plain stores and releases it with a store
+ * of seq ordered after them (on x86-64 a plain MOV: TSO keeps stores in
+ * order; internal/ktable says how Go is kept from reordering them); a
+ * table with one writer (an AV's) marks a slot odd with such a store
+ * instead of a compare-and-swap. The reader's loads are plain loads kept
+ * in order by compiler barriers, which x86-64 (TSO, what this object is
+ * built for) keeps in order; a weakly ordered CPU would need load-acquire
+ * and store-release.
  *
  * A writer that changes a key writes its one slot, so when the call that
  * made the change returns, every lookup that starts afterwards sees it: a

@@ -22,6 +22,7 @@ bench() { # pkg regexp benchtime
 }
 bench ./mr/ 'RegClose$|RegCloseBPF$|KernelMapUpdateDelete$' 200000x
 bench ./av/ 'OpenClose' 2000x
+bench ./xdp/ 'AVOpenCloseAttached' 500x
 bench ./av/ 'Insert1M/.*/FI_AV_TABLE' 1x
 bench ./av/ 'Lookup/FI_AV_TABLE/(AddrPort|FIAddr)/hot1k' 2000000x
 bench ./fabric/ '(CQ|Cntr)OpenClose/FI_WAIT_NONE' 5000x
@@ -53,6 +54,7 @@ END {
 	show("syscall", "BPF map update+delete (baseline)", "BenchmarkKernelMapUpdateDelete")
 	show("av_open_close", "AV open+close, kernel table", "BenchmarkOpenClose/kernel")
 	show("av_open_close", "AV open+close, no kernel table", "BenchmarkOpenClose/nomirror")
+	show("av_open_close", "AV open+close, XDP attached (fabric)", "BenchmarkAVOpenCloseAttached")
 	show("av_insert_1m", "AV insert 1M, kernel table in step", "BenchmarkInsert1M/kernel/FI_AV_TABLE")
 	show("av_insert_1m", "AV insert 1M, no kernel table", "BenchmarkInsert1M/nomirror/FI_AV_TABLE")
 	show("av_lookup_hot", "AV lookup fi_addr->peer (AddrPort)", "BenchmarkLookup/FI_AV_TABLE/AddrPort/hot1k")

@@ -71,8 +71,15 @@ func (a *Attachment) DeletePort(port uint16) error {
 // and records it as the calling process's: if the process dies, the AV
 // entries with that id are removed. ReleaseAVID gives it back once the
 // entries are gone.
+//
+// Unlike domain ids, av_ids are handed out lowest free first: an AV
+// closed normally leaves its kernel table in av_map, empty (package av,
+// TableMirror.Park), and the next AV given its id takes that table over,
+// so that neither fi_av_open nor fi_close makes a map-in-map update,
+// which waits for an RCU grace period (5-20 ms). av_map then holds at
+// most as many tables as AVs were ever open at once.
 func (a *Attachment) NewAVID() (uint32, error) {
-	return a.newID(func(o *Owner) *[]uint32 { return &o.AVIDs })
+	return a.newID(true, func(o *Owner) *[]uint32 { return &o.AVIDs })
 }
 
 // ReleaseAVID drops the calling process's claim on an av_id from NewAVID.
@@ -85,7 +92,7 @@ func (a *Attachment) ReleaseAVID(id uint32) error {
 // the calling process's: if the process dies, the MR entries with that id
 // are removed. ReleaseDomainID gives it back once the entries are gone.
 func (a *Attachment) NewDomainID() (uint32, error) {
-	return a.newID(func(o *Owner) *[]uint32 { return &o.DomainIDs })
+	return a.newID(false, func(o *Owner) *[]uint32 { return &o.DomainIDs })
 }
 
 // ReleaseDomainID drops the calling process's claim on a domain_id from
@@ -94,7 +101,9 @@ func (a *Attachment) ReleaseDomainID(id uint32) error {
 	return a.releaseID(id, func(o *Owner) *[]uint32 { return &o.DomainIDs })
 }
 
-func (a *Attachment) newID(list func(*Owner) *[]uint32) (uint32, error) {
+// newID hands out an id no live owner holds: the lowest one if lowest,
+// else the next one of the attachment's counter.
+func (a *Attachment) newID(lowest bool, list func(*Owner) *[]uint32) (uint32, error) {
 	var id uint32
 	err := a.withRegistry(true, func(r *registry) error {
 		live, _, _ := r.reap()
@@ -107,9 +116,12 @@ func (a *Attachment) newID(list func(*Owner) *[]uint32) (uint32, error) {
 				used[v] = true
 			}
 		}
-		next, err := readCounter(r.dir)
-		if err != nil {
-			return err
+		next := uint32(idBase)
+		if !lowest {
+			var err error
+			if next, err = readCounter(r.dir); err != nil {
+				return err
+			}
 		}
 		for n := 0; ; n++ {
 			if next < idBase || next >= idLimit {
@@ -124,8 +136,10 @@ func (a *Attachment) newID(list func(*Owner) *[]uint32) (uint32, error) {
 			next++
 		}
 		id = next
-		if err := writeCounter(r.dir, next+1); err != nil {
-			return err
+		if !lowest {
+			if err := writeCounter(r.dir, next+1); err != nil {
+				return err
+			}
 		}
 		own, err := r.mineRecord()
 		if err != nil {

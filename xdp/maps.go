@@ -214,7 +214,7 @@ type Status struct {
 	PinDir      string       `json:"pin_dir"`
 	Ports       []PortStatus `json:"ports"`
 	Owners      []Owner      `json:"owners"`
-	AVs         int          `json:"avs"`         // AVs with a kernel table (entries of av_map)
+	AVs         int          `json:"avs"`         // kernel tables in av_map: open AVs', and closed ones' parked empty for their av_id
 	AVMaxAVs    uint32       `json:"av_max_avs"`  // av_map's capacity
 	AVEntries   int          `json:"av_entries"`  // addresses, over every AV's table
 	AVCapacity  uint32       `json:"av_capacity"` // slots of those tables (they grow)

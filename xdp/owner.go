@@ -48,11 +48,12 @@ import (
 // RunDir holds the owner records.
 const RunDir = "/run/xdpfab"
 
-// Ids handed out by NewAVID and NewDomainID: from idBase up, one counter
-// per attachment for both kinds, wrapping below the named-AV bit, so an
-// id is not given again for 2^31 - 2^24 allocations, and ids stay clear
-// of the small numbers av.Open and fabric count from in processes that
-// do not allocate here.
+// Ids handed out by NewAVID and NewDomainID: from idBase up, below the
+// named-AV bit, clear of the small numbers av.Open and fabric count from
+// in processes that do not allocate here. Domain ids come from one
+// counter per attachment, wrapping, so one is not given again for
+// 2^31 - 2^24 allocations; av_ids are the lowest free (NewAVID says why).
+// No id is handed out while a live owner holds it.
 const (
 	idBase  = 1 << 24
 	idLimit = 1 << 31

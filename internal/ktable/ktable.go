@@ -12,13 +12,32 @@
 // (each key belongs to one MR table or one AV, which serialize their
 // writes per key).
 //
+// Cost. A slot is a cache line, so reading the two buckets of a key is 16
+// of them; a sync/atomic store is a locked XCHG on x86-64. So a writer
+// stores the words of a slot it claimed with plain stores and releases
+// the slot with one store of seq ordered after them (storeRelease: a MOV
+// on x86-64, from assembly so that the compiler can neither reorder nor
+// drop it), and the header keeps both counts in one word (one atomic add
+// a write). A table with one writer (an AV's: Own) goes further: the
+// writer keeps a tag byte per slot in Go memory (8 bytes a bucket), finds
+// a key's slot or a free one from the tags without reading the buckets,
+// marks slots odd with a plain store instead of a compare-and-swap and
+// counts in Go, so a write is one cache line and no locked instruction;
+// PutMany reads a group of keys' tags and slots ahead so that their cache
+// misses overlap. Measured (BenchmarkPutDelete, put+delete of one key):
+// shared ~70 ns, owned ~45 ns, on a loaded 2-core VM.
+//
 // Failure modes. A table does not grow: Put fails with ErrFull when both
 // buckets of a key are full (the caller resizes by building a bigger
 // table and swapping it in, as av does, or refuses, as mr does). A process
 // that dies between claiming a slot and releasing it leaves the slot's
 // seq odd: readers treat it as busy (XDP passes the packet to the stack,
 // mr_vet answers MR_VET_BUSY) and writers skip it, so the slot is lost
-// until the table is rebuilt, never misread.
+// until the table is rebuilt, never misread (an owned table's writer
+// takes such a slot over: no one else may write it). An owned table's
+// tags are right only while no one else writes the table: Own is for a
+// table its caller made, or took over emptied with the right to be its
+// only writer (an av_id from the attachment), never for the MR table.
 package ktable
 
 import (
@@ -75,6 +94,16 @@ type Table struct {
 	hdr     *slot
 	nb      uint64 // data buckets
 	seed    uint64
+
+	// tags, set by Own, shadow the table for its only writer: byte i of
+	// tags[b] is 0 while slot i of data bucket b+1 is free or dead, else
+	// the key's tag (1..255, from its hash), so that writes find a free
+	// slot, or the slot of a key, without reading the slots of the two
+	// buckets (8 cache lines each). nil while writers may share the
+	// table.
+	tags  []uint64
+	sink  uint64 // keeps PutMany's read-ahead loads
+	count uint64 // owned: the header's val[0], which only this writer changes
 }
 
 // Buckets returns how many data buckets a table needs for n entries at
@@ -123,6 +152,18 @@ func Open(m *ebpf.Map, seed uint64) (*Table, error) {
 		t.Close()
 		return nil, fmt.Errorf("kernel table: map %v has no valid header", m)
 	}
+	return t, nil
+}
+
+// Take is Open of a map the Table then owns: Close closes m too (also
+// when Take fails).
+func Take(m *ebpf.Map) (*Table, error) {
+	t, err := Open(m, RandomSeed())
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	t.ownMap = true
 	return t, nil
 }
 
@@ -196,10 +237,10 @@ func (t *Table) Buckets() int { return int(t.nb) }
 func (t *Table) Slots() int { return int(t.nb) * Ways }
 
 // Len returns the entries in use, as the header counts them.
-func (t *Table) Len() int { return int(atomic.LoadUint64(&t.hdr.val[0])) }
+func (t *Table) Len() int { return int(uint32(atomic.LoadUint64(&t.hdr.val[0]))) }
 
 // Dead returns the tombstones, as the header counts them.
-func (t *Table) Dead() int { return int(atomic.LoadUint64(&t.hdr.val[1])) }
+func (t *Table) Dead() int { return int(atomic.LoadUint64(&t.hdr.val[0]) >> 32) }
 
 // Close unmaps the table, and closes its map if Create made it. Nothing
 // of the table may be used afterwards.
@@ -241,13 +282,7 @@ func Hash(seed uint64, k *Key) uint64 {
 
 // homes returns the two buckets key may live in.
 func (t *Table) homes(k *Key) (*bucket, *bucket) {
-	h := Hash(t.seed, k)
-	mask := t.nb - 1
-	b1 := 1 + h&mask
-	b2 := 1 + (h>>32)&mask
-	if b2 == b1 {
-		b2 = 1 + ((h>>32)^1)&mask
-	}
+	b1, b2 := t.homesOf(Hash(t.seed, k))
 	return &t.buckets[b1], &t.buckets[b2]
 }
 
@@ -270,6 +305,9 @@ func find(b *bucket, k *Key) (*slot, uint32) {
 // Put sets k's value, in place if k is in the table, else in a free slot
 // of the emptier of its two buckets; ErrFull if both are full.
 func (t *Table) Put(k *Key, v *Value) error {
+	if t.tags != nil {
+		return t.ownPut(k, v, true)
+	}
 	b1, b2 := t.homes(k)
 	for {
 		s, seq := find(b1, k)
@@ -280,8 +318,8 @@ func (t *Table) Put(k *Key, v *Value) error {
 			if !atomic.CompareAndSwapUint32(&s.seq, seq, seq+1) {
 				continue // another writer's claim: look again
 			}
-			storeValue(s, v)
-			atomic.StoreUint32(&s.seq, seq+2)
+			s.val = *v // the slot is ours (seq odd): plain stores
+			storeRelease32(&s.seq, seq+2)
 			return nil
 		}
 		s, seq, state := emptier(b1, b2)
@@ -291,31 +329,54 @@ func (t *Table) Put(k *Key, v *Value) error {
 		if !atomic.CompareAndSwapUint32(&s.seq, seq, seq+1) {
 			continue
 		}
-		atomic.StoreUint64(&s.key[0], k[0])
-		atomic.StoreUint64(&s.key[1], k[1])
-		atomic.StoreUint64(&s.key[2], k[2])
-		storeValue(s, v)
-		atomic.StoreUint32(&s.state, stateUsed)
-		atomic.StoreUint32(&s.seq, seq+2)
-		atomic.AddUint64(&t.hdr.val[0], 1)
-		if state == stateDead {
-			atomic.AddUint64(&t.hdr.val[1], ^uint64(0))
-		}
+		fill(s, seq, k, v)
+		t.counted(state)
 		return nil
 	}
 }
 
-func storeValue(s *slot, v *Value) {
-	atomic.StoreUint64(&s.val[0], v[0])
-	atomic.StoreUint64(&s.val[1], v[1])
-	atomic.StoreUint64(&s.val[2], v[2])
-	atomic.StoreUint64(&s.val[3], v[3])
+// fill writes k and v into s, which the caller claimed (seq moved from
+// the even seq to seq+1), marks it used and releases it. The words a
+// claimed slot holds are written with plain stores: readers ignore them
+// until seq is even again, and the stores stay in program order (Go keeps
+// memory operations in order around sync/atomic calls, and x86-64 keeps
+// stores in order), so the final seq store publishes them. Each
+// sync/atomic store would be a locked XCHG on x86-64, ~10 of them a
+// write. The mapping is not Go memory, which the race detector does not
+// watch.
+func fill(s *slot, seq uint32, k *Key, v *Value) {
+	s.key = *k
+	s.val = *v
+	s.state = stateUsed
+	storeRelease32(&s.seq, seq+2)
+}
+
+// The header counts entries in use in the low 32 bits of val[0] and
+// tombstones in the high 32 bits, so that one atomic add keeps both.
+const deadOne = 1 << 32
+
+// counted updates the header's counts for a slot of state that now holds
+// an entry.
+func (t *Table) counted(state uint32) {
+	d := uint64(1)
+	if state == stateDead {
+		d = ^uint64(deadOne - 2) // +1 entry, -1 tombstone
+	}
+	if t.tags != nil { // owned: the one writer's store is enough
+		t.count += d
+		storeRelease64(&t.hdr.val[0], t.count)
+		return
+	}
+	atomic.AddUint64(&t.hdr.val[0], d)
 }
 
 // Insert enters k, which the caller knows is not in the table (a table
 // being filled by one writer before anyone reads it), skipping the search
 // Put makes for it; ErrFull if both its buckets are full.
 func (t *Table) Insert(k *Key, v *Value) error {
+	if t.tags != nil {
+		return t.ownPut(k, v, false)
+	}
 	b1, b2 := t.homes(k)
 	for {
 		s, seq, state := emptier(b1, b2)
@@ -325,16 +386,8 @@ func (t *Table) Insert(k *Key, v *Value) error {
 		if !atomic.CompareAndSwapUint32(&s.seq, seq, seq+1) {
 			continue
 		}
-		atomic.StoreUint64(&s.key[0], k[0])
-		atomic.StoreUint64(&s.key[1], k[1])
-		atomic.StoreUint64(&s.key[2], k[2])
-		storeValue(s, v)
-		atomic.StoreUint32(&s.state, stateUsed)
-		atomic.StoreUint32(&s.seq, seq+2)
-		atomic.AddUint64(&t.hdr.val[0], 1)
-		if state == stateDead {
-			atomic.AddUint64(&t.hdr.val[1], ^uint64(0))
-		}
+		fill(s, seq, k, v)
+		t.counted(state)
 		return nil
 	}
 }
@@ -377,6 +430,9 @@ func free(b *bucket) (first *slot, seq, state uint32, n int) {
 
 // Delete removes k; it reports whether k was there.
 func (t *Table) Delete(k *Key) bool {
+	if t.tags != nil {
+		return t.ownDelete(k)
+	}
 	b1, b2 := t.homes(k)
 	for {
 		s, seq := find(b1, k)
@@ -389,14 +445,199 @@ func (t *Table) Delete(k *Key) bool {
 		if !atomic.CompareAndSwapUint32(&s.seq, seq, seq+1) {
 			continue
 		}
-		// Keep the key words: a reader comparing them without the
-		// second seq read then still finds the slot and sees it dead.
-		atomic.StoreUint32(&s.state, stateDead)
-		atomic.StoreUint32(&s.seq, seq+2)
-		atomic.AddUint64(&t.hdr.val[0], ^uint64(0))
-		atomic.AddUint64(&t.hdr.val[1], 1)
+		kill(s, seq)
+		t.uncounted()
 		return true
 	}
+}
+
+// kill marks the claimed slot s dead and releases it. It keeps the key
+// words: a reader comparing them without the second seq read then still
+// finds the slot and sees it dead.
+func kill(s *slot, seq uint32) {
+	s.state = stateDead
+	storeRelease32(&s.seq, seq+2)
+}
+
+// uncounted updates the header's counts for an entry that became a
+// tombstone.
+func (t *Table) uncounted() {
+	const d = deadOne - 1 // -1 entry, +1 tombstone
+	if t.tags != nil {
+		t.count += d
+		storeRelease64(&t.hdr.val[0], t.count)
+		return
+	}
+	atomic.AddUint64(&t.hdr.val[0], d)
+}
+
+// Own makes the caller the table's only writer, in this process and any
+// other, until Close: Put, Insert and Delete then keep tags (see Table)
+// and no longer read the two buckets of a key to find its slot or a free
+// one, nor claim slots with compare-and-swap. The table's current entries
+// are read once, unless its header counts none (a new or Reset table). A table the caller created, or took over emptied (an AV
+// table), may be owned; the MR table, which processes share, may not.
+func (t *Table) Own() {
+	t.tags = make([]uint64, t.nb)
+	t.count = atomic.LoadUint64(&t.hdr.val[0])
+	if t.count == 0 {
+		return // new or Reset: nothing to learn (a 1M-entry table is 128 MiB)
+	}
+	for bi := uint64(1); bi <= t.nb; bi++ {
+		b := &t.buckets[bi]
+		for i := range b {
+			s := &b[i]
+			if atomic.LoadUint32(&s.state) != stateUsed {
+				continue
+			}
+			k := s.key
+			t.tags[bi-1] |= uint64(tagOf(Hash(t.seed, &k))) << (8 * i)
+		}
+	}
+}
+
+// tagOf is the tag of a key whose hash is h: bits the bucket choice does
+// not use, never 0.
+func tagOf(h uint64) uint8 {
+	if g := uint8(h >> 56); g != 0 {
+		return g
+	}
+	return 1
+}
+
+// homesOf returns the two data buckets (1..nb) of hash h.
+func (t *Table) homesOf(h uint64) (uint64, uint64) {
+	mask := t.nb - 1
+	b1 := 1 + h&mask
+	b2 := 1 + (h>>32)&mask
+	if b2 == b1 {
+		b2 = 1 + ((h>>32)^1)&mask
+	}
+	return b1, b2
+}
+
+const (
+	lows  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// tagMatches returns a word with bit 8i+7 set exactly where byte i of w
+// is g.
+func tagMatches(w uint64, g uint8) uint64 { return freeSlots(w ^ lows*uint64(g)) }
+
+// freeSlots returns a word with bit 8i+7 set exactly where byte i of w is
+// 0 (no carry crosses bytes: each byte's low 7 bits are added apart).
+func freeSlots(w uint64) uint64 {
+	return ((w&^highs+^uint64(highs))|w)&highs ^ highs
+}
+
+// ownFind returns the slot index (bucket, way) holding k in an owned
+// table, or ok false.
+func (t *Table) ownFind(k *Key, b1, b2 uint64, g uint8) (uint64, int, bool) {
+	for _, bi := range [2]uint64{b1, b2} {
+		for m := tagMatches(t.tags[bi-1], g); m != 0; m &= m - 1 {
+			i := bits.TrailingZeros64(m) / 8
+			if t.buckets[bi][i].key == *k {
+				return bi, i, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// ownPut is Put (search) or Insert (k known absent) on an owned table.
+func (t *Table) ownPut(k *Key, v *Value, search bool) error {
+	return t.ownPutH(k, v, Hash(t.seed, k), search)
+}
+
+// PutMany is Put of keys[i] -> values[i] for each i in order, reading
+// ahead so that the cache misses of a group of keys overlap (on a big
+// owned table a write is otherwise bound by two or three misses one after
+// the other). It returns how many it put before an error.
+func (t *Table) PutMany(keys []Key, values []Value) (int, error) {
+	if t.tags == nil {
+		for i := range keys {
+			if err := t.Put(&keys[i], &values[i]); err != nil {
+				return i, err
+			}
+		}
+		return len(keys), nil
+	}
+	const group = 32
+	var hs [group]uint64
+	for lo := 0; lo < len(keys); lo += group {
+		n := min(group, len(keys)-lo)
+		var sink uint64
+		for i := range n {
+			h := Hash(t.seed, &keys[lo+i])
+			hs[i] = h
+			b1, b2 := t.homesOf(h)
+			w1, w2 := t.tags[b1-1], t.tags[b2-1]
+			// Touch the slot the key will likely take, too.
+			f := freeSlots(w1)
+			if bits.OnesCount64(freeSlots(w2)) > bits.OnesCount64(f) {
+				b1, f = b2, freeSlots(w2)
+			}
+			sink += uint64(atomic.LoadUint32(&t.buckets[b1][bits.TrailingZeros64(f|1<<63)/8].seq))
+		}
+		t.sink += sink
+		for i := range n {
+			if err := t.ownPutH(&keys[lo+i], &values[lo+i], hs[i], true); err != nil {
+				return lo + i, err
+			}
+		}
+	}
+	return len(keys), nil
+}
+
+// ownPutH is ownPut with k's hash h.
+func (t *Table) ownPutH(k *Key, v *Value, h uint64, search bool) error {
+	b1, b2 := t.homesOf(h)
+	g := tagOf(h)
+	if search {
+		if bi, i, ok := t.ownFind(k, b1, b2, g); ok {
+			s := &t.buckets[bi][i]
+			seq := s.seq &^ 1
+			storeRelease32(&s.seq, seq+1)
+			s.val = *v
+			storeRelease32(&s.seq, seq+2)
+			return nil
+		}
+	}
+	f1, f2 := freeSlots(t.tags[b1-1]), freeSlots(t.tags[b2-1])
+	bi, f := b1, f1
+	if bits.OnesCount64(f2) > bits.OnesCount64(f1) {
+		bi, f = b2, f2
+	}
+	if f == 0 {
+		return ErrFull
+	}
+	i := bits.TrailingZeros64(f) / 8
+	s := &t.buckets[bi][i]
+	seq := s.seq &^ 1 // even unless a dead writer left it odd: ours to fix
+	state := s.state
+	storeRelease32(&s.seq, seq+1)
+	fill(s, seq, k, v)
+	t.tags[bi-1] |= uint64(g) << (8 * i)
+	t.counted(state)
+	return nil
+}
+
+// ownDelete is Delete on an owned table.
+func (t *Table) ownDelete(k *Key) bool {
+	h := Hash(t.seed, k)
+	b1, b2 := t.homesOf(h)
+	bi, i, ok := t.ownFind(k, b1, b2, tagOf(h))
+	if !ok {
+		return false
+	}
+	s := &t.buckets[bi][i]
+	seq := s.seq &^ 1
+	storeRelease32(&s.seq, seq+1)
+	kill(s, seq)
+	t.tags[bi-1] &^= 0xff << (8 * i)
+	t.uncounted()
+	return true
 }
 
 // Get reads k's value under the seqlock protocol, as the XDP program does.
@@ -496,7 +737,8 @@ func (t *Table) Reset() {
 		}
 	}
 	atomic.StoreUint64(&t.hdr.val[0], 0)
-	atomic.StoreUint64(&t.hdr.val[1], 0)
+	t.count = 0
+	clear(t.tags)
 }
 
 // DeleteIf removes every entry for which drop returns true (reaping a dead

@@ -133,3 +133,118 @@ func TestTableWriters(t *testing.T) {
 	}
 	require.Equal(t, want, tab.Len())
 }
+
+// TestOwnedTable: a table its one writer owns (Own) keeps the same
+// contents as a shared one through puts, replacements, deletes, tombstone
+// reuse, Reset and ErrFull, read back through a second mapping under the
+// seqlock protocol; Own of a table with entries learns them.
+func TestOwnedTable(t *testing.T) {
+	testenv.RequirePriv(t)
+	tab, err := ktable.Create(spec(), ktable.Buckets(2000), 5)
+	require.NoError(t, err)
+	defer tab.Close()
+	for i := range 500 { // entries from before Own
+		k, v := key(i), value(i)
+		require.NoError(t, tab.Put(&k, &v))
+	}
+	tab.Own()
+	reader, err := ktable.Open(tab.Map(), 0)
+	require.NoError(t, err)
+	defer reader.Close()
+	want := map[int]ktable.Value{}
+	for i := range 500 {
+		want[i] = value(i)
+	}
+	for round := range 3 {
+		for i := range 2000 {
+			k, v := key(i), value(i+round)
+			switch {
+			case i%5 == round:
+				if tab.Delete(&k) != (want[i] != ktable.Value{}) {
+					t.Fatalf("round %d: delete %d: wrong presence", round, i)
+				}
+				delete(want, i)
+			case i >= 500 && round == 0:
+				require.NoError(t, tab.Insert(&k, &v))
+				want[i] = v
+			default:
+				require.NoError(t, tab.Put(&k, &v))
+				want[i] = v
+			}
+		}
+		require.Equal(t, len(want), tab.Len(), "round %d", round)
+		n := 0
+		reader.Each(func(k *ktable.Key, v *ktable.Value) bool {
+			require.Equal(t, want[int(k[0])], *v, "round %d key %d", round, k[0])
+			n++
+			return true
+		})
+		require.Equal(t, len(want), n, "round %d", round)
+		for i := range 2000 {
+			k := key(i)
+			v, ok := reader.Get(&k)
+			w, in := want[i]
+			require.Equal(t, in, ok, "round %d key %d", round, i)
+			require.Equal(t, w, v)
+		}
+	}
+	tab.Reset()
+	require.Zero(t, reader.Len())
+	k, v := key(1), value(1)
+	require.False(t, tab.Delete(&k))
+	require.NoError(t, tab.Put(&k, &v))
+	got, ok := reader.Get(&k)
+	require.True(t, ok)
+	require.Equal(t, v, got)
+
+	small, err := ktable.Create(spec(), 2, 1)
+	require.NoError(t, err)
+	defer small.Close()
+	small.Own()
+	var i int
+	for i = 0; ; i++ {
+		k, v := key(i), value(i)
+		if err := small.Insert(&k, &v); err != nil {
+			require.ErrorIs(t, err, ktable.ErrFull)
+			break
+		}
+	}
+	require.Equal(t, 16, i)
+	k = key(3)
+	require.True(t, small.Delete(&k))
+	require.Equal(t, 1, small.Dead())
+	k, v = key(99), value(99)
+	require.NoError(t, small.Put(&k, &v), "the tombstone is reused")
+	require.Zero(t, small.Dead())
+}
+
+// BenchmarkPutDelete is one key put and deleted in a table shared by
+// writers (the MR table's case) and in an owned one (an AV's).
+func BenchmarkPutDelete(b *testing.B) {
+	testenv.RequirePriv(b)
+	for _, owned := range []bool{false, true} {
+		name := "shared"
+		if owned {
+			name = "owned"
+		}
+		b.Run(name, func(b *testing.B) {
+			tab, err := ktable.Create(spec(), 1<<15, 3)
+			require.NoError(b, err)
+			defer tab.Close()
+			if owned {
+				tab.Own()
+			}
+			for i := range 1 << 17 { // half full, as a busy table
+				k, v := key(i+1000), value(i)
+				require.NoError(b, tab.Put(&k, &v))
+			}
+			k, v := key(1), value(1)
+			for b.Loop() {
+				if err := tab.Put(&k, &v); err != nil {
+					b.Fatal(err)
+				}
+				tab.Delete(&k)
+			}
+		})
+	}
+}
