@@ -131,9 +131,11 @@
 // Concurrency: Submit and Flush may be called from any goroutine. The
 // receive goroutine (or, with Config.ManualProgress, the caller of
 // Progress) runs the target side (Handler calls) and response processing;
-// the timer goroutine retransmits. Handler and OnComplete are
-// called from those goroutines without engine locks held, so they may call
-// Submit, but must not block for long: they stall the datapath.
+// the process's one timer goroutine (timers.go), shared by every engine,
+// retransmits. Handler and OnComplete are called from those goroutines
+// without engine locks held, so they may call Submit, but must not block
+// for long: they stall the datapath (a timer-run OnComplete, every
+// engine's timers in the process).
 package reliable
 
 import (
@@ -445,7 +447,6 @@ type Engine struct {
 	cfg   Config
 	tr    datapath.Transport
 	paths datapath.PathChecker // tr, when it implements it
-	epoch time.Time
 
 	mu        sync.Mutex // guards the initiator state below
 	closed    bool
@@ -456,7 +457,7 @@ type Engine struct {
 	txq       []datapath.Packet // initiator packets built, to send before mu is released
 	forget    []Peer            // target states ForgetPeer asked to drop (the receive side drops them)
 	forgetSet atomic.Bool       // forget is non-empty
-	timerArm  bool              // the timer goroutine has a deadline to watch
+	timerArm  bool              // the timer scheduler has a deadline to watch (timers.go)
 	timerNext int64             // ... and it is this one
 	bld       wire.Builder
 	// Initiator buffers: request packets are built in txBuild and kept in
@@ -498,17 +499,22 @@ type Engine struct {
 	pollMu  sync.Mutex
 	pollBuf []unix.PollFd // guarded by pollMu: see pollFDsLocked
 
-	tmCompl []Completion // timer goroutine's completions
+	// Timers (timers.go): the process's timer goroutine runs this
+	// engine's deadlines under tmRun, which Close takes to wait for a run.
+	tmRun   sync.Mutex
+	tmCompl []Completion // the timer run's completions, guarded by tmRun
+	tmWhen  int64        // guarded by timers.mu: the heap entry's deadline
+	tmIndex int          // guarded by timers.mu: the heap position, -1 if none
 
-	wake chan struct{}
 	done chan struct{}
 	wg   sync.WaitGroup
 
 	stats counters
 }
 
-// New starts an engine on tr: the receive goroutine and the timer
-// goroutine. The engine owns tr and closes it in Close.
+// New starts an engine on tr: its receive goroutine (unless
+// ManualProgress), and its timers on the process's timer goroutine
+// (timers.go). The engine owns tr and closes it in Close.
 func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	if tr == nil {
 		return nil, fmt.Errorf("reliable: nil transport: %w", fi.EINVAL)
@@ -517,14 +523,13 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg: cfg, tr: tr, epoch: time.Now(),
+		cfg: cfg, tr: tr, tmIndex: -1,
 		peers:   make(map[Peer]*txPeer),
 		ops:     make([]op, cfg.MaxOps),
 		freeOps: make([]int32, cfg.MaxOps),
 		rxPeers: make(map[Peer]*rxPeer),
 		store:   newRxStore(cfg.CacheBytes, cfg.MaxPacket),
 		tombs:   make(map[Peer]tomb),
-		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		ackBuf:  make([]byte, 0, 64*wire.HeaderLen),
 		pollBuf: make([]unix.PollFd, 0, 8),
@@ -542,8 +547,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	}
 	e.rxOut = make([]datapath.Packet, 0, batch)
 	e.txq = make([]datapath.Packet, 0, batch)
-	e.wg.Add(1)
-	go e.timerLoop()
+	timers.register()
 	if !cfg.ManualProgress {
 		e.lastAssist.Store(-int64(time.Hour)) // never assisted
 		e.assistTimer = time.NewTimer(time.Hour)
@@ -554,7 +558,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-func (e *Engine) now() int64 { return int64(time.Since(e.epoch)) }
+func (e *Engine) now() int64 { return monoNow() }
 
 // LocalAddr is the transport's bound address.
 func (e *Engine) LocalAddr() netip.AddrPort { return e.tr.LocalAddr() }
@@ -820,16 +824,14 @@ func (e *Engine) send(pkts []datapath.Packet) {
 	}
 }
 
-// armTimer makes sure the timer goroutine wakes by deadline. e.mu is held.
+// armTimer makes sure the engine's timers run by deadline (timers.go).
+// e.mu is held.
 func (e *Engine) armTimer(deadline int64) {
 	if e.timerArm && e.timerNext <= deadline {
 		return
 	}
 	e.timerArm, e.timerNext = true, deadline
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	timers.arm(e, deadline)
 }
 
 func (e *Engine) queueTx(buf []byte, addr netip.AddrPort) {
@@ -1169,59 +1171,6 @@ func (e *Engine) retransmit(p *txPeer, s *txSlot) {
 	e.queueTx(s.buf[:s.n], p.peer.Addr)
 }
 
-// timerLoop retransmits expired packets and declares peers unreachable.
-func (e *Engine) timerLoop() {
-	defer e.wg.Done()
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	idle := 0
-	for {
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			return
-		}
-		next := e.expire(&e.tmCompl)
-		e.flushLocked()
-		if next == 0 && idle < idleTicks {
-			// Nothing in flight: keep ticking for a while so a burst of
-			// short requests does not wake this goroutine once per request.
-			idle++
-			next = e.now() + int64(e.cfg.RetryInitial)
-		} else if next != 0 {
-			idle = 0
-		}
-		e.timerArm, e.timerNext = next != 0, next
-		e.mu.Unlock()
-		e.deliver(&e.tmCompl)
-		if next == 0 {
-			select {
-			case <-e.wake:
-			case <-e.done:
-				return
-			}
-			continue
-		}
-		if !t.Stop() {
-			select {
-			case <-t.C:
-			default:
-			}
-		}
-		t.Reset(time.Duration(next - e.now()))
-		select {
-		case <-t.C:
-		case <-e.wake:
-		case <-e.done:
-			return
-		}
-	}
-}
-
-// idleTicks is how many RetryInitial periods the timer goroutine keeps
-// ticking with nothing in flight before it sleeps until woken.
-const idleTicks = 100
-
 // expire handles due timers and returns the earliest pending deadline, or
 // 0 when nothing is in flight. e.mu is held.
 func (e *Engine) expire(out *[]Completion) int64 {
@@ -1275,9 +1224,9 @@ func (e *Engine) expire(out *[]Completion) int64 {
 		}
 		// Requests left queued by coalescing go out at the latest when a
 		// timer of the peer expires (its response may be lost), or now if
-		// nothing is in flight to bring a response. Not on every wake-up:
-		// Submit wakes this goroutine, and pumping then would split what
-		// coalescing is gathering.
+		// nothing is in flight to bring a response. Only at deadlines:
+		// pumping whenever Submit arms a timer would split what coalescing
+		// is gathering.
 		if due || p.nextSeq == p.base {
 			e.pump(p)
 		}
@@ -1547,6 +1496,11 @@ func (e *Engine) Close() error {
 	err := e.tr.Close()
 	e.batchMu.Unlock()
 	e.wg.Wait()
+	// No timer run after this: one under way finishes (it found the
+	// engine open) before Close completes what is left.
+	timers.unregister(e)
+	e.tmRun.Lock()
+	e.tmRun.Unlock() //nolint:staticcheck // an empty critical section: waiting for a run
 	e.rxMu.Lock()
 	for _, rp := range e.rxPeers {
 		e.forgetShared(rp)
