@@ -43,7 +43,8 @@
 //   - Retransmission: per-packet timers starting at the peer's RTO, which
 //     is RFC 6298's srtt+4*rttvar but never below RetryInitial (1 ms, as
 //     rxd) so queueing under pipelined load does not cause spurious
-//     retransmissions; each expiry doubles it up to RetryMax (200 ms), and
+//     retransmissions; each expiry doubles it up to RetryMax (200 ms), for
+//     the peer's later packets too until one is answered unretransmitted, and
 //     one timer pass resends at most 8 packets per peer so a scheduling
 //     stall does not turn into a retransmission storm. Fast retransmit: a
 //     selective ack showing a gap, or a response to a request 3 or more
@@ -384,6 +385,8 @@ type txPeer struct {
 	rttvar   int64
 	rto      time.Duration // initial timeout of new packets
 	heard    int64         // engine clock of the last response matched (path checks)
+	// active is p's position in Engine.active, -1 when not there.
+	active int
 }
 
 // slot returns the packet in flight at seq's ring position, or nil. Only
@@ -451,6 +454,10 @@ type Engine struct {
 	mu        sync.Mutex // guards the initiator state below
 	closed    bool
 	peers     map[Peer]*txPeer
+	// active are the peers that had requests queued or in flight since
+	// the last timer run: the ones expire looks at, so an endpoint with
+	// thousands of idle peers does not scan them every millisecond.
+	active []*txPeer
 	lastPeer  *txPeer // the entry of peers found last (nil after its removal): most traffic goes to one peer
 	ops       []op
 	freeOps   []int32
@@ -629,8 +636,12 @@ func (e *Engine) Submit(r *Request) error {
 	}
 	p := e.txPeerOf(r.Peer)
 	if p == nil {
-		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1}
+		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1, active: -1}
 		e.peers[r.Peer] = p
+	}
+	if p.active < 0 {
+		p.active = len(e.active)
+		e.active = append(e.active, p)
 	}
 	idx := e.freeOps[len(e.freeOps)-1]
 	e.freeOps = e.freeOps[:len(e.freeOps)-1]
@@ -715,6 +726,7 @@ func (e *Engine) ForgetPeer(peer Peer) {
 	e.mu.Lock()
 	if p := e.peers[peer]; p != nil {
 		e.failPeer(p, fi.ECANCELED, &out)
+		e.deactivate(p)
 		delete(e.peers, peer)
 		if e.lastPeer == p {
 			e.lastPeer = nil
@@ -994,6 +1006,15 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 	inj := o.injectBuf
 	*o = op{injectBuf: inj, next: -1}
 	e.freeOps = append(e.freeOps, idx)
+	if len(e.freeOps) == len(e.ops) && e.timerArm {
+		// Nothing outstanding, so no packet in flight and none held by
+		// FI_MORE: no deadline to watch until the next Submit. Taking the
+		// engine out of the timer heap now spares the timer goroutine a
+		// wake-up for nothing (one per request for an endpoint that
+		// talks to a peer now and then, as most of thousands do).
+		e.timerArm = false
+		timers.disarm(e)
+	}
 }
 
 func (e *Engine) deliver(out *[]Completion) {
@@ -1171,12 +1192,30 @@ func (e *Engine) retransmit(p *txPeer, s *txSlot) {
 	e.queueTx(s.buf[:s.n], p.peer.Addr)
 }
 
+// deactivate takes p off the active list. e.mu is held.
+func (e *Engine) deactivate(p *txPeer) {
+	i := p.active
+	if i < 0 {
+		return
+	}
+	last := len(e.active) - 1
+	if i != last {
+		e.active[i] = e.active[last]
+		e.active[i].active = i
+	}
+	e.active[last] = nil
+	e.active = e.active[:last]
+	p.active = -1
+}
+
 // expire handles due timers and returns the earliest pending deadline, or
 // 0 when nothing is in flight. e.mu is held.
 func (e *Engine) expire(out *[]Completion) int64 {
 	now := e.now()
 	var next int64
-	for _, p := range e.peers {
+	// Backwards: deactivate moves the last peer, already seen, into i.
+	for i := len(e.active) - 1; i >= 0; i-- {
+		p := e.active[i]
 		burst := 0
 		due := false
 		pathChecked := false
@@ -1201,6 +1240,13 @@ func (e *Engine) expire(out *[]Completion) int64 {
 				s.retries++
 				s.rto = backoff(s.rto, e.cfg.RetryMax)
 				s.deadline = now + int64(s.rto)
+				// RFC 6298 (5.5, 5.7): the backed-off timeout holds for
+				// the peer's new packets too until one is answered
+				// without retransmission (Karn). Otherwise, when the
+				// round trip outgrows the timeout (a new peer's first
+				// packets under queueing), every packet is retransmitted
+				// spuriously and none ever gives a sample to learn from.
+				p.rto = max(p.rto, s.rto)
 				s.fastRetx = false
 				e.retransmit(p, s)
 				if s.retries >= PathCheckRetries && p.heard < s.sentAt && e.paths != nil && !pathChecked {
@@ -1229,6 +1275,9 @@ func (e *Engine) expire(out *[]Completion) int64 {
 		// is gathering.
 		if due || p.nextSeq == p.base {
 			e.pump(p)
+		}
+		if p.nextSeq == p.base && p.qhead < 0 && !p.moreOpen {
+			e.deactivate(p) // idle: nothing for the timers until its next Submit
 		}
 	}
 	if next != 0 && next <= now {

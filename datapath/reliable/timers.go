@@ -96,6 +96,17 @@ func (ts *timerSched) arm(e *Engine, when int64) {
 	}
 }
 
+// disarm takes e out of the heap: it has no deadline left. The goroutine
+// is not woken: at worst it wakes for e's old deadline and finds nothing.
+// e.mu is held.
+func (ts *timerSched) disarm(e *Engine) {
+	ts.mu.Lock()
+	if e.tmIndex >= 0 {
+		ts.remove(e.tmIndex)
+	}
+	ts.mu.Unlock()
+}
+
 func (ts *timerSched) signal() {
 	select {
 	case ts.wake <- struct{}{}:
