@@ -451,13 +451,13 @@ type Engine struct {
 	tr    datapath.Transport
 	paths datapath.PathChecker // tr, when it implements it
 
-	mu        sync.Mutex // guards the initiator state below
-	closed    bool
-	peers     map[Peer]*txPeer
+	mu     sync.Mutex // guards the initiator state below
+	closed bool
+	peers  map[Peer]*txPeer
 	// active are the peers that had requests queued or in flight since
 	// the last timer run: the ones expire looks at, so an endpoint with
 	// thousands of idle peers does not scan them every millisecond.
-	active []*txPeer
+	active    []*txPeer
 	lastPeer  *txPeer // the entry of peers found last (nil after its removal): most traffic goes to one peer
 	ops       []op
 	freeOps   []int32
