@@ -91,10 +91,10 @@ transport and whether XDP is attached. The flags are hints: an entry that
 cannot meet them is left out, and when none is left it fails (exit 1,
 FI_ENODATA). -v prints every attribute; -o json the same as JSON.
 `},
-	"bench serve": {"bench serve --addr IP[:PORT] [flags]", "A target for xdpfab bench run (xdpfab bench help).\n"},
-	"bench run":   {"bench run --peer IP[:PORT] [flags]", "Measures a target of xdpfab bench serve (xdpfab bench help).\n"},
-	"bench local": {"bench local [flags]", "Both ends of xdpfab bench in this process over loopback (xdpfab bench help).\n"},
-	"bench peers": {"bench peers [flags]", "Memory per peer and rate against the number of peers of one target (xdpfab bench peers help).\n"},
+	"bench serve":  {"bench serve --addr IP[:PORT] [flags]", "A target for xdpfab bench run (xdpfab bench help).\n"},
+	"bench run":    {"bench run --peer IP[:PORT] [flags]", "Measures a target of xdpfab bench serve (xdpfab bench help).\n"},
+	"bench local":  {"bench local [flags]", "Both ends of xdpfab bench in this process over loopback (xdpfab bench help).\n"},
+	"bench peers":  {"bench peers [flags]", "Memory per peer and rate against the number of peers of one target (xdpfab bench peers help).\n"},
 	"bench incast": {"bench incast [flags]", "Many initiators in their own namespaces on a bridge to one target: aggregate rate, fairness, loss (xdpfab bench incast help).\n"},
 }
 
