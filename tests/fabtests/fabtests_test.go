@@ -121,12 +121,6 @@ var knownFailures = map[string]string{
 	// the sockets provider lays it out); xdpfab's named AVs live in a
 	// pinned BPF map and map_addr is the base of their handles.
 	"fi_rdm_shared_av": "fabtests reads fi_addrs through av_attr.map_addr as memory (sockets' layout)",
-	// runfabtests' quick set (ids without -p): a client that closes every
-	// object and opens them again in one process dies in the Go runtime
-	// ("exitsyscall: syscall frame is no longer valid") on the second
-	// client's first call into the provider; not found yet.
-	"fi_rdm_multi_client -C 10 -I 5":    "Go runtime throw when a process reopens the provider's objects (open)",
-	"fi_rdm_multi_client -C 10 -I 5 -U": "Go runtime throw when a process reopens the provider's objects (open)",
 }
 
 const (
