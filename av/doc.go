@@ -153,6 +153,20 @@
 //     next insert without FI_MORE (or a remove); FI_SYNC_ERR is synchronous
 //     only (FI_EINVAL on an FI_EVENT AV). Close aborts queued inserts with
 //     FI_ECANCELED.
+//   - An asynchronous insert returns 0 ("successfully initiated") at
+//     once, except the one that ends an FI_MORE batch (no FI_MORE, after
+//     inserts with it): fi_av(3) lets the provider aggregate a batch until
+//     the application says it is complete, and xdpfab carries the batch
+//     out in that call, which returns when the batch's addresses are in
+//     the AV with the number of its own addresses inserted, as a
+//     synchronous insert does (never an error for an address: those are
+//     error entries). The events of every insert of the batch follow in
+//     the EQ as for any asynchronous insert. The application learns that
+//     the batch is usable without waiting on the EQ, and fabtests'
+//     fi_av_test (av_good_2vector_async, from when asynchronous inserts
+//     returned their count) expects this count. libfabric's sockets, util
+//     and usnic AVs return 0 from every asynchronous insert and so fail
+//     that test for more than one address (-n 8; runfabtests runs -n 1).
 //   - FI_SYNC_ERR takes the status array as the insert's context, an []int
 //     (or an []int32, a view of a C int array)
 //     receiving 0 or a positive fi.Errno per address, as fi_av(3) says.

@@ -108,14 +108,6 @@ var flaky = map[string]string{
 
 // knownFailures are the cases that fail today, with why. Keyed by id().
 var knownFailures = map[string]string{
-	// av_good_2vector_async expects an FI_EVENT insert of 7 addresses to
-	// return 7 right after one of 1 address with FI_MORE returned 0,
-	// while av_good_vector_async and av_goodbad_vector_async expect the
-	// same kind of call to return 0, as fi_av(3) says ("FI_SUCCESS if
-	// the operation was successfully initiated"): no provider can meet
-	// both. Its unread events then fail av_goodbad_vector_async. -n 1
-	// (runfabtests' run) inserts 0 addresses the second time and passes.
-	"fi_av_test -e rdm -n 8": "fabtests 1.17's av_good_2vector_async contradicts fi_av(3) for more than one address",
 	// The forked client shares a named AV and reads the server's fi_addr
 	// through av_attr.map_addr as an fi_addr_t array in shared memory (as
 	// the sockets provider lays it out); xdpfab's named AVs live in a
