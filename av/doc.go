@@ -188,9 +188,16 @@
 //     generation: a removed key's handle is handed out again, lowest free
 //     first. One peer can be in an AV once, whatever its key.
 //   - A named AV is a BPF map pinned at PinPath(name) (under bpffs, mounted
-//     if needed) holding its entries and metadata; every process opening
-//     the name at the same map_addr gets the same handles. map_addr 0 takes
-//     the AV's (reported by Attr); another value must match it. FI_READ
+//     if needed) holding its entries and metadata. Names are per network
+//     namespace (that of the thread calling Open or Unlink): an AV holds
+//     addresses of one namespace, and 10.0.0.1:7471 names another peer in
+//     another one. It lives until Unlink, like a file. Every process opening
+//     the name gets the same handles, whatever map_addr it gives. The
+//     map_addr Attr reports (and fi_av_open returns) is this process's
+//     mapping of the AV's fi_addr array, shared memory in which slot i
+//     holds the fi_addr of index i (AddrArrayPath; the layout of
+//     libfabric's sockets provider, which fabtests' fi_rdm_shared_av
+//     reads); a map_addr given at open is ignored, as sockets does. FI_READ
 //     opens an existing named AV read-only. Changes are serialized across
 //     processes with flock on the pin directory and a version record; a
 //     process catches up before it changes the AV and when a lookup misses

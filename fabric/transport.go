@@ -135,8 +135,12 @@ func (ep *Endpoint) configureTransport() error {
 		return nil
 	}
 	km := ep.av.KernelMap()
-	if km == nil || !sameMap(km, tr.Attachment().AVMap) {
-		return fmt.Errorf("AV is not mirrored in the XDP program's AV map (open it with Domain.AVOpen): %w", fi.EINVAL)
+	if (km == nil || !sameMap(km, tr.Attachment().AVMap)) && !ep.attr.AcceptUnknown {
+		// A named AV's map is shared by processes, not read by the
+		// program: the port's av_id finds no table there, and only a
+		// non-strict port hands its peers up (marked unknown; Go
+		// resolves them in the AV).
+		return fmt.Errorf("AV is not mirrored in the XDP program's AV map (open it with Domain.AVOpen, or accept unknown peers): %w", fi.EINVAL)
 	}
 	serve := ep.dom.kmr.att != nil && ep.dom.kmr.addEndpoint(ep)
 	return tr.Configure(xdp.PortConfig{AVID: ep.av.ID(), DomainID: ep.dom.id, Strict: !ep.attr.AcceptUnknown,
