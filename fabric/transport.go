@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/datapath"
@@ -106,10 +107,17 @@ func (d *Domain) openTransport(port uint16) (datapath.Transport, error) {
 	local := netip.AddrPortFrom(d.localAddr(), port)
 	if d.kind == TransportXDP {
 		tr, err := afxdp.Open(afxdp.Options{Iface: d.xdpIface, Local: local})
-		if err != nil {
+		switch {
+		case err == nil:
+			return tr, nil
+		case d.attr.Transport == TransportXDP || !errors.Is(err, unix.EBUSY):
 			return nil, fmt.Errorf("endpoint: %w", err)
 		}
-		return tr, nil
+		// Another process holds the interface's AF_XDP queues (two
+		// processes of one namespace on one NIC, as fabtests'
+		// fi_rdm_shared_av forks): this endpoint takes the kernel
+		// socket, which the program passes its port's datagrams to.
+		d.logf("xdpfab: endpoint %v: using the kernel UDP socket: %v", local, err)
 	}
 	tr, err := udpListen(local)
 	if err != nil {
