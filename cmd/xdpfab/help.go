@@ -19,7 +19,7 @@ const usage = `usage:
   xdpfab [-n NETNS] status [IFACE] [-o text|json]
   xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json] [--listen ADDR]
   xdpfab [-n NETNS] info [-p PROV] [-e EPTYPE] [-c CAPS] [-a ADDRFMT] [-n NODE] [-s SERVICE] [--src] [-v] [-o text|json]
-  xdpfab [-n NETNS] bench serve|run|local [flags]   (xdpfab bench help)
+  xdpfab [-n NETNS] bench serve|run|local|peers [flags]   (xdpfab bench help)
   xdpfab --version
   xdpfab help [COMMAND]
 
@@ -94,6 +94,7 @@ FI_ENODATA). -v prints every attribute; -o json the same as JSON.
 	"bench serve": {"bench serve --addr IP[:PORT] [flags]", "A target for xdpfab bench run (xdpfab bench help).\n"},
 	"bench run":   {"bench run --peer IP[:PORT] [flags]", "Measures a target of xdpfab bench serve (xdpfab bench help).\n"},
 	"bench local": {"bench local [flags]", "Both ends of xdpfab bench in this process over loopback (xdpfab bench help).\n"},
+	"bench peers": {"bench peers [flags]", "Memory per peer and rate against the number of peers of one target (xdpfab bench peers help).\n"},
 }
 
 // helpRequest is what parsing returns for -h or --help: run prints text

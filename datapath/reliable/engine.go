@@ -8,9 +8,10 @@
 // peer — (IP:port, endpoint id) — numbered with per-peer sequence numbers.
 // As a target it delivers each peer's requests to its Handler strictly in
 // sequence order, answers each request packet with one response packet
-// (per-op errno and data), and keeps the last Window responses per peer so
-// a retransmitted request is answered from the cache and never executed
-// twice. Completions are reported through Config.OnComplete.
+// (per-op errno and data), and keeps each response until the initiator
+// acknowledges it so a retransmitted request is answered from the cache
+// and never executed twice. Completions are reported through
+// Config.OnComplete.
 //
 // Provider choices, documented here because libfabric leaves them to us:
 //
@@ -71,10 +72,61 @@
 //     retransmitted), so a late packet of an old session is dropped as
 //     stale instead of restarting it and executing again. When MaxPeers
 //     target states exist, one idle for twice the retry budget is evicted
-//     to make room; otherwise the new source is dropped (counted).
+//     to make room; otherwise the new source is dropped (counted; see
+//     Memory below).
 //   - Cancellation: FI_ECANCELED (Close, ForgetPeer) means the initiator
 //     stopped tracking the request. One not yet sent never executes; one
 //     already on the wire may still execute at the target, at most once.
+//
+// Memory. A peer costs what it has in flight or cached, not Window ×
+// MaxPacket: an idle peer is a few hundred bytes on either side (a target
+// state: session, replay window bitmap, retired sessions, list heads; an
+// initiator state: session, a ring of slot pointers grown by doubling as
+// packets go in flight, at most 8 × Window bytes), and every buffer is
+// sized to its packet from a pool per engine side shared by all peers
+// (pool.go: size classes 1.5× apart, 64 B to 64 KiB).
+//
+//   - Initiator: a request packet in flight keeps a buffer of its size
+//     (a fetch-add, 96 bytes, takes a 96-byte buffer) until it is
+//     answered; flow control (Window, MaxOps) bounds them.
+//   - Target: a response is cached at its own size (a fetch-add's is 64
+//     bytes) until the initiator acknowledges it, which every request
+//     does for everything below its Ack field (the initiator's lowest
+//     unanswered sequence number): a peer's cache holds what is in flight,
+//     and a peer that stops leaves its last few responses until the retry
+//     budget (RetryMax × (MaxRetries+1)) has passed, when no initiator can
+//     ask again and they are released (Stats.CacheAged). Requests that
+//     arrive ahead of a missing one are held, each at its own size.
+//   - Budget: cached responses and held requests together take at most
+//     Config.CacheBytes (32 MiB), held requests at most half of it. When a
+//     response does not fit, cached responses older than RetryMax are
+//     evicted oldest first (Stats.CacheEvicted): an initiator whose
+//     response was lost asks again within its RTO, which never exceeds
+//     RetryMax, so these have almost surely been received. If nothing is
+//     that old the request is not executed and dropped
+//     (DropCacheFull): back-pressure, which the initiator's
+//     retransmission timer turns into a retry and which lasts at most
+//     RetryMax, after which every cached response is old enough to go.
+//     A request that does not fit the held share is dropped the same way,
+//     as if lost. Back-pressure never loses or repeats an operation: a
+//     dropped request did not execute and is resent.
+//   - Evicted responses: the replay window still records that the request
+//     executed (everything below its next sequence number did, exactly
+//     once), so a retransmission of it is never executed again. If the
+//     initiator acknowledged the response already, the duplicate is
+//     stale and dropped; otherwise the target answers with the
+//     response-lost status (wire.HdrLost, counted in
+//     Stats.ResponsesLost) and the initiator completes the request's ops
+//     with FI_ENODATA (Stats.ResultsLost): the operation took effect once
+//     at the target, but its results (fetched values, read data) and its
+//     status are unknown. That takes the loss of a response and of every
+//     retransmission's answer for longer than RetryMax, under budget
+//     pressure.
+//   - Peers: at most Config.MaxPeers (16384) target states; a new source
+//     beyond that evicts the state idle longest (found in constant time,
+//     peerlru.go) if it has been idle for twice the retry budget, and is
+//     dropped (DropPeerTableFull, back-pressure) otherwise. Stats.CacheBytes,
+//     TargetPeers and TxBytes report the use.
 //
 // Concurrency: Submit and Flush may be called from any goroutine. The
 // receive goroutine (or, with Config.ManualProgress, the caller of
@@ -187,10 +239,15 @@ type Config struct {
 	MaxPacket    int           // UDP payload bytes per packet (1472: a 1500 MTU over IPv4; use 1452 for IPv6)
 	MaxOps       int           // requests outstanding per engine (4096)
 	InjectSize   int           // largest FI_INJECT payload (256)
-	MaxPeers     int           // target-side peer states (1024)
+	MaxPeers     int           // target-side peer states (16384; see "Memory" in the package doc)
 	RetryInitial time.Duration // first retransmission timeout (1 ms)
 	RetryMax     time.Duration // backoff cap (200 ms)
 	MaxRetries   int           // retransmissions before a peer is unreachable (20)
+	// CacheBytes bounds the target's buffers for responses the initiators
+	// have not acknowledged and for requests held out of order (at most
+	// half of it), shared by all peers (32 MiB; see "Memory" in the
+	// package doc). At least 4 MaxPacket.
+	CacheBytes int
 	// BusyPoll makes the receive goroutine poll instead of blocking while
 	// traffic flows (it blocks after 200 µs without packets): lower
 	// latency, one core spinning (it only pays with a core to spare).
@@ -227,7 +284,8 @@ func (c *Config) setDefaults() error {
 	def(&c.MaxPacket, 1472)
 	def(&c.MaxOps, 4096)
 	def(&c.InjectSize, 256)
-	def(&c.MaxPeers, 1024)
+	def(&c.MaxPeers, 16384)
+	def(&c.CacheBytes, 32<<20)
 	def(&c.MaxRetries, 20)
 	def(&c.CoalesceAt, 2)
 	if c.RetryInitial == 0 {
@@ -248,6 +306,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("reliable: max packet %d out of range 256..%d: %w", c.MaxPacket, wire.MaxPacketLen, fi.EINVAL)
 	case c.MaxOps < 1 || c.MaxOps > 1<<20 || c.InjectSize < 0 || c.MaxPeers < 1 || c.MaxRetries < 1:
 		return fmt.Errorf("reliable: config out of range: %w", fi.EINVAL)
+	case c.CacheBytes < 4*classSize(classOf(c.MaxPacket)):
+		return fmt.Errorf("reliable: cache bytes %d below 4 packets of %d: %w", c.CacheBytes, c.MaxPacket, fi.EINVAL)
 	case c.MoreHold < 0:
 		return fmt.Errorf("reliable: negative MoreHold %v: %w", c.MoreHold, fi.EINVAL)
 	case c.RetryInitial <= 0 || c.RetryMax < c.RetryInitial:
@@ -288,11 +348,12 @@ type segRef struct {
 	respLen int // response bytes expected
 }
 
-// txSlot is one request packet in flight, kept for retransmission.
+// txSlot is one request packet in flight, kept for retransmission. Slots
+// and their buffers (sized to the packet) come from pools shared by every
+// peer of the engine and go back when the packet is answered.
 type txSlot struct {
 	seq      uint32
-	inUse    bool
-	buf      []byte
+	buf      []byte // from Engine.txPool, whole; the packet is buf[:n]
 	n        int
 	deadline int64 // engine-clock ns
 	sentAt   int64 // first transmission, for RTT samples
@@ -305,11 +366,13 @@ type txSlot struct {
 
 // txPeer is the initiator state for one peer. Guarded by Engine.mu.
 type txPeer struct {
-	peer     Peer
-	session  uint32
-	nextSeq  uint32 // next sequence number to send
-	base     uint32 // lowest sequence number not yet answered
-	slots    []txSlot
+	peer    Peer
+	session uint32
+	nextSeq uint32 // next sequence number to send
+	base    uint32 // lowest sequence number not yet answered
+	// slots are the packets in flight, a ring by seq (nil: answered),
+	// grown by doubling as the span base..nextSeq needs, up to Window.
+	slots    []*txSlot
 	qhead    int32 // ops with segments not yet packed, FIFO
 	qtail    int32
 	moreOpen bool  // the last op queued had FI_MORE
@@ -321,17 +384,32 @@ type txPeer struct {
 	heard    int64         // engine clock of the last response matched (path checks)
 }
 
-func (p *txPeer) slot(seq uint32) *txSlot { return &p.slots[seq&uint32(len(p.slots)-1)] }
+// slot returns the packet in flight at seq's ring position, or nil. Only
+// seqs in base..nextSeq are unique to their position: callers asking for
+// another check s.seq.
+func (p *txPeer) slot(seq uint32) *txSlot {
+	if len(p.slots) == 0 {
+		return nil
+	}
+	return p.slots[seq&uint32(len(p.slots)-1)]
+}
 
-// rxPeer is the target state for one peer. Confined to the receive goroutine.
+// rxPeer is the target state for one peer. Confined to the receive
+// goroutine. It is a few hundred bytes; what the peer has in flight lives
+// in the endpoint's rxStore.
 type rxPeer struct {
-	peer       Peer
-	session    uint32
-	win        replayWindow
-	held       []heldPkt    // out-of-order requests, ring by seq
-	cache      []cachedResp // responses of the last Window delivered requests, ring by seq
-	lastActive int64        // engine clock of the last request
+	peer    Peer
+	session uint32
+	win     replayWindow
+	// acked is the highest Ack the peer's requests carried: it has the
+	// responses to every request below it.
+	acked      uint32
+	held       entList // out-of-order requests, in rxStore, by seq
+	cache      entList // responses not yet acknowledged, in rxStore, by seq
+	lastActive int64   // engine clock of the last request
 	needAck    bool
+	// lruPrev and lruNext link Engine.rxLRU.
+	lruPrev, lruNext *rxPeer
 	// retired are the peer's sessions that this state left for a newer
 	// one, newest first: their late packets are stale, not a restart.
 	retired retiredSessions
@@ -362,19 +440,6 @@ type tomb struct {
 	until    int64 // engine clock
 }
 
-type heldPkt struct {
-	buf  []byte
-	n    int
-	meta datapath.Meta
-}
-
-type cachedResp struct {
-	seq   uint32
-	valid bool
-	buf   []byte
-	n     int
-}
-
 // Engine is one endpoint's reliability engine over a transport.
 type Engine struct {
 	cfg   Config
@@ -394,12 +459,21 @@ type Engine struct {
 	timerArm  bool              // the timer goroutine has a deadline to watch
 	timerNext int64             // ... and it is this one
 	bld       wire.Builder
+	// Initiator buffers: request packets are built in txBuild and kept in
+	// a slot buffer of their size from txPool (see buildPacket). Buffers
+	// freed while txq may point at them wait in txLater until it is sent.
+	txPool    *bufPool
+	txBuild   []byte
+	txLater   [][]byte
+	freeSlots []*txSlot
 
 	// Receive state: only the goroutine holding rxMu (the receive
 	// goroutine, or a Progress caller) touches it.
 	rxMu    sync.Mutex
 	batchMu sync.Mutex // held from a received batch to its flushed responses (see Close)
 	rxPeers map[Peer]*rxPeer
+	rxLRU   peerLRU       // rxPeers by activity
+	store   *rxStore      // their cached responses and held requests
 	tombs   map[Peer]tomb // peers ForgetPeer dropped, see tomb
 	rxPkts  []datapath.Packet
 	rxOut   []datapath.Packet
@@ -448,6 +522,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		ops:     make([]op, cfg.MaxOps),
 		freeOps: make([]int32, cfg.MaxOps),
 		rxPeers: make(map[Peer]*rxPeer),
+		store:   newRxStore(cfg.CacheBytes, cfg.MaxPacket),
 		tombs:   make(map[Peer]tomb),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
@@ -458,6 +533,8 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		e.freeOps[i] = int32(cfg.MaxOps - 1 - i)
 	}
 	e.paths, _ = tr.(datapath.PathChecker)
+	e.txPool = newBufPool(0, 1<<20)
+	e.txBuild, _ = e.txPool.get(cfg.MaxPacket)
 	batch := tr.BatchSize()
 	e.rxPkts = make([]datapath.Packet, batch)
 	for i := range e.rxPkts {
@@ -548,8 +625,7 @@ func (e *Engine) Submit(r *Request) error {
 	}
 	p := e.txPeerOf(r.Peer)
 	if p == nil {
-		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1,
-			slots: make([]txSlot, e.cfg.Window)}
+		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1}
 		e.peers[r.Peer] = p
 	}
 	idx := e.freeOps[len(e.freeOps)-1]
@@ -651,22 +727,15 @@ func (e *Engine) dropForgotten() {
 	e.mu.Lock()
 	for _, p := range e.forget {
 		if rp := e.rxPeers[p]; rp != nil {
-			t := tomb{sessions: rp.retired, until: e.now() + e.tombTTL()}
+			t := tomb{sessions: rp.retired, until: e.now() + e.retryBudget()}
 			t.sessions.add(rp.session)
 			e.bury(p, t)
-			e.forgetShared(rp)
-			delete(e.rxPeers, p)
+			e.dropRxPeer(rp)
 		}
 	}
 	e.forget = e.forget[:0]
 	e.forgetSet.Store(false)
 	e.mu.Unlock()
-}
-
-// tombTTL is how long a forgotten peer's sessions stay refused: past the
-// longest an initiator keeps retransmitting one packet.
-func (e *Engine) tombTTL() int64 {
-	return int64(e.cfg.RetryMax) * int64(e.cfg.MaxRetries+1)
 }
 
 // bury records t for p, bounded by MaxPeers tombs: expired ones go first,
@@ -689,11 +758,55 @@ func (e *Engine) bury(p Peer, t tomb) {
 
 // flushLocked sends the queued initiator packets. e.mu is held.
 func (e *Engine) flushLocked() {
-	if len(e.txq) == 0 {
-		return
+	if len(e.txq) > 0 {
+		e.send(e.txq)
+		clear(e.txq)
+		e.txq = e.txq[:0]
 	}
-	e.send(e.txq)
-	e.txq = e.txq[:0]
+	for i, b := range e.txLater {
+		e.txPool.put(b)
+		e.txLater[i] = nil
+	}
+	e.txLater = e.txLater[:0]
+	e.stats.txBytes.Store(int64(e.txPool.inUse - len(e.txBuild))) // txBuild is scratch
+}
+
+// newSlot returns a free slot for p's packet seq (p.nextSeq), placed in
+// p's ring. e.mu is held.
+func (e *Engine) newSlot(p *txPeer, seq uint32) *txSlot {
+	if int(seq-p.base) >= len(p.slots) {
+		n := min(max(8, 2*len(p.slots)), e.cfg.Window)
+		ring := make([]*txSlot, n)
+		for q := p.base; q != seq; q++ {
+			if s := p.slot(q); s != nil && s.seq == q {
+				ring[q&uint32(n-1)] = s
+			}
+		}
+		p.slots = ring
+	}
+	var s *txSlot
+	if k := len(e.freeSlots); k > 0 {
+		s = e.freeSlots[k-1]
+		e.freeSlots[k-1] = nil
+		e.freeSlots = e.freeSlots[:k-1]
+	} else {
+		s = new(txSlot)
+	}
+	p.slots[seq&uint32(len(p.slots)-1)] = s
+	return s
+}
+
+// freeSlot returns p's slot s (answered, or its peer failed) and its
+// buffer to the pools. e.mu is held.
+func (e *Engine) freeSlot(p *txPeer, s *txSlot) {
+	p.slots[s.seq&uint32(len(p.slots)-1)] = nil
+	if len(e.txq) > 0 {
+		e.txLater = append(e.txLater, s.buf) // a retransmission of it may be queued
+	} else {
+		e.txPool.put(s.buf)
+	}
+	*s = txSlot{}
+	e.freeSlots = append(e.freeSlots, s)
 }
 
 // send hands pkts to the transport. A failure is counted, never returned:
@@ -728,7 +841,7 @@ func (e *Engine) queueTx(buf []byte, addr netip.AddrPort) {
 
 // pump packs queued ops of p into packets while the window allows.
 func (e *Engine) pump(p *txPeer) {
-	W := uint32(len(p.slots))
+	W := uint32(e.cfg.Window)
 	for p.qhead >= 0 && !p.moreOpen && p.nextSeq-p.base < W {
 		head := &e.ops[p.qhead]
 		if head.req.Flags&fi.FENCE != 0 && !head.started && p.inflight > 0 {
@@ -742,19 +855,9 @@ func (e *Engine) pump(p *txPeer) {
 // queues it for sending. The head op always makes progress.
 func (e *Engine) buildPacket(p *txPeer) {
 	seq := p.nextSeq
-	s := p.slot(seq)
-	if s.buf == nil {
-		s.buf = make([]byte, e.cfg.MaxPacket)
-	}
-	// A retransmission of the slot's previous packet may still be queued.
-	for i := range e.txq {
-		if &e.txq[i].Buf[0] == &s.buf[0] {
-			e.flushLocked()
-			break
-		}
-	}
+	s := e.newSlot(p, seq)
 	b := &e.bld
-	b.Reset(s.buf, wire.Header{Type: wire.TypeReq, SrcEP: e.cfg.EndpointID, DstEP: p.peer.EP,
+	b.Reset(e.txBuild[:e.cfg.MaxPacket:e.cfg.MaxPacket], wire.Header{Type: wire.TypeReq, SrcEP: e.cfg.EndpointID, DstEP: p.peer.EP,
 		AuthKey: e.ops[p.qhead].req.AuthKey, Session: p.session, Seq: seq, Ack: p.base})
 	s.nsegs = 0
 	respRoom := e.cfg.MaxPacket - wire.HeaderLen
@@ -837,13 +940,23 @@ func (e *Engine) buildPacket(p *txPeer) {
 			p.qtail = -1
 		}
 		o.next = -1
-		e.markLast(s.buf, b.NumOps()-1)
+		e.markLast(e.txBuild, b.NumOps()-1)
 		if p.qhead >= 0 && e.ops[p.qhead].req.Flags&fi.FENCE != 0 {
 			break
 		}
 	}
 	pkt := b.Finish()
-	s.seq, s.inUse, s.n = seq, true, len(pkt)
+	// The slot keeps the packet in a buffer of its size: a copy of a small
+	// one, the build buffer itself (replaced from the pool) for a large
+	// one, so bulk data is not copied twice.
+	if len(pkt) > e.cfg.MaxPacket/2 {
+		s.buf = e.txBuild
+		e.txBuild, _ = e.txPool.get(e.cfg.MaxPacket)
+	} else {
+		s.buf, _ = e.txPool.get(len(pkt))
+		copy(s.buf, pkt)
+	}
+	s.seq, s.n = seq, len(pkt)
 	s.rto = max(p.rto, e.cfg.RetryInitial)
 	s.retries, s.fastRetx = 0, false
 	s.sentAt = e.now()
@@ -897,8 +1010,10 @@ func (e *Engine) failPeer(p *txPeer, err fi.Errno, out *[]Completion) {
 			e.complete(int32(i), err, out)
 		}
 	}
-	for i := range p.slots {
-		p.slots[i].inUse = false
+	for _, s := range p.slots {
+		if s != nil {
+			e.freeSlot(p, s)
+		}
 	}
 	p.session = newSession()
 	p.nextSeq, p.base = 1, 1
@@ -924,7 +1039,7 @@ func (e *Engine) handleResponse(pk *wire.Packet, src netip.AddrPort, out *[]Comp
 	}
 	// Fast retransmit: the target holds later packets but misses Ack.
 	if pk.Sack != 0 && pk.Ack-p.base < p.nextSeq-p.base {
-		if s := p.slot(pk.Ack); s.inUse && s.seq == pk.Ack && !s.fastRetx {
+		if s := p.slot(pk.Ack); s != nil && s.seq == pk.Ack && !s.fastRetx {
 			s.fastRetx = true
 			e.stats.fastRetransmits.Add(1)
 			e.retransmit(p, s)
@@ -957,7 +1072,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		return
 	}
 	s := p.slot(seq)
-	if !s.inUse || s.seq != seq {
+	if s == nil || s.seq != seq {
 		e.stats.drop(DropStaleResponse) // answered already (duplicate response)
 		return
 	}
@@ -972,8 +1087,10 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 			return
 		}
 	}
-	s.inUse = false
 	e.stats.rxResponses.Add(1)
+	if pk.Flags&wire.HdrLost != 0 {
+		e.stats.resultsLost.Add(1) // its ops carry FI_ENODATA
+	}
 	now := e.now()
 	p.heard = now
 	// Karn's rule, plus: a request the target held behind a lost one
@@ -996,7 +1113,8 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 			e.complete(ref.op, fi.SUCCESS, out)
 		}
 	}
-	for p.base != p.nextSeq && !p.slot(p.base).inUse {
+	e.freeSlot(p, s)
+	for p.base != p.nextSeq && p.slot(p.base) == nil {
 		p.base++
 	}
 	// The target answers in order: a request reorderThresh or more below
@@ -1004,7 +1122,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	// its request); resend it now rather than at its timer.
 	if d := seq - p.base; d >= reorderThresh && d < p.nextSeq-p.base {
 		for q := p.base; q != seq-reorderThresh+1; q++ {
-			if o := p.slot(q); o.inUse && !o.fastRetx {
+			if o := p.slot(q); o != nil && !o.fastRetx {
 				o.fastRetx = true
 				e.stats.fastRetransmits.Add(1)
 				e.retransmit(p, o)
@@ -1115,7 +1233,7 @@ func (e *Engine) expire(out *[]Completion) int64 {
 		pathChecked := false
 		for seq := p.base; seq != p.nextSeq; seq++ {
 			s := p.slot(seq)
-			if !s.inUse {
+			if s == nil {
 				continue
 			}
 			due = due || s.deadline <= now
@@ -1396,8 +1514,15 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 		e.mu.Unlock()
 	}
 	e.sendAcks()
+	// Responses older than the retry budget: no initiator asks for them
+	// again (a peer gone idle leaves its last few unacknowledged).
+	if k := e.store.expire(e.now()-e.retryBudget(), 64); k > 0 {
+		e.stats.cacheAged.Add(uint64(k))
+	}
 	e.flushRx()
 	e.releaseShared()
+	e.stats.cacheBytes.Store(int64(e.store.pool.inUse))
+	e.stats.targetPeers.Store(int64(len(e.rxPeers)))
 	e.rxDelivered = len(e.rxCompl)
 	e.deliver(&e.rxCompl)
 	return n, nil

@@ -90,6 +90,12 @@ func (w *replayWindow) sack() uint64 {
 	return s
 }
 
+// nextHeld reports whether next, the request to deliver now, is held.
+func (w *replayWindow) nextHeld() bool {
+	i, m := w.bit(w.next)
+	return w.held[i]&m != 0
+}
+
 // anyHeld reports whether a request is held out of order.
 func (w *replayWindow) anyHeld() bool {
 	for _, h := range w.held {

@@ -94,10 +94,12 @@ func (e *Engine) claimShared(rp *rxPeer) bool {
 	return true
 }
 
-// fetchShared rebuilds into c the response to pk, a retransmission of a
-// request the other executor delivered, as execute would have built it;
-// false if the other executor does not know it.
-func (e *Engine) fetchShared(rp *rxPeer, pk *wire.Packet, c *cachedResp) bool {
+// fetchShared answers pk, a retransmission of a request the other
+// executor delivered, with the response execute would have built from
+// the values the other executor returned (in scratch space: it is not
+// cached, the other executor keeps the values); false if the other
+// executor does not know it.
+func (e *Engine) fetchShared(rp *rxPeer, pk *wire.Packet) bool {
 	if e.cfg.Shared == nil || !rp.share.known {
 		return false
 	}
@@ -113,29 +115,20 @@ func (e *Engine) fetchShared(rp *rxPeer, pk *wire.Packet, c *cachedResp) bool {
 	if want != n {
 		return false
 	}
-	if c.buf == nil {
-		c.buf = make([]byte, e.cfg.MaxPacket)
-	}
-	for i := range e.rxOut { // a queued packet owns its buffer until flushRx
-		if &e.rxOut[i].Buf[0] == &c.buf[0] {
-			e.flushRx()
-			break
-		}
-	}
 	b := &e.rxBld
-	b.Reset(c.buf, wire.Header{Type: wire.TypeResp, SrcEP: e.cfg.EndpointID, DstEP: pk.SrcEP,
-		AuthKey: pk.AuthKey, Session: pk.Session, Seq: pk.Seq})
+	b.Reset(e.rxScratch(wire.HeaderLen+int(pk.NumOps)*wire.RespDescLen+want), wire.Header{Type: wire.TypeResp,
+		SrcEP: e.cfg.EndpointID, DstEP: pk.SrcEP, AuthKey: pk.AuthKey, Session: pk.Session, Seq: pk.Seq,
+		Ack: rp.win.next, Sack: rp.win.sack()})
 	off := 0
 	for i := 0; i < int(pk.NumOps); i++ {
 		d := &pk.Ops[i]
 		dst, err := b.AddResp(wire.RespDesc{Opcode: d.Opcode, Errno: uint32(fi.SUCCESS), Len: d.RespLen})
 		if err != nil {
-			return false
+			return false // unreachable: sized to fit
 		}
 		off += copy(dst, vals[off:off+int(d.RespLen)])
 	}
-	out := b.Finish()
-	c.seq, c.valid, c.n = pk.Seq, true, len(out)
+	e.queueRx(b.Finish(), rp.peer.Addr)
 	return true
 }
 

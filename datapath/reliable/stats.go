@@ -28,12 +28,13 @@ const (
 	DropStaleResponse                   // response or ack for nothing in flight (late duplicate)
 	DropBadResponse                     // response not matching the request it answers
 	DropSharedClaim                     // the shared target state could not be claimed (Config.Shared): nothing executed
+	DropCacheFull                       // no room in Config.CacheBytes for its response or to hold it: not executed, resent by the initiator
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{"not-ours", "version", "malformed", "opcode", "wrong-endpoint",
 	"unknown-source", "peer-table-full", "stale-session", "too-old", "too-far", "duplicate-held",
-	"stale-response", "bad-response", "shared-claim"}
+	"stale-response", "bad-response", "shared-claim", "cache-full"}
 
 func (r DropReason) String() string {
 	if r >= 0 && r < NumDropReasons {
@@ -71,6 +72,10 @@ type counters struct {
 	eagain            atomic.Uint64
 	rxErrors          atomic.Uint64
 	txErrors          atomic.Uint64
+	cacheEvicted      atomic.Uint64
+	cacheAged         atomic.Uint64
+	responsesLost     atomic.Uint64
+	resultsLost       atomic.Uint64
 
 	// Per-operation counters (metrics): completions by opcode, failed
 	// ones by opcode, and those that timed out.
@@ -82,6 +87,11 @@ type counters struct {
 	// of the peer sampled last.
 	inflight atomic.Int64
 	srtt     atomic.Int64
+	// Memory gauges, stored once per batch: bytes of the target's pool
+	// in use, its peer states, bytes of request packets in flight.
+	cacheBytes  atomic.Int64
+	targetPeers atomic.Int64
+	txBytes     atomic.Int64
 }
 
 func (c *counters) drop(r DropReason) { c.drops[r].Add(1) }
@@ -108,6 +118,25 @@ type Stats struct {
 	// timer, a response when the initiator asks again); Submit never
 	// reports them.
 	TxErrors uint64
+	// CacheEvicted counts cached responses released under budget pressure
+	// (Config.CacheBytes) before their initiator acknowledged them;
+	// ResponsesLost the duplicates of such requests answered with the
+	// response-lost status (never executed again); ResultsLost the
+	// response-lost answers an initiator received (their ops completed
+	// with FI_ENODATA). See "Memory" in the package doc.
+	CacheEvicted uint64
+	// CacheAged counts cached responses released unacknowledged after the
+	// retry budget (RetryMax × (MaxRetries+1)): no initiator asks then.
+	CacheAged     uint64
+	ResponsesLost uint64
+	ResultsLost   uint64
+	// CacheBytes is the target's buffer bytes in use for cached responses
+	// and held requests, TargetPeers its peer states, TxBytes the
+	// initiator's buffer bytes of request packets in flight (gauges, as
+	// of the last batch).
+	CacheBytes  int64
+	TargetPeers int64
+	TxBytes     int64
 
 	// Ops are the requests completed, by opcode (wire.Opcode); OpErrors
 	// the part of them that completed with an error (a NAK, a timeout,
@@ -185,7 +214,9 @@ func (e *Engine) Stats() Stats {
 		PeersUnreachable: c.peersUnreachable.Load(), PeersEvicted: c.peersEvicted.Load(),
 		PeersRefused: c.peersRefused.Load(), EAgain: c.eagain.Load(), RxErrors: c.rxErrors.Load(),
 		TxErrors: c.txErrors.Load(), Timeouts: c.timeouts.Load(), InFlight: c.inflight.Load(),
-		SRTT: time.Duration(c.srtt.Load())}
+		SRTT: time.Duration(c.srtt.Load()), CacheEvicted: c.cacheEvicted.Load(), CacheAged: c.cacheAged.Load(),
+		ResponsesLost: c.responsesLost.Load(), ResultsLost: c.resultsLost.Load(),
+		CacheBytes: c.cacheBytes.Load(), TargetPeers: c.targetPeers.Load(), TxBytes: c.txBytes.Load()}
 	for i := range s.Drops {
 		s.Drops[i] = c.drops[i].Load()
 	}

@@ -18,9 +18,10 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 	key := Peer{pkt.Addr, pk.SrcEP}
 	rp := e.rxPeers[key]
 	newSession := pk.Seq-1 < W // a session may start only in its first window
+	now := e.now()
 	if rp == nil {
 		tb, buried := e.tombs[key]
-		if !newSession || buried && tb.until > e.now() && tb.sessions.has(pk.Session) {
+		if !newSession || buried && tb.until > now && tb.sessions.has(pk.Session) {
 			e.stats.drop(DropStaleSession)
 			return
 		}
@@ -28,17 +29,18 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 			e.stats.drop(DropUnknownSource)
 			return
 		}
-		if len(e.rxPeers) >= e.cfg.MaxPeers && !e.evictIdlePeer() {
+		if len(e.rxPeers) >= e.cfg.MaxPeers && !e.evictIdlePeer(now) {
 			e.stats.drop(DropPeerTableFull)
 			return
 		}
-		rp = &rxPeer{peer: key, session: pk.Session, win: newReplayWindow(W, 1),
-			held: make([]heldPkt, W), cache: make([]cachedResp, W)}
+		rp = &rxPeer{peer: key, session: pk.Session, win: newReplayWindow(W, 1), acked: 1,
+			cache: noEntries, held: noEntries}
 		if buried {
 			rp.retired = tb.sessions
 			delete(e.tombs, key)
 		}
 		e.rxPeers[key] = rp
+		e.rxLRU.pushFront(rp)
 	} else if rp.share.released && !e.claimShared(rp) {
 		return
 	}
@@ -52,50 +54,64 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 		rp.retired.add(rp.session)
 		rp.session = pk.Session
 		rp.win.reset(1)
-		for i := range rp.cache {
-			rp.cache[i].valid = false
-		}
+		rp.acked = 1
+		e.store.dropPeer(rp)
 		e.stats.sessionResets.Add(1)
 	}
-	rp.lastActive = e.now()
+	rp.lastActive = now
+	e.rxLRU.touch(rp)
+	// The initiator has the responses to everything below the request's
+	// Ack (its lowest unanswered sequence number): release them.
+	if ack := pk.Ack; int32(ack-rp.acked) > 0 && int32(ack-rp.win.next) <= 0 {
+		rp.acked = ack
+		e.store.ackResps(rp, ack)
+	}
 	if e.cfg.Shared != nil && e.cfg.Shared.Wants(pk) {
 		e.offerShared(rp)
 	}
 	seq := pk.Seq
 	switch rp.win.check(seq) {
 	case replayNext:
-		e.execute(rp, pk, pkt.Meta, false)
-		for rp.win.advance() {
-			h := &rp.held[rp.win.next&(W-1)]
-			d := &e.rxDec2
-			if err := wire.Decode(h.buf[:h.n], d); err != nil {
-				// Unreachable (it decoded when held); never execute garbage.
-				e.stats.drop(DropMalformed)
-				continue
-			}
-			e.execute(rp, d, h.meta, true)
+		if !e.execute(rp, pk, pkt.Meta, false) {
+			e.stats.drop(DropCacheFull) // not executed: its retransmission tries again
+			return
 		}
+		rp.win.advance()
+		e.deliverHeld(rp)
 	case replayAhead:
-		h := &rp.held[seq&(W-1)]
-		if h.buf == nil {
-			h.buf = make([]byte, e.cfg.MaxPacket)
+		i := int32(-1)
+		if e.store.canHold(len(pkt.Buf)) {
+			i = e.store.alloc(len(pkt.Buf))
 		}
-		h.n = copy(h.buf, pkt.Buf)
-		h.meta = pkt.Meta
+		if i < 0 {
+			e.stats.drop(DropCacheFull) // as if lost: it is sent again
+			return
+		}
+		n := copy(e.store.ents[i].buf, pkt.Buf)
+		e.store.hold(rp, i, seq, n, pkt.Meta, now)
 		rp.win.hold(seq)
 		e.stats.held.Add(1)
 		e.wantAck(rp)
 	case replayHeldDup:
 		e.stats.drop(DropDuplicateHeld)
 		e.wantAck(rp)
+		e.deliverHeld(rp) // it may wait for room in the cache
 	case replayDelivered:
-		c := &rp.cache[seq&(W-1)]
-		if (!c.valid || c.seq != seq) && !e.fetchShared(rp, pk, c) {
-			e.stats.drop(DropTooOld)
-			return
+		if i := e.store.findResp(rp, seq); i >= 0 {
+			e.stats.replayedFromCache.Add(1)
+			e.sendCached(rp, i)
+		} else if int32(seq-rp.acked) < 0 {
+			e.stats.drop(DropTooOld) // the initiator has its response: a late duplicate
+		} else if e.fetchShared(rp, pk) {
+			e.stats.replayedFromCache.Add(1) // delivered by the other executor, answered with its values
+		} else {
+			// Executed, and its response released before the initiator
+			// had it (budget pressure or age), or delivered by the other
+			// executor, which no longer knows it: never execute it
+			// again; say so.
+			e.stats.responsesLost.Add(1)
+			e.sendLost(rp, pk)
 		}
-		e.stats.replayedFromCache.Add(1)
-		e.sendCached(rp, c)
 	case replayTooOld:
 		e.stats.drop(DropTooOld)
 	case replayTooFar:
@@ -103,51 +119,110 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 	}
 }
 
+// deliverHeld delivers rp's held requests that are next in order, until
+// one is missing or the cache has no room for its response (it stays held
+// and is tried again with the peer's next packet).
+func (e *Engine) deliverHeld(rp *rxPeer) {
+	st := e.store
+	for {
+		// Held copies the window has passed: a retransmission of a held
+		// request was delivered in its place.
+		for i := rp.held.head; i >= 0 && int32(st.ents[i].seq-rp.win.next) < 0; i = rp.held.head {
+			st.unlink(&rp.held, i)
+			st.release(i, false)
+		}
+		i := rp.held.head
+		if i < 0 || !rp.win.nextHeld() {
+			return
+		}
+		en := &st.ents[i]
+		if en.seq != rp.win.next {
+			return // unreachable: the window and the list agree
+		}
+		meta := en.meta
+		d := &e.rxDec2
+		if err := wire.Decode(en.buf[:en.n], d); err != nil {
+			// Unreachable (it decoded when held); never execute garbage.
+			e.stats.drop(DropMalformed)
+		} else if !e.execute(rp, d, meta, true) { // may grow st.ents: en is stale now
+			e.stats.drop(DropCacheFull)
+			return
+		}
+		rp.win.advance()
+		st.unlink(&rp.held, i)
+		st.release(i, false)
+	}
+}
+
 // evictIdlePeer drops the target state of the peer idle the longest, if
 // it has been idle longer than any initiator keeps retransmitting (twice
 // the full retry budget), so no exactly-once guarantee is lost.
-func (e *Engine) evictIdlePeer() bool {
-	budget := int64(e.cfg.RetryMax) * int64(e.cfg.MaxRetries+1) * 2
-	now := e.now()
-	var victim *rxPeer
-	for _, rp := range e.rxPeers {
-		if rp.share.released { // the other executor may be serving it
-			continue
-		}
-		if now-rp.lastActive > budget && (victim == nil || rp.lastActive < victim.lastActive) {
-			victim = rp
-		}
+func (e *Engine) evictIdlePeer(now int64) bool {
+	victim := e.rxLRU.tail
+	for victim != nil && victim.share.released { // the other executor may be serving it
+		victim = victim.lruPrev
 	}
-	if victim == nil {
+	if victim == nil || now-victim.lastActive <= 2*e.retryBudget() {
 		return false
 	}
-	e.forgetShared(victim)
-	delete(e.rxPeers, victim.peer)
+	e.dropRxPeer(victim)
 	e.stats.peersEvicted.Add(1)
 	return true
 }
 
-// execute hands the ops of the next in-order REQ to the handler and sends
-// (and caches) the response.
-func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held bool) {
-	W := uint32(e.cfg.Window)
-	c := &rp.cache[pk.Seq&(W-1)]
-	if c.buf == nil {
-		c.buf = make([]byte, e.cfg.MaxPacket)
+// dropRxPeer removes rp's target state and releases what it stored.
+func (e *Engine) dropRxPeer(rp *rxPeer) {
+	e.forgetShared(rp)
+	e.store.dropPeer(rp)
+	e.rxLRU.remove(rp)
+	delete(e.rxPeers, rp.peer)
+}
+
+// retryBudget is the longest an initiator keeps retransmitting one packet
+// (engine-clock ns): every timeout at most RetryMax.
+func (e *Engine) retryBudget() int64 {
+	return int64(e.cfg.RetryMax) * int64(e.cfg.MaxRetries+1)
+}
+
+// cacheAlloc returns an entry for a response of n bytes. When the budget
+// is exhausted it releases responses older than RetryMax, oldest first
+// (their initiators have had them, or are asking again by now); with
+// nothing that old it returns -1: back-pressure.
+func (e *Engine) cacheAlloc(n int) int32 {
+	st := e.store
+	if i := st.alloc(n); i >= 0 {
+		return i
 	}
-	// The entry's previous response may still be queued for sending: the
-	// response to seq-Window, resent to a late duplicate, or one of a
-	// session this request's reset retired (and invalidated) in the same
-	// batch. It is sent before the buffer is rewritten, valid or not: a
-	// queued packet owns its buffer until flushRx.
-	for i := range e.rxOut {
-		if &e.rxOut[i].Buf[0] == &c.buf[0] {
-			e.flushRx()
-			break
+	if len(st.later) > 0 {
+		e.flushRx() // buffers released while queued come back now
+		if i := st.alloc(n); i >= 0 {
+			return i
 		}
 	}
+	old := e.now() - int64(e.cfg.RetryMax)
+	for !st.fits(n) && st.expire(old, 1) == 1 {
+		e.stats.cacheEvicted.Add(1)
+		e.flushRx() // its buffer may be queued: send, then it is free
+	}
+	return st.alloc(n)
+}
+
+// execute hands the ops of the next in-order REQ to the handler and sends
+// (and caches) the response. It reports false, having executed nothing,
+// when the response cache has no room for the response.
+func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held bool) bool {
+	size := wire.HeaderLen + int(pk.NumOps)*wire.RespDescLen
+	for i := 0; i < int(pk.NumOps); i++ {
+		size += int(pk.Ops[i].RespLen) // each below 64 KiB, 16 at most
+	}
+	size = min(size, e.cfg.MaxPacket)
+	ci := e.cacheAlloc(size)
+	if ci < 0 {
+		return false
+	}
+	buf := e.store.ents[ci].buf[:size:size]
 	b := &e.rxBld
-	b.Reset(c.buf, wire.Header{Type: wire.TypeResp, SrcEP: e.cfg.EndpointID, DstEP: pk.SrcEP,
+	b.Reset(buf, wire.Header{Type: wire.TypeResp, SrcEP: e.cfg.EndpointID, DstEP: pk.SrcEP,
 		AuthKey: pk.AuthKey, Session: pk.Session, Seq: pk.Seq})
 	in := &e.rxIn
 	for i := 0; i < int(pk.NumOps); i++ {
@@ -179,16 +254,33 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held b
 	if held {
 		out[3] |= wire.HdrHeld
 	}
-	c.seq, c.valid, c.n = pk.Seq, true, len(out)
 	// The ack state after this delivery.
-	wire.PutAck(c.buf, rp.win.next+1, 0)
-	e.queueRx(c.buf[:c.n], rp.peer.Addr)
+	wire.PutAck(out, rp.win.next+1, 0)
+	e.store.cacheResp(rp, ci, pk.Seq, len(out), e.now())
+	e.queueRx(out, rp.peer.Addr)
+	return true
 }
 
-// sendCached resends a cached response with the current ack state.
-func (e *Engine) sendCached(rp *rxPeer, c *cachedResp) {
-	wire.PutAck(c.buf, rp.win.next, rp.win.sack())
-	e.queueRx(c.buf[:c.n], rp.peer.Addr)
+// sendCached resends cached response i with the current ack state.
+func (e *Engine) sendCached(rp *rxPeer, i int32) {
+	en := &e.store.ents[i]
+	wire.PutAck(en.buf, rp.win.next, rp.win.sack())
+	e.queueRx(en.buf[:en.n], rp.peer.Addr)
+}
+
+// sendLost answers pk, a retransmission of a request delivered before
+// whose response is no longer cached, with the response-lost status
+// (wire.HdrLost, every op FI_ENODATA): the initiator completes its ops
+// with FI_ENODATA instead of retrying one that must not run again.
+func (e *Engine) sendLost(rp *rxPeer, pk *wire.Packet) {
+	b := &e.rxBld
+	b.Reset(e.rxScratch(wire.HeaderLen+int(pk.NumOps)*wire.RespDescLen), wire.Header{Type: wire.TypeResp,
+		Flags: wire.HdrLost, SrcEP: e.cfg.EndpointID, DstEP: pk.SrcEP, AuthKey: pk.AuthKey,
+		Session: pk.Session, Seq: pk.Seq, Ack: rp.win.next, Sack: rp.win.sack()})
+	for i := 0; i < int(pk.NumOps); i++ {
+		_, _ = b.AddResp(wire.RespDesc{Opcode: pk.Ops[i].Opcode, Errno: uint32(fi.ENODATA)}) // sized to fit
+	}
+	e.queueRx(b.Finish(), rp.peer.Addr)
 }
 
 func (e *Engine) wantAck(rp *rxPeer) {
@@ -204,13 +296,7 @@ func (e *Engine) sendAcks() {
 	for i, rp := range e.rxAcks {
 		rp.needAck = false
 		e.rxAcks[i] = nil
-		if len(e.ackBuf)+wire.HeaderLen > cap(e.ackBuf) {
-			e.flushRx()
-			e.ackBuf = e.ackBuf[:0]
-		}
-		off := len(e.ackBuf)
-		e.ackBuf = e.ackBuf[:off+wire.HeaderLen]
-		pkt := wire.EncodeAck(e.ackBuf[off:], wire.Header{SrcEP: e.cfg.EndpointID, DstEP: rp.peer.EP,
+		pkt := wire.EncodeAck(e.rxScratch(wire.HeaderLen), wire.Header{SrcEP: e.cfg.EndpointID, DstEP: rp.peer.EP,
 			Session: rp.session, Ack: rp.win.next, Sack: rp.win.sack()})
 		e.stats.acksSent.Add(1)
 		e.queueRx(pkt, rp.peer.Addr)
@@ -218,8 +304,20 @@ func (e *Engine) sendAcks() {
 	e.rxAcks = e.rxAcks[:0]
 }
 
+// rxScratch returns n bytes (at most a header and 16 response
+// descriptors) for a target-side packet that is not cached: acks and
+// response-lost answers. They stay valid until flushRx.
+func (e *Engine) rxScratch(n int) []byte {
+	if len(e.ackBuf)+n > cap(e.ackBuf) {
+		e.flushRx()
+	}
+	off := len(e.ackBuf)
+	e.ackBuf = e.ackBuf[:off+n]
+	return e.ackBuf[off : off+n : off+n]
+}
+
 // queueRx queues a target-side packet. Its buffer must stay unchanged
-// until flushRx: execute flushes before it rewrites a queued cache entry.
+// until flushRx: buffers released meanwhile go back to the pool only then.
 func (e *Engine) queueRx(buf []byte, addr netip.AddrPort) {
 	e.rxOut = append(e.rxOut, datapath.Packet{Buf: buf, Addr: addr})
 	if len(e.rxOut) == cap(e.rxOut) {
@@ -230,7 +328,9 @@ func (e *Engine) queueRx(buf []byte, addr netip.AddrPort) {
 func (e *Engine) flushRx() {
 	if len(e.rxOut) > 0 {
 		e.send(e.rxOut)
+		clear(e.rxOut)
 		e.rxOut = e.rxOut[:0]
 	}
 	e.ackBuf = e.ackBuf[:0]
+	e.store.flushed()
 }

@@ -65,8 +65,13 @@ const (
 	HdrRetransmit uint8 = 1 << 0
 	// HdrHeld marks a response to a request the target had to hold until an
 	// earlier one arrived, so its round trip is no RTT sample.
-	HdrHeld      uint8 = 1 << 1
-	hdrFlagsMask       = HdrRetransmit | HdrHeld
+	HdrHeld uint8 = 1 << 1
+	// HdrLost marks a response to a retransmitted request the target
+	// delivered before but whose response it no longer caches: the request
+	// executed exactly once, its results are gone, every op carries
+	// FI_ENODATA. It is never executed again.
+	HdrLost      uint8 = 1 << 2
+	hdrFlagsMask       = HdrRetransmit | HdrHeld | HdrLost
 )
 
 // Opcode is the operation an op descriptor asks for.

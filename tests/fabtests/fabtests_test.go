@@ -313,10 +313,25 @@ func (p *pair) redirected(t *testing.T) uint64 {
 			return err
 		})
 		if err != nil {
-			t.Fatalf("xdpfab counters on %s: %v", side.iface, err)
+			t.Fatalf("xdpfab counters on %s: %v\n%s", side.iface, err, attachState(side.ns))
 		}
 	}
 	return sum
+}
+
+// attachState describes ns's links and xdpfab's pins, for a failure
+// report: what happened to an attachment that went away.
+func attachState(ns *testenv.Netns) string {
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"nsenter", "--net=" + netnsPath(ns), "ip", "-d", "link", "show"},
+		{"find", "/sys/fs/bpf/xdpfab", "-maxdepth", "3"},
+		{"bpftool", "link", "show"},
+	} {
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		fmt.Fprintf(&b, "$ %s (%v)\n%s", strings.Join(args, " "), err, out)
+	}
+	return b.String()
 }
 
 // checkXDP fails a run over AF_XDP whose traffic did not reach the AF_XDP

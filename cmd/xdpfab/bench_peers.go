@@ -1,0 +1,493 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	fiatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/datapath/reliable"
+	"github.com/xdpfab/xdpfab/datapath/udp"
+	"github.com/xdpfab/xdpfab/datapath/wire"
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// xdpfab bench peers: memory per peer and rate against the number of
+// peers of one target endpoint (issue 17). Each phase starts a fresh
+// target, `xdpfab bench serve` over the kernel UDP socket on loopback, as
+// a child process, so its RSS and CPU time are the target's alone; then
+// N initiator endpoints in this process (reliability engines, one UDP
+// socket each) do --ops uint64 fetch-adds each on the target's counter.
+// The same number of operations is in flight in every phase (--inflight,
+// handed round-robin across the peers), and requests are not coalesced
+// unless --coalesce, so every phase sends one packet per operation and
+// the rates compare what many peers cost, not packing.
+
+const benchPeersUsage = `usage:
+  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [-o text|json]
+
+For each peer count: a fresh target (xdpfab bench serve on the kernel UDP socket, a
+child process) and that many initiator endpoints in this process, each doing --ops
+fetch-adds (default 200; more where few peers, so that a phase does at least
+--min-ops, default 20000) on the target's counter, --inflight (default 64) in flight
+across all of them. Prints the aggregate rate and its ratio to the single-peer phase,
+the target's RSS growth over the phase and per peer, its CPU time per operation, and
+checks that every fetch-add executed exactly once (distinct fetched values, the final
+counter).
+`
+
+type peersOptions struct {
+	peers    []int
+	ops      int
+	minOps   int
+	inflight int
+	addr     netip.Addr
+	coalesce bool
+	out      string
+	key      uint64
+}
+
+func parsePeersFlags(args []string) (*peersOptions, error) {
+	fs := flag.NewFlagSet("bench peers", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o := &peersOptions{}
+	peers := fs.String("peers", "1,100,1000,10000", "peer counts, comma-separated")
+	fs.IntVar(&o.ops, "ops", 200, "fetch-adds per peer")
+	fs.IntVar(&o.minOps, "min-ops", 20000, "fetch-adds per phase at least (more per peer where few peers)")
+	fs.IntVar(&o.inflight, "inflight", 64, "operations in flight across all peers")
+	addr := fs.String("addr", "127.0.0.1", "loopback address for the target and the initiators")
+	fs.BoolVar(&o.coalesce, "coalesce", false, "let the engines pack requests (packets per op then differ between phases)")
+	fs.StringVar(&o.out, "o", "text", "output `FORMAT`: text or json")
+	fs.Uint64Var(&o.key, "key", 0xbe7c4, "region key")
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	for _, s := range strings.Split(*peers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 60000 {
+			return nil, fmt.Errorf("%w: --peers: %q is not a count in 1..60000", errUsage, s)
+		}
+		o.peers = append(o.peers, n)
+	}
+	a, err := netip.ParseAddr(*addr)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: --addr: %v", errUsage, err)
+	case o.ops < 1 || o.inflight < 1 || o.inflight > 4096:
+		return nil, fmt.Errorf("%w: --ops and --inflight (at most 4096) must be positive", errUsage)
+	case o.out != "text" && o.out != "json":
+		return nil, fmt.Errorf("%w: -o takes text or json", errUsage)
+	}
+	o.addr = a
+	return o, nil
+}
+
+// peersPhase is one row of the report.
+type peersPhase struct {
+	Peers     int     `json:"peers"`
+	Ops       int     `json:"ops"`
+	Seconds   float64 `json:"seconds"`
+	Rate      float64 `json:"ops_per_sec"`
+	RateRatio float64 `json:"rate_vs_first"` // to the first phase (the single peer)
+	// RSSGrowth is the target's RSS after the phase minus before it;
+	// PerPeer that over the peers.
+	RSSGrowth   int64   `json:"target_rss_growth_bytes"`
+	PerPeer     float64 `json:"target_bytes_per_peer"`
+	TargetCPUus float64 `json:"target_cpu_us_per_op"`
+	Retransmits uint64  `json:"retransmits"`
+	Failed      int     `json:"failed"`
+	ExactlyOnce bool    `json:"exactly_once"`
+}
+
+func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}) error {
+	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprint(stdout, benchPeersUsage)
+		return nil
+	}
+	o, err := parsePeersFlags(args)
+	if err != nil {
+		return err
+	}
+	done, release := interrupted(stop)
+	defer release()
+	var rows []peersPhase
+	for _, n := range o.peers {
+		select {
+		case <-done:
+			return errors.New("interrupted")
+		default:
+		}
+		fmt.Fprintf(stderr, "bench peers: %d peers x %d fetch-adds...\n", n, o.ops)
+		r, err := runPeersPhase(o, n, stderr)
+		if err != nil {
+			return fmt.Errorf("%d peers: %w", n, err)
+		}
+		if len(rows) > 0 && rows[0].Rate > 0 {
+			r.RateRatio = r.Rate / rows[0].Rate
+		} else {
+			r.RateRatio = 1
+		}
+		rows = append(rows, *r)
+	}
+	if o.out == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (kernel UDP, loopback), %d fetch-adds per peer, %d in flight, coalescing %s\n",
+		o.ops, o.inflight, onOff(o.coalesce))
+	fmt.Fprintf(stdout, "%8s %10s %12s %9s %14s %12s %12s %8s %s\n", "peers", "ops", "ops/s", "vs 1st", "target RSS +", "per peer", "tgt CPU/op", "retx", "exactly once")
+	for _, r := range rows {
+		fmt.Fprintf(stdout, "%8d %10d %12s %8.2fx %13.1fM %11.0fB %10.2fus %8d %v\n", r.Peers, r.Ops, si(r.Rate), r.RateRatio,
+			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.TargetCPUus, r.Retransmits, r.ExactlyOnce)
+	}
+	for _, r := range rows {
+		if !r.ExactlyOnce || r.Failed > 0 {
+			return fmt.Errorf("%d peers: %d failed operations, exactly once %v", r.Peers, r.Failed, r.ExactlyOnce)
+		}
+	}
+	return nil
+}
+
+// peersTarget is the child process serving one phase.
+type peersTarget struct {
+	cmd  *exec.Cmd
+	addr netip.AddrPort
+	out  chan string // its output lines
+}
+
+// startPeersTarget starts `xdpfab bench serve` on a free port pair.
+func startPeersTarget(o *peersOptions) (*peersTarget, error) {
+	port, err := freePortPair(o.addr)
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	addr := netip.AddrPortFrom(o.addr, port)
+	cmd := exec.Command(self, "bench", "serve", "--addr", addr.String(), "--transport", "udp", "--key", strconv.FormatUint(o.key, 10))
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	t := &peersTarget{cmd: cmd, addr: addr, out: make(chan string, 16)}
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			t.out <- sc.Text()
+		}
+		close(t.out)
+	}()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case l, ok := <-t.out:
+			if !ok {
+				_ = cmd.Wait()
+				return nil, errors.New("target exited before serving")
+			}
+			if strings.HasPrefix(l, "xdpfab bench serve: target") {
+				return t, nil
+			}
+		case <-timeout:
+			t.kill()
+			return nil, errors.New("target not serving after 20s")
+		}
+	}
+}
+
+func (t *peersTarget) kill() {
+	_ = t.cmd.Process.Kill()
+	_ = t.cmd.Wait()
+}
+
+// stop interrupts the target and returns its final counter.
+func (t *peersTarget) stop() (uint64, error) {
+	_ = t.cmd.Process.Signal(syscall.SIGINT)
+	var counter uint64
+	found := false
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case l, ok := <-t.out:
+			if !ok {
+				err := t.cmd.Wait()
+				if !found {
+					return 0, fmt.Errorf("target's final counter not reported (%v)", err)
+				}
+				return counter, err
+			}
+			if i := strings.Index(l, "counter "); strings.HasPrefix(l, "xdpfab bench serve: stopped") && i >= 0 {
+				f := strings.Fields(l[i+len("counter "):])
+				if len(f) > 0 {
+					v, err := strconv.ParseUint(strings.TrimSuffix(f[0], ","), 10, 64)
+					counter, found = v, err == nil
+				}
+			}
+		case <-timeout:
+			t.kill()
+			return 0, errors.New("target did not stop")
+		}
+	}
+}
+
+// rss returns the target's resident set in bytes.
+func (t *peersTarget) rss() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", t.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, errors.New("statm: short")
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize()), err
+}
+
+// cpu returns the target's user+system CPU time.
+func (t *peersTarget) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", t.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // fields from 3 (state) on
+	if len(f) < 13 {
+		return 0, errors.New("stat: short")
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ
+}
+
+// freePortPair finds a port p with p and p+1 free for UDP on addr (serve
+// uses p+1 for its echo).
+func freePortPair(addr netip.Addr) (uint16, error) {
+	for range 50 {
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
+		if err != nil {
+			return 0, err
+		}
+		p := c.LocalAddr().(*net.UDPAddr).AddrPort().Port()
+		c.Close()
+		if p == 65535 {
+			continue
+		}
+		c2, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, p+1)))
+		if err == nil {
+			c2.Close()
+			return p, nil
+		}
+	}
+	return 0, errors.New("no free port pair")
+}
+
+// peersLoad drives total fetch-adds over the initiators, inflight at a
+// time: each completion hands its slot to the next operation, whose peer
+// is its number modulo the peer count, so every peer gets exactly ops.
+type peersLoad struct {
+	inis    []*reliable.Engine
+	peer    reliable.Peer
+	key     uint64
+	total   int
+	issued  atomic.Int64
+	done    atomic.Int64
+	failed  atomic.Int64
+	results [][]byte // per slot
+	ctxs    []any    // slot numbers, boxed once
+	values  []uint64 // fetched value of each operation, by operation number
+	opOf    []int64  // the operation each slot carries
+	finish  chan struct{}
+	errOnce sync.Once
+	err     error
+}
+
+func (l *peersLoad) submit(slot int) {
+	j := l.issued.Add(1) - 1
+	if j >= int64(l.total) {
+		return
+	}
+	l.opOf[slot] = j
+	e := l.inis[int(j)%len(l.inis)]
+	r := reliable.Request{Peer: l.peer, Opcode: wire.OpFetchAtomic, RKey: l.key, Addr: 0,
+		Datatype: uint8(fiatomic.UINT64), AtomicOp: uint8(fiatomic.SUM), Count: 1,
+		Payload: benchOne[:], Result: l.results[slot], Context: l.ctxs[slot]}
+	if err := e.Submit(&r); err != nil {
+		l.errOnce.Do(func() { l.err = err; close(l.finish) })
+	}
+}
+
+var benchOne = [8]byte{1}
+
+func (l *peersLoad) onComplete(c reliable.Completion) {
+	slot := c.Context.(int)
+	if c.Err != fi.SUCCESS {
+		l.failed.Add(1)
+	} else {
+		l.values[l.opOf[slot]] = binary.LittleEndian.Uint64(l.results[slot]) + 1 // 0: not completed
+	}
+	if l.done.Add(1) == int64(l.total) {
+		l.errOnce.Do(func() { close(l.finish) })
+		return
+	}
+	l.submit(slot)
+}
+
+// run does the load and waits for it (at most limit).
+func (l *peersLoad) run(inflight int, limit time.Duration) error {
+	l.values = make([]uint64, l.total)
+	l.finish = make(chan struct{})
+	for s := 0; s < inflight; s++ {
+		l.submit(s)
+	}
+	select {
+	case <-l.finish:
+		return l.err
+	case <-time.After(limit):
+		return fmt.Errorf("stuck: %d of %d operations completed", l.done.Load(), l.total)
+	}
+}
+
+// exactlyOnce checks the fetched values: base..base+total-1, each once.
+func (l *peersLoad) exactlyOnce(base uint64) bool {
+	seen := make([]bool, l.total)
+	for _, v := range l.values {
+		if v == 0 {
+			return false
+		}
+		i := v - 1 - base
+		if i >= uint64(l.total) || seen[i] {
+			return false
+		}
+		seen[i] = true
+	}
+	return true
+}
+
+func newPeersLoad(o *peersOptions, target netip.AddrPort, n, total int) (*peersLoad, error) {
+	slots := min(o.inflight, total)
+	l := &peersLoad{peer: reliable.Peer{Addr: target, EP: 1}, key: o.key, total: total,
+		results: make([][]byte, slots), ctxs: make([]any, slots), opOf: make([]int64, slots)}
+	for i := range slots {
+		l.results[i] = make([]byte, 8)
+		l.ctxs[i] = i
+	}
+	coalesce := -1
+	if o.coalesce {
+		coalesce = 0
+	}
+	for i := range n {
+		tr, err := udp.Listen(netip.AddrPortFrom(o.addr, 0), udp.Options{Batch: 8, SocketBuffer: 256 << 10})
+		if err != nil {
+			l.close()
+			return nil, fmt.Errorf("initiator %d: %w", i, err)
+		}
+		e, err := reliable.New(tr, reliable.Config{EndpointID: 1, OnComplete: l.onComplete,
+			MaxOps: slots, CoalesceAt: coalesce}) // a slow peer may have several
+		if err != nil {
+			tr.Close()
+			l.close()
+			return nil, err
+		}
+		l.inis = append(l.inis, e)
+	}
+	return l, nil
+}
+
+func (l *peersLoad) retransmits() uint64 {
+	var n uint64
+	for _, e := range l.inis {
+		n += e.Stats().Retransmits
+	}
+	return n
+}
+
+func (l *peersLoad) close() {
+	var wg sync.WaitGroup
+	for _, e := range l.inis {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.Close() }()
+	}
+	wg.Wait()
+}
+
+func runPeersPhase(o *peersOptions, n int, stderr io.Writer) (*peersPhase, error) {
+	t, err := startPeersTarget(o)
+	if err != nil {
+		return nil, err
+	}
+	defer t.kill()
+	// Warm the target (its pools, its code) with one peer before the
+	// baseline; that peer stays as it would.
+	warm, err := newPeersLoad(o, t.addr, 1, o.ops)
+	if err != nil {
+		return nil, err
+	}
+	err = warm.run(o.inflight, time.Minute)
+	warm.close()
+	if err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	base := uint64(o.ops)
+	total := n * max(o.ops, (o.minOps+n-1)/n)
+	l, err := newPeersLoad(o, t.addr, n, total)
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	time.Sleep(200 * time.Millisecond)
+	rss0, err1 := t.rss()
+	cpu0, err2 := t.cpu()
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	err = l.run(o.inflight, 30*time.Minute) // 10,000 initiator engines on a loaded machine are slow
+	el := time.Since(start)
+	if err != nil {
+		return nil, err
+	}
+	rss1, err1 := t.rss()
+	cpu1, err2 := t.cpu()
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	r := &peersPhase{Peers: n, Ops: total, Seconds: el.Seconds(), Rate: float64(total) / el.Seconds(),
+		RSSGrowth: rss1 - rss0, TargetCPUus: float64(cpu1-cpu0) / float64(time.Microsecond) / float64(total),
+		Retransmits: l.retransmits(), Failed: int(l.failed.Load())}
+	r.PerPeer = float64(r.RSSGrowth) / float64(n)
+	r.ExactlyOnce = r.Failed == 0 && l.exactlyOnce(base)
+	counter, err := t.stop()
+	if err != nil {
+		return nil, err
+	}
+	if counter != base+uint64(total) {
+		fmt.Fprintf(stderr, "bench peers: target counter %d, want %d\n", counter, base+uint64(total))
+		r.ExactlyOnce = false
+	}
+	return r, nil
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBenchPeers runs the built binary's bench peers at a small scale (its
+// target is a child process of the binary): every phase completes, every
+// fetch-add executed exactly once, and the report carries the figures.
+func TestBenchPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs two bench phases")
+	}
+	bin := filepath.Join(t.TempDir(), "xdpfab")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err = exec.CommandContext(ctx, bin, "bench", "peers", "--peers", "1,20", "--ops", "20", "--min-ops", "200",
+		"--inflight", "8", "-o", "json").Output()
+	require.NoError(t, err, "%s", out)
+	var rows []peersPhase
+	require.NoError(t, json.Unmarshal(out, &rows), "%s", out)
+	require.Len(t, rows, 2)
+	for i, want := range []struct{ peers, ops int }{{1, 200}, {20, 400}} {
+		r := rows[i]
+		require.Equal(t, want.peers, r.Peers)
+		require.Equal(t, want.ops, r.Ops)
+		require.True(t, r.ExactlyOnce, "%+v", r)
+		require.Zero(t, r.Failed)
+		require.Positive(t, r.Rate)
+	}
+}
