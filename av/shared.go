@@ -72,6 +72,7 @@ func Unlink(name string) error {
 		}
 		return fmt.Errorf("av unlink %q: %w", name, errnoOfSys(err))
 	}
+	_ = os.Remove(pinDir()) // the namespace's directory, once it holds no AV
 	return nil
 }
 
