@@ -492,6 +492,9 @@ type Engine struct {
 	rxAcks  []*rxPeer
 	rxOffer []*rxPeer // peers to hand to Config.Shared after the batch
 	rxCompl []Completion
+	// refused are the previous batch's ICMP port unreachables, refusedNew
+	// this batch's (refused.go).
+	refused, refusedNew refusals
 	// rxDelivered is how many completions the last batch delivered
 	// (receiveLoop reads it with rxMu still held).
 	rxDelivered int
@@ -1071,23 +1074,6 @@ func (e *Engine) handleResponse(pk *wire.Packet, src netip.AddrPort, out *[]Comp
 	e.pump(p)
 }
 
-// handleUnreachable: the network bounced a request we sent (ICMP port
-// unreachable): nobody listens at the peer's address any more, so its
-// pending requests fail with FI_ECONNREFUSED now. e.mu is held.
-func (e *Engine) handleUnreachable(pkt *datapath.Packet, out *[]Completion) {
-	// ICMP carries back only the start of the datagram: the header will do.
-	d := &e.rxDec.Header
-	if wire.DecodeHeader(pkt.Buf, d) != nil || d.Type != wire.TypeReq || d.SrcEP != e.cfg.EndpointID {
-		return // a response we sent to a vanished initiator, or not ours
-	}
-	p := e.peers[Peer{pkt.Addr, d.DstEP}]
-	if p == nil || p.session != d.Session || p.base == p.nextSeq {
-		return
-	}
-	e.stats.peersRefused.Add(1)
-	e.failPeer(p, fi.ECONNREFUSED, out)
-}
-
 func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	seq := pk.Seq
 	if seq-p.base >= p.nextSeq-p.base {
@@ -1481,11 +1467,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 		pkt := &e.rxPkts[i]
 		d := &e.rxDec
 		if pkt.Meta.Verdict == datapath.VerdictUnreachable {
-			if !locked {
-				e.mu.Lock()
-				locked = true
-			}
-			e.handleUnreachable(pkt, &e.rxCompl)
+			e.noteUnreachable(pkt) // applied after the next batch (refused.go)
 			continue
 		}
 		if err := wire.Decode(pkt.Buf, d); err != nil {
@@ -1506,6 +1488,13 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 			locked = true
 		}
 		e.handleResponse(d, pkt.Addr, &e.rxCompl)
+	}
+	if e.refused.n > 0 || e.refusedNew.n > 0 {
+		if !locked {
+			e.mu.Lock()
+			locked = true
+		}
+		e.applyRefusals(&e.rxCompl)
 	}
 	if locked {
 		e.flushLocked()
