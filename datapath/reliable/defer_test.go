@@ -29,6 +29,12 @@ func (s *sendLog) Send(pkts []datapath.Packet) error {
 	return s.Transport.Send(pkts)
 }
 
+func (s *sendLog) sends() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
 func (s *sendLog) last() []wire.Type {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,17 +59,16 @@ func progressUntil(t *testing.T, e *Engine, cond func() bool) {
 
 // TestDeferredResponses: the response to a delivered message waits for
 // the target's next request and leaves in the same Send, behind it (a
-// ping-pong pays one send per message); with no next request, and no
-// further Progress call, the timer sends it, so the initiator completes
-// without the target's help.
+// ping-pong pays one send per message); with no next request, the next
+// Progress call sends it, whether a packet arrives or not.
 func TestDeferredResponses(t *testing.T) {
 	checkGoroutines(t)
 	ca, cb := newCompletions(), newCompletions()
 	ta, tb := newTestTarget(64), newTestTarget(64)
 	la := &sendLog{Transport: listenTransport(t, netOpts{}, 0)}
 	lb := &sendLog{Transport: listenTransport(t, netOpts{}, 0)}
-	a := newEngine(t, la, Config{EndpointID: 1, ManualProgress: true}, ta, ca)
-	// b ticks rarely: its timer must not send the deferred response first.
+	// Timers rarely run: a timer run flushes deferred responses too.
+	a := newEngine(t, la, Config{EndpointID: 1, ManualProgress: true, RetryInitial: time.Second, RetryMax: 2 * time.Second}, ta, ca)
 	b := newEngine(t, lb, Config{EndpointID: 2, ManualProgress: true, RetryInitial: time.Second, RetryMax: 2 * time.Second}, tb, cb)
 	pa, pb := Peer{a.LocalAddr(), 1}, Peer{b.LocalAddr(), 2}
 
@@ -92,8 +97,15 @@ func TestDeferredResponses(t *testing.T) {
 		if round < 2 {
 			continue
 		}
-		// Nothing follows: the timer sends a's deferred response, and
-		// b completes its pong by its own Progress calls alone.
+		// Nothing follows: a's next Progress call sends its deferred
+		// response, with nothing to receive.
+		before := la.sends()
+		if _, err := a.Progress(false); err != nil {
+			t.Fatal(err)
+		}
+		if got := la.last(); la.sends() != before+1 || len(got) != 1 || got[0] != wire.TypeResp {
+			t.Fatalf("a's Progress made %d sends, the last %v; want one, its deferred [RESP]", la.sends()-before, got)
+		}
 		progressUntil(t, b, func() bool { return len(cb.ch) >= 3 })
 	}
 	for round := range 3 {
