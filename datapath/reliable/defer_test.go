@@ -120,3 +120,26 @@ func TestDeferredResponses(t *testing.T) {
 		t.Fatalf("b delivered %d requests, want 3", st.Delivered)
 	}
 }
+
+// TestDeferredResponseTimer: a manual-progress target that delivered a
+// message and then neither submits nor progresses again still answers it:
+// a timer run sends the deferred response (TestCQSReadCondThreshold's
+// pattern: the receiver reads its last completion and stops).
+func TestDeferredResponseTimer(t *testing.T) {
+	checkGoroutines(t)
+	ca := newCompletions()
+	tb := newTestTarget(64)
+	a := newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 1, ManualProgress: true}, nil, ca)
+	b := newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 2, ManualProgress: true}, tb, nil)
+	if err := a.Submit(&Request{Peer: Peer{b.LocalAddr(), 2}, Opcode: wire.OpMsg, Payload: []byte("last")}); err != nil {
+		t.Fatal(err)
+	}
+	progressUntil(t, b, func() bool { return len(tb.done) > 0 })
+	if !b.rxDeferred.Load() {
+		t.Fatal("the response to a delivered message was not deferred")
+	}
+	progressUntil(t, a, func() bool { return len(ca.ch) > 0 })
+	if cp := ca.wait(t, time.Second); cp.Err != 0 {
+		t.Fatalf("%+v", cp)
+	}
+}

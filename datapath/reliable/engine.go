@@ -37,8 +37,8 @@
 //     request of ours: then its responses are sent after the batch's
 //     completions, together with the next request Submit sends (one
 //     transport send for both, the request first), or at the start of the
-//     next batch (with manual progress: the next Progress call), whichever
-//     comes first (deferRx). A ping-pong thus costs one send per message.
+//     next batch, or by a timer run within RetryInitial, whichever comes
+//     first (deferRx). A ping-pong thus costs one send per message.
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
@@ -512,7 +512,10 @@ type Engine struct {
 	// rxDeferred: rxOut holds a batch's responses, deferred past its end
 	// (see deferRx). Set and cleared with rxMu held; read without.
 	rxDeferred atomic.Bool
-	ackBuf     []byte
+	// rxHold: the batch being processed executed a message, so its
+	// responses may be deferred: complete leaves the timer armed.
+	rxHold atomic.Bool
+	ackBuf []byte
 
 	// Readers assisting the receive goroutine (BeginAssist), and when the
 	// last one ended (e.now()).
@@ -1033,12 +1036,16 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 	inj := o.injectBuf
 	*o = op{injectBuf: inj, next: -1}
 	e.freeOps = append(e.freeOps, idx)
-	if len(e.freeOps) == len(e.ops) && e.timerArm {
+	if len(e.freeOps) == len(e.ops) && e.timerArm && !e.rxHold.Load() && !e.rxDeferred.Load() {
 		// Nothing outstanding, so no packet in flight and none held by
 		// FI_MORE: no deadline to watch until the next Submit. Taking the
 		// engine out of the timer heap now spares the timer goroutine a
 		// wake-up for nothing (one per request for an endpoint that
-		// talks to a peer now and then, as most of thousands do).
+		// talks to a peer now and then, as most of thousands do). Not
+		// while the receive side may defer responses (rxHold) or has
+		// (rxDeferred): they need a timer run, and disarming here to arm
+		// again in deferRx would cost a ping-pong a timer-heap update and
+		// a timer-goroutine wake-up per message.
 		e.timerArm = false
 		timers.disarm(e)
 	}
@@ -1551,17 +1558,15 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 // may answer at once (a message delivered, an initiator completion): the
 // completions are delivered first, and the responses go out in one Send
 // with whatever the application submits next (flushLocked), else at the
-// start of the next batch (progressLocked): at once for the receive
-// goroutine and a reader still waiting, within assistHold for the receive
-// goroutine taking over from readers that stopped, with the next CQ or
-// counter read under manual progress (which progresses nothing without
-// one), or with a timer run of the engine, whichever comes first. No
-// timer is armed for them: that would cost an engine with nothing else
-// outstanding a timer-heap update and a timer-goroutine wake-up per
-// message. A request-response exchange (a tagged ping-pong) then pays one
-// transport send per message instead of two, and its initiator one
-// wake-up instead of two: the response to a message travels with the
-// answer. rxMu is held.
+// start of the next batch (progressLocked: at once for the receive
+// goroutine and a reader still waiting), else with the engine's next
+// timer run, within RetryInitial (a manual-progress application that
+// stops reading, or readers that stopped assisting, still get their
+// peers answered). A request-response exchange (a tagged ping-pong) then
+// pays one transport send per message instead of two, and its initiator
+// one wake-up instead of two: the response to a message travels with the
+// answer. The timer stays armed across such exchanges (see complete), so
+// deferring costs no timer-heap update per message. rxMu is held.
 func (e *Engine) deferRx() {
 	msgs := e.rxMsgs
 	e.rxMsgs = false
@@ -1569,9 +1574,16 @@ func (e *Engine) deferRx() {
 		// Nothing to wait for, or peers to release to the other
 		// executor, which must follow the flushed responses.
 		e.flushRx()
+		e.rxHold.Store(false)
 		return
 	}
 	e.rxDeferred.Store(true)
+	e.rxHold.Store(false)
+	e.mu.Lock()
+	if !e.timerArm {
+		e.armTimer(e.now() + int64(e.cfg.RetryInitial))
+	}
+	e.mu.Unlock()
 }
 
 // sendDeferredLocked sends the deferred responses together with the

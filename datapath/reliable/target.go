@@ -227,8 +227,9 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held b
 	in := &e.rxIn
 	for i := 0; i < int(pk.NumOps); i++ {
 		d := &pk.Ops[i]
-		if d.Opcode == wire.OpMsg {
+		if d.Opcode == wire.OpMsg && !e.rxMsgs {
 			e.rxMsgs = true
+			e.rxHold.Store(true)
 		}
 		resp, err := b.AddResp(wire.RespDesc{Opcode: d.Opcode, Len: d.RespLen})
 		if err != nil {
