@@ -142,7 +142,17 @@ struct kt_scratch {
 	__u32 poff[KT_MAX_OPS];  /* offset of each op's operand from data */
 	__u32 olen[KT_MAX_OPS];  /* each op's payload bytes */
 	__u32 orlen[KT_MAX_OPS]; /* each op's response bytes */
+	__u64 roff[KT_MAX_OPS];  /* each op's target offset in its region */
 	__u32 dpos;              /* fetched bytes written so far */
+	/* The region the previous op of the request checked against (ops of
+	 * one request mostly share their key): checking the next op of the
+	 * same key takes no map lookup. Valid within one request only. */
+	__u32 rc_valid;
+	__u64 rc_key;
+	__u64 rc_base;
+	__u64 rc_len;
+	__u32 rc_flags;
+	__u32 rc_auth;
 };
 
 struct {
@@ -303,42 +313,68 @@ struct kreq {
 };
 
 /*
- * region_page returns the KR_PAGE of kernel-resident memory holding the
- * op's target, after every check user space's mr lookup makes (key,
- * enabled, access, auth key, range), plus alignment and the op staying in
- * one page; NULL otherwise. *in_page is the offset of the target in it.
+ * region_off checks the op's target against its kernel-resident region,
+ * every check user space's mr lookup makes (key, enabled, access, auth
+ * key, range), plus alignment and the op staying in one page, and
+ * returns 0 with the target's offset in the region in *roff, or -1. The
+ * region's fields come from the request's previous op when it had the
+ * same key (s's one-entry cache), else from kr_regions, and then its
+ * memory must be in kr_mem too.
  */
-static __always_inline void *region_page(__u32 domain_id, __u32 auth, const struct w_op *o,
-					 __u32 n, __u32 *in_page)
+static __always_inline int region_off(struct kt_scratch *s, __u32 domain_id, __u32 auth,
+				      const struct w_op *o, __u32 n, __u64 *roff)
 {
 	struct mr_key k = {.domain_id = domain_id, .key = o->rkey};
 	struct kr_region *r;
-	void *inner;
 	__u64 off;
-	__u32 page, need;
+	__u32 need;
 
-	r = bpf_map_lookup_elem(&kr_regions, &k);
-	if (!r || !(r->flags & KR_ENABLED) || r->auth_digest != auth)
-		return 0;
+	if (!s->rc_valid || s->rc_key != o->rkey) {
+		r = bpf_map_lookup_elem(&kr_regions, &k);
+		if (!r || !bpf_map_lookup_elem(&kr_mem, &k))
+			return -1;
+		s->rc_key = o->rkey;
+		s->rc_base = r->base;
+		s->rc_len = r->len;
+		s->rc_flags = r->flags;
+		s->rc_auth = r->auth_digest;
+		s->rc_valid = 1;
+	}
+	if (!(s->rc_flags & KR_ENABLED) || s->rc_auth != auth)
+		return -1;
 	need = KR_REMOTE_WRITE;
 	if (o->opcode != OP_ATOMIC)
 		need = o->op == FOP_READ ? KR_REMOTE_READ : KR_REMOTE_READ | KR_REMOTE_WRITE;
-	if ((r->flags & need) != need)
-		return 0;
-	if (o->addr < r->base)
-		return 0;
-	off = o->addr - r->base;
-	if (off > r->len || r->len - off < n)
-		return 0;
+	if ((s->rc_flags & need) != need)
+		return -1;
+	if (o->addr < s->rc_base)
+		return -1;
+	off = o->addr - s->rc_base;
+	if (off > s->rc_len || s->rc_len - off < n)
+		return -1;
 	if (off & (elem_size(o->datatype) - 1))
-		return 0;
+		return -1;
 	if ((off & (KR_PAGE - 1)) + n > KR_PAGE)
-		return 0;
+		return -1;
+	*roff = off;
+	return 0;
+}
+
+/*
+ * region_page returns the KR_PAGE of kernel-resident memory at offset off
+ * of the op's region, which region_off checked in this program run, or
+ * NULL.
+ */
+static __always_inline void *region_page(__u32 domain_id, const struct w_op *o, __u64 off)
+{
+	struct mr_key k = {.domain_id = domain_id, .key = o->rkey};
+	void *inner;
+	__u32 page;
+
 	inner = bpf_map_lookup_elem(&kr_mem, &k);
 	if (!inner)
 		return 0;
 	page = off / KR_PAGE;
-	*in_page = off & (KR_PAGE - 1);
 	return bpf_map_lookup_elem(inner, &page);
 }
 
@@ -355,7 +391,8 @@ __attribute__((noinline)) int kt_check_op(struct xdp_md *ctx, __u32 off, __u32 i
 	struct w_hdr *h = data + (off & 0x3fff);
 	struct w_op *o;
 	struct kt_scratch *s;
-	__u32 zero = 0, size, n, want, in_page;
+	__u32 zero = 0, size, n, want;
+	__u64 roff;
 
 	s = bpf_map_lookup_elem(&kt_scratch, &zero);
 	if (!s || i >= KT_MAX_OPS)
@@ -394,8 +431,9 @@ __attribute__((noinline)) int kt_check_op(struct xdp_md *ctx, __u32 off, __u32 i
 	 * the request up untouched: only alone, on one element. */
 	if (!native_op(o->op) && (h->nops > 1 || o->count > 1))
 		return CNT_UP_OP;
-	if (!region_page(domain_id, h->auth, o, n, &in_page))
+	if (region_off(s, domain_id, h->auth, o, n, &roff))
 		return CNT_UP_REGION;
+	s->roff[i & (KT_MAX_OPS - 1)] = roff;
 	s->olen[i & (KT_MAX_OPS - 1)] = o->len;
 	s->orlen[i & (KT_MAX_OPS - 1)] = o->resp_len;
 	return -1;
@@ -423,6 +461,7 @@ static __always_inline int check_request(struct xdp_md *ctx, __u32 off, __u32 pl
 	total = W_HDR_LEN + nops * W_OP_LEN;
 	q->nops = nops;
 	q->dlen = 0;
+	s->rc_valid = 0;
 	for (i = 0; i < KT_MAX_OPS; i++) {
 		if (i >= nops)
 			break;
@@ -454,6 +493,7 @@ __attribute__((noinline)) int kt_exec_op(struct xdp_md *ctx, __u32 off, __u32 i,
 	struct kt_scratch *s;
 	struct w_op *o;
 	__u32 zero = 0, size, n, in_page = 0, cnt, j, wrote = 0, poff, dpos;
+	__u64 roff;
 	__u8 *page, op, opcode;
 	int sgn;
 
@@ -471,7 +511,9 @@ __attribute__((noinline)) int kt_exec_op(struct xdp_md *ctx, __u32 off, __u32 i,
 	if (!size)
 		return 0;
 	n = o->count * size;
-	page = region_page(domain_id, h->auth, o, n, &in_page);
+	roff = s->roff[i & (KT_MAX_OPS - 1)];
+	in_page = roff & (KR_PAGE - 1);
+	page = region_page(domain_id, o, roff);
 	if (!page)
 		return 0; /* cannot happen: see "Closing" in docs/xdp-atomics.md */
 	op = o->op;

@@ -75,13 +75,20 @@ type XdpfabKtResp struct {
 }
 
 type XdpfabKtScratch struct {
-	_     structs.HostLayout
-	Data  [136]uint8
-	Resp  [520]uint8
-	Poff  [16]uint32
-	Olen  [16]uint32
-	Orlen [16]uint32
-	Dpos  uint32
+	_       structs.HostLayout
+	Data    [136]uint8
+	Resp    [520]uint8
+	Poff    [16]uint32
+	Olen    [16]uint32
+	Orlen   [16]uint32
+	Roff    [16]uint64
+	Dpos    uint32
+	RcValid uint32
+	RcKey   uint64
+	RcBase  uint64
+	RcLen   uint64
+	RcFlags uint32
+	RcAuth  uint32
 }
 
 type XdpfabKtSlot struct {

@@ -92,7 +92,8 @@ type CQ struct {
 
 	progress progressSet // endpoints whose manual progress reads drive
 
-	sink CQSink // where success completions go while ring is empty (cq_sink.go); guarded by mu
+	sink      CQSink  // where success completions go while ring is empty (cq_sink.go); guarded by mu
+	sinkEntry CQEntry // guarded by mu: the entry push hands to sink
 
 	// obj is the CQ's own wait object (nil for FI_WAIT_NONE): the one
 	// exported for FD, MUTEX_COND, YIELD and UNSPEC, and for FI_WAIT_SET
@@ -235,10 +236,18 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 	}
 	if !it.isErr { // fi_cq_err_entry carries every field whatever the format
 		cq.filter(&it.err.CQEntry)
-		if cq.sink != nil && cq.n == 0 && cq.sink.Push(&it.err.CQEntry, it.src) {
-			cq.mu.Unlock()
-			cq.signal()
-			return
+		if cq.sink != nil && cq.n == 0 {
+			// Handed over in the CQ's scratch entry, not &it: a pointer
+			// through the interface would move it to the heap, one
+			// allocation per completion whether a sink is set or not.
+			cq.sinkEntry = it.err.CQEntry
+			ok := cq.sink.Push(&cq.sinkEntry, it.src)
+			cq.sinkEntry = CQEntry{}
+			if ok {
+				cq.mu.Unlock()
+				cq.signal()
+				return
+			}
 		}
 	}
 	if cq.n == len(cq.ring) {

@@ -16,13 +16,34 @@ import "github.com/xdpfab/xdpfab/fi"
 // send_tag & ^ignore == recv_tag & ^ignore, and, when the endpoint has
 // FI_DIRECTED_RECV, the receive's source is FI_ADDR_UNSPEC or the
 // sender's fi_addr. The queues are intrusive doubly linked lists: removing
-// a match from the middle is O(1) and nothing allocates.
+// a match from the middle is O(1) and nothing allocates once warm. Posted
+// receives are grouped in runs of equal specs (recvQueue), so a message
+// is compared with one receive per run.
 
-// recvQueue is a FIFO of posted receives.
+// recvQueue is a FIFO of posted receives, cut into runs: maximal-at-push
+// stretches of consecutive receives with the same matchSpec. A message
+// that one receive of a run does not accept, none of them accepts, so
+// matching looks at one receive per run: an application that keeps many
+// receives of a few kinds posted (a window of equal receives, then one for
+// a reply) pays for the kinds, not the receives.
 type recvQueue struct {
 	head, tail *postedRecv
 	n          int
+	runs       runList
+	freeRuns   []*recvRun
 }
+
+// recvRun is a stretch of consecutive receives of one queue that share
+// their spec.
+type recvRun struct {
+	spec        matchSpec
+	first, last *postedRecv
+	n           int
+	next, prev  *recvRun
+}
+
+// runList is a doubly linked list of runs in queue order.
+type runList struct{ head, tail *recvRun }
 
 func (q *recvQueue) push(pr *postedRecv) {
 	pr.next, pr.prev = nil, q.tail
@@ -34,9 +55,54 @@ func (q *recvQueue) push(pr *postedRecv) {
 	q.tail = pr
 	pr.queued = true
 	q.n++
+	if t := q.runs.tail; t != nil && t.last == pr.prev && t.spec == pr.spec {
+		t.last = pr
+		t.n++
+		pr.run = t
+		return
+	}
+	var run *recvRun
+	if k := len(q.freeRuns); k > 0 {
+		run = q.freeRuns[k-1]
+		q.freeRuns[k-1] = nil
+		q.freeRuns = q.freeRuns[:k-1]
+	} else {
+		run = new(recvRun)
+	}
+	*run = recvRun{spec: pr.spec, first: pr, last: pr, n: 1, prev: q.runs.tail}
+	if q.runs.tail != nil {
+		q.runs.tail.next = run
+	} else {
+		q.runs.head = run
+	}
+	q.runs.tail = run
+	pr.run = run
 }
 
 func (q *recvQueue) remove(pr *postedRecv) {
+	if run := pr.run; run != nil {
+		run.n--
+		switch {
+		case run.n == 0:
+			if run.prev != nil {
+				run.prev.next = run.next
+			} else {
+				q.runs.head = run.next
+			}
+			if run.next != nil {
+				run.next.prev = run.prev
+			} else {
+				q.runs.tail = run.prev
+			}
+			*run = recvRun{}
+			q.freeRuns = append(q.freeRuns, run)
+		case run.first == pr:
+			run.first = pr.next // runs are contiguous: the next is the run's
+		case run.last == pr:
+			run.last = pr.prev
+		}
+		pr.run = nil
+	}
 	if pr.prev != nil {
 		pr.prev.next = pr.next
 	} else {
@@ -133,11 +199,13 @@ func (r *receiver) unexpQueue(tagged bool) *msgQueue {
 	return &r.unexp
 }
 
-// findPosted returns the oldest posted receive that takes m, or nil.
+// findPosted returns the oldest posted receive that takes m, or nil: the
+// first of the first run that takes it (the receives of a run share their
+// spec).
 func (r *receiver) findPosted(m *rxMsg) *postedRecv {
-	for pr := r.postedQueue(m.tagged).head; pr != nil; pr = pr.next {
-		if r.accepts(&pr.spec, m) {
-			return pr
+	for run := r.postedQueue(m.tagged).runs.head; run != nil; run = run.next {
+		if r.accepts(&run.spec, m) {
+			return run.first
 		}
 	}
 	return nil

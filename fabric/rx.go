@@ -32,6 +32,7 @@ const DefaultMinMultiRecv = 16 << 10
 // and msg forms).
 type postedRecv struct {
 	next, prev *postedRecv // recvQueue links
+	run        *recvRun    // the recvQueue run it is in
 	queued     bool        // in a posted queue
 	spec       matchSpec
 	iov        [IovLimit][]byte

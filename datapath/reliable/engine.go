@@ -32,6 +32,13 @@
 //     and is written until the completion. Without INJECT, Payload,
 //     Compare and Result must stay valid and unmodified until the
 //     completion.
+//   - Response timing: a request is answered in the batch that delivered
+//     it, except when that batch delivered a message or completed a
+//     request of ours: then its responses are sent after the batch's
+//     completions, together with the next request Submit sends (one
+//     transport send for both, the request first), or at the start of the
+//     next batch, or by a timer run within RetryInitial, whichever comes
+//     first (deferRx). A ping-pong thus costs one send per message.
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
@@ -462,6 +469,7 @@ type Engine struct {
 	ops       []op
 	freeOps   []int32
 	txq       []datapath.Packet // initiator packets built, to send before mu is released
+	txBoth    []datapath.Packet // txq and deferred responses sent together (sendDeferredLocked)
 	forget    []Peer            // target states ForgetPeer asked to drop (the receive side drops them)
 	forgetSet atomic.Bool       // forget is non-empty
 	timerArm  bool              // the timer scheduler has a deadline to watch (timers.go)
@@ -484,7 +492,7 @@ type Engine struct {
 	store   *rxStore      // their cached responses and held requests
 	tombs   map[Peer]tomb // peers ForgetPeer dropped, see tomb
 	rxPkts  []datapath.Packet
-	rxOut   []datapath.Packet
+	rxOut   []datapath.Packet // target-side packets (responses, acks) queued for sending
 	rxDec   wire.Packet
 	rxDec2  wire.Packet
 	rxIn    Incoming
@@ -498,7 +506,16 @@ type Engine struct {
 	// rxDelivered is how many completions the last batch delivered
 	// (receiveLoop reads it with rxMu still held).
 	rxDelivered int
-	ackBuf      []byte
+	// rxMsgs: the batch executed a message op (a receive may have
+	// completed, to which the application may answer at once).
+	rxMsgs bool
+	// rxDeferred: rxOut holds a batch's responses, deferred past its end
+	// (see deferRx). Set and cleared with rxMu held; read without.
+	rxDeferred atomic.Bool
+	// rxHold: the batch being processed executed a message, so its
+	// responses may be deferred: complete leaves the timer armed.
+	rxHold atomic.Bool
+	ackBuf []byte
 
 	// Readers assisting the receive goroutine (BeginAssist), and when the
 	// last one ended (e.now()).
@@ -557,6 +574,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	}
 	e.rxOut = make([]datapath.Packet, 0, batch)
 	e.txq = make([]datapath.Packet, 0, batch)
+	e.txBoth = make([]datapath.Packet, 0, 2*batch)
 	timers.register()
 	if !cfg.ManualProgress {
 		e.lastAssist.Store(-int64(time.Hour)) // never assisted
@@ -775,8 +793,17 @@ func (e *Engine) bury(p Peer, t tomb) {
 	e.tombs[p] = t
 }
 
-// flushLocked sends the queued initiator packets. e.mu is held.
+// flushLocked sends the queued initiator packets, with the responses a
+// receive batch deferred (deferRx) if the receive side is free. e.mu is
+// held.
 func (e *Engine) flushLocked() {
+	if e.rxDeferred.Load() && e.rxMu.TryLock() {
+		// rxMu after mu inverts the receive side's order (rxMu, then mu):
+		// TryLock never waits, and a receive side that holds rxMu sends
+		// what it deferred itself before it blocks (progressLocked).
+		e.sendDeferredLocked()
+		e.rxMu.Unlock()
+	}
 	if len(e.txq) > 0 {
 		e.send(e.txq)
 		clear(e.txq)
@@ -1009,12 +1036,16 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 	inj := o.injectBuf
 	*o = op{injectBuf: inj, next: -1}
 	e.freeOps = append(e.freeOps, idx)
-	if len(e.freeOps) == len(e.ops) && e.timerArm {
+	if len(e.freeOps) == len(e.ops) && e.timerArm && !e.rxHold.Load() && !e.rxDeferred.Load() {
 		// Nothing outstanding, so no packet in flight and none held by
 		// FI_MORE: no deadline to watch until the next Submit. Taking the
 		// engine out of the timer heap now spares the timer goroutine a
 		// wake-up for nothing (one per request for an endpoint that
-		// talks to a peer now and then, as most of thousands do).
+		// talks to a peer now and then, as most of thousands do). Not
+		// while the receive side may defer responses (rxHold) or has
+		// (rxDeferred): they need a timer run, and disarming here to arm
+		// again in deferRx would cost a ping-pong a timer-heap update and
+		// a timer-goroutine wake-up per message.
 		e.timerArm = false
 		timers.disarm(e)
 	}
@@ -1448,6 +1479,13 @@ func (e *Engine) progress(wait bool) (int, error) {
 
 // progressLocked is progress with e.rxMu held.
 func (e *Engine) progressLocked(wait bool) (int, error) {
+	if e.rxDeferred.Load() {
+		// The last batch's responses, deferred: out before this caller
+		// possibly blocks in Receive, and before a new batch queues more.
+		e.batchMu.Lock()
+		e.flushRx()
+		e.batchMu.Unlock()
+	}
 	for i := range e.rxPkts {
 		e.rxPkts[i].Buf = e.rxPkts[i].Buf[:cap(e.rxPkts[i].Buf)]
 	}
@@ -1506,13 +1544,67 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	if k := e.store.expire(e.now()-e.retryBudget(), 64); k > 0 {
 		e.stats.cacheAged.Add(uint64(k))
 	}
-	e.flushRx()
+	e.deferRx()
 	e.releaseShared()
 	e.stats.cacheBytes.Store(int64(e.store.pool.inUse))
 	e.stats.targetPeers.Store(int64(len(e.rxPeers)))
 	e.rxDelivered = len(e.rxCompl)
 	e.deliver(&e.rxCompl)
 	return n, nil
+}
+
+// deferRx ends a batch's target side: it sends the batch's responses, or
+// leaves them queued when the batch completed something the application
+// may answer at once (a message delivered, an initiator completion): the
+// completions are delivered first, and the responses go out in one Send
+// with whatever the application submits next (flushLocked), else at the
+// start of the next batch (progressLocked: at once for the receive
+// goroutine and a reader still waiting), else with the engine's next
+// timer run, within RetryInitial (a manual-progress application that
+// stops reading, or readers that stopped assisting, still get their
+// peers answered). A request-response exchange (a tagged ping-pong) then
+// pays one transport send per message instead of two, and its initiator
+// one wake-up instead of two: the response to a message travels with the
+// answer. The timer stays armed across such exchanges (see complete), so
+// deferring costs no timer-heap update per message. rxMu is held.
+func (e *Engine) deferRx() {
+	msgs := e.rxMsgs
+	e.rxMsgs = false
+	if len(e.rxOut) == 0 || len(e.rxOffer) > 0 || (!msgs && len(e.rxCompl) == 0) {
+		// Nothing to wait for, or peers to release to the other
+		// executor, which must follow the flushed responses.
+		e.flushRx()
+		e.rxHold.Store(false)
+		return
+	}
+	e.rxDeferred.Store(true)
+	e.rxHold.Store(false)
+	e.mu.Lock()
+	if !e.timerArm {
+		e.armTimer(e.now() + int64(e.cfg.RetryInitial))
+	}
+	e.mu.Unlock()
+}
+
+// sendDeferredLocked sends the deferred responses together with the
+// queued initiator packets, requests first: the peer may process the
+// first packet of a batch before the next arrives (on veth each frame is
+// received as it is transmitted), and the request is what its reader
+// waits for (the pong of a ping-pong), while the response only completes
+// an inject. rxMu and mu are held.
+func (e *Engine) sendDeferredLocked() {
+	if !e.rxDeferred.Load() {
+		return
+	}
+	both := append(append(e.txBoth, e.txq...), e.rxOut...)
+	clear(e.txq)
+	e.txq = e.txq[:0]
+	clear(e.rxOut)
+	e.rxOut = e.rxOut[:0]
+	e.send(both)
+	clear(both)
+	e.txBoth = both[:0]
+	e.flushRx()
 }
 
 // Close stops the engine: it lets a received batch finish and send its
@@ -1531,6 +1623,18 @@ func (e *Engine) Close() error {
 	// Let a batch being processed finish and send its responses: a request
 	// the handler executed is answered, not left to the initiator's timer.
 	e.batchMu.Lock()
+	for e.rxDeferred.Load() {
+		// Responses a batch deferred: send them first. Their holder may
+		// be waiting for batchMu to send them itself.
+		if e.rxMu.TryLock() {
+			e.flushRx()
+			e.rxMu.Unlock()
+			break
+		}
+		e.batchMu.Unlock()
+		runtime.Gosched()
+		e.batchMu.Lock()
+	}
 	err := e.tr.Close()
 	e.batchMu.Unlock()
 	e.wg.Wait()

@@ -227,6 +227,10 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held b
 	in := &e.rxIn
 	for i := 0; i < int(pk.NumOps); i++ {
 		d := &pk.Ops[i]
+		if d.Opcode == wire.OpMsg && !e.rxMsgs {
+			e.rxMsgs = true
+			e.rxHold.Store(true)
+		}
 		resp, err := b.AddResp(wire.RespDesc{Opcode: d.Opcode, Len: d.RespLen})
 		if err != nil {
 			// A response that cannot fit (a peer not following the
@@ -326,6 +330,7 @@ func (e *Engine) queueRx(buf []byte, addr netip.AddrPort) {
 }
 
 func (e *Engine) flushRx() {
+	e.rxDeferred.Store(false)
 	if len(e.rxOut) > 0 {
 		e.send(e.rxOut)
 		clear(e.rxOut)

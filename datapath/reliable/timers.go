@@ -180,6 +180,11 @@ func (e *Engine) runTimers() {
 	e.timerArm = false // the heap entry was taken; expire re-arms what remains
 	next := e.expire(&e.tmCompl)
 	e.flushLocked()
+	if next == 0 && e.rxDeferred.Load() {
+		// Deferred responses the receive side held (rxMu) just now:
+		// try again (deferRx).
+		next = e.now() + int64(e.cfg.RetryInitial)
+	}
 	if next != 0 {
 		e.armTimer(next)
 	}
