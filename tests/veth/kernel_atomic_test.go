@@ -148,16 +148,22 @@ func TestKernelResidentClose(t *testing.T) {
 		}
 		return err
 	}
-	for range 3 { // the first opens the session in user space, then XDP serves
+	// The first opens the session in user space, which hands it to XDP
+	// after sending its response: a request that overtakes the hand-off
+	// goes up again (up_user_owns), so wait (boundedly) for XDP to serve.
+	var d map[string]uint64
+	for i := 0; i < 20; i++ {
+		before := xdpCounters(t, net, sideB, tc)
 		require.NoError(t, fetchAdd())
+		d = counterDelta(before, xdpCounters(t, net, sideB, tc))
+		if d["tx_served"] > 0 {
+			break
+		}
 	}
-	before := xdpCounters(t, net, sideB, tc)
-	require.NoError(t, fetchAdd())
-	d := counterDelta(before, xdpCounters(t, net, sideB, tc))
 	require.Equal(t, uint64(1), d["tx_served"], "served in XDP: %v", d)
 
 	require.NoError(t, m.Close())
-	before = xdpCounters(t, net, sideB, tc)
+	before := xdpCounters(t, net, sideB, tc)
 	require.ErrorIs(t, fetchAdd(), fi.EKEYREJECTED)
 	d = counterDelta(before, xdpCounters(t, net, sideB, tc))
 	require.Zero(t, d["tx_served"], "nothing served after Close: %v", d)
