@@ -94,6 +94,11 @@ type CQ struct {
 
 	sink      CQSink  // where success completions go while ring is empty (cq_sink.go); guarded by mu
 	sinkEntry CQEntry // guarded by mu: the entry push hands to sink
+	// sinkBuf and sinkSrc, guarded by mu, carry what a read takes from
+	// sink: a caller's buffer passed through the interface would escape,
+	// one allocation per read of a stack buffer.
+	sinkBuf [16]CQEntry
+	sinkSrc [16]fi.Addr
 
 	// obj is the CQ's own wait object (nil for FI_WAIT_NONE): the one
 	// exported for FD, MUTEX_COND, YIELD and UNSPEC, and for FI_WAIT_SET
@@ -317,7 +322,7 @@ func (cq *CQ) readLocked(buf []CQEntry, src []fi.Addr) (int, error) {
 	}
 	i := 0
 	if cq.sink != nil && len(buf) > 0 {
-		i = cq.sink.Read(buf, src) // older than anything in ring
+		i = cq.readSink(buf, src) // older than anything in ring
 	}
 	if cq.n == 0 {
 		if i == 0 {
@@ -347,6 +352,31 @@ func (cq *CQ) readLocked(buf []CQEntry, src []fi.Addr) (int, error) {
 		return 0, fi.EAVAIL
 	}
 	return i, nil
+}
+
+// readSink moves up to len(buf) completions from sink into buf (and their
+// sources into src, when not nil) through the CQ's own scratch arrays.
+// cq.mu is held.
+func (cq *CQ) readSink(buf []CQEntry, src []fi.Addr) int {
+	i := 0
+	for i < len(buf) {
+		k := min(len(buf)-i, len(cq.sinkBuf))
+		var srcs []fi.Addr
+		if src != nil {
+			srcs = cq.sinkSrc[:k]
+		}
+		n := cq.sink.Read(cq.sinkBuf[:k], srcs)
+		copy(buf[i:], cq.sinkBuf[:n])
+		if src != nil {
+			copy(src[i:], cq.sinkSrc[:n])
+		}
+		clear(cq.sinkBuf[:n])
+		i += n
+		if n < k {
+			break
+		}
+	}
+	return i
 }
 
 // ReadErr is fi_cq_readerr: it takes the head error completion, or fails
