@@ -158,6 +158,7 @@ type Table struct {
 	domainID   uint32
 	mirror     Mirror
 	authKey    []byte
+	authDigest uint32 // AuthDigest(authKey), computed once
 	owner      fi.FID
 	maxRegions int
 	keySeed    uint64
@@ -197,6 +198,7 @@ func NewTable(cfg Config) (*Table, error) {
 		domainID:   cfg.DomainID,
 		mirror:     cfg.Mirror,
 		authKey:    append([]byte(nil), cfg.AuthKey...),
+		authDigest: AuthDigest(cfg.AuthKey),
 		owner:      cfg.Owner,
 		maxRegions: cfg.MaxRegions,
 		keySeed:    binary.LittleEndian.Uint64(seed[:]),
@@ -374,11 +376,11 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 			}
 		}
 	}
-	m.authKey = t.authKey
+	m.authKey, m.authDigest = t.authKey, t.authDigest
 	if len(a.AuthKey) > 0 {
 		m.authKey = append([]byte(nil), a.AuthKey...)
+		m.authDigest = AuthDigest(m.authKey)
 	}
-	m.authDigest = AuthDigest(m.authKey)
 	// Regions associated with RMA events or endpoints start disabled.
 	m.explicitEnable = t.mode&ModeEndpoint != 0 || (t.mode&ModeRMAEvent != 0 && flags&fi.RMA_EVENT != 0)
 
