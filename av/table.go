@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/memorder"
 )
 
 // The table stores entries in chunks of chunkLen, allocated when an index
@@ -41,16 +42,26 @@ const (
 )
 
 // entry is one address stored at an index: 24 bytes, three words that
-// lock-free readers load atomically (see table.seq) and the writer, under
-// the AV's mu, stores atomically.
+// lock-free readers load with sync/atomic (see table.seq) and the writer,
+// under the AV's mu inside a write section, stores with release stores
+// (memorder: a MOV on x86-64, where a sync/atomic store is a locked XCHG).
 type entry struct {
-	ip0, ip1 atomic.Uint64 // the address's 16 bytes, little-endian words
+	ip0, ip1 word // the address's 16 bytes, little-endian words
 	// meta packs port | gen<<16 | state<<32 | authKey<<48: gen is the
 	// generation of the index's current or last occupant (0 = never
 	// used), state entryUsed | entryUserID | entryHeld, authKey the auth
 	// key id the address is bound to (0 = none).
-	meta atomic.Uint64
+	meta word
 }
+
+// word is a 64-bit word of the table that lock-free readers load: Load is
+// atomic, Store a release store that only the writer makes, inside a
+// write section (table.lockWrite), which readers detect by seq. The
+// race detector sees the loads, not the stores.
+type word struct{ v uint64 }
+
+func (w *word) Load() uint64   { return atomic.LoadUint64(&w.v) }
+func (w *word) Store(v uint64) { memorder.StoreRelease64(&w.v, v) }
 
 func packMeta(port, gen, state, authKey uint16) uint64 {
 	return uint64(port) | uint64(gen)<<16 | uint64(state)<<32 | uint64(authKey)<<48
@@ -101,7 +112,7 @@ type chunk struct {
 	e [chunkLen]entry
 	// userIDs is allocated when the first user ID of the chunk is set, so
 	// AVs that never use FI_AV_USER_ID pay nothing for it.
-	userIDs atomic.Pointer[[chunkLen]atomic.Uint64]
+	userIDs atomic.Pointer[[chunkLen]word]
 }
 
 // chunkDir is the directory of chunks: a slot per chunk the index space
@@ -114,7 +125,7 @@ type chunkDir struct {
 
 // hashIndex is the hash index's slot array, replaced whole when it grows.
 type hashIndex struct {
-	slots []atomic.Uint64
+	slots []word
 	shift uint // 32 - log2(len(slots))
 }
 
@@ -558,7 +569,7 @@ func (t *table) setUserID(idx uint32, id fi.Addr) {
 	c := t.chunk(idx >> chunkShift)
 	ids := c.userIDs.Load()
 	if ids == nil {
-		ids = new([chunkLen]atomic.Uint64)
+		ids = new([chunkLen]word)
 		c.userIDs.Store(ids)
 	}
 	ids[idx&chunkMask].Store(uint64(id))
@@ -690,7 +701,7 @@ func (t *table) growHash(n int) {
 		size *= 2
 		shift--
 	}
-	t.hash = &hashIndex{slots: make([]atomic.Uint64, size), shift: shift}
+	t.hash = &hashIndex{slots: make([]word, size), shift: shift}
 	if old != nil {
 		for i := range old.slots {
 			if v := old.slots[i].Load(); v != 0 {
