@@ -180,8 +180,7 @@ func (av *AV) AddrPortAuthKey(fiAddr fi.Addr) (netip.AddrPort, fi.Addr, bool) {
 			if metaState(m)&entryUsed == 0 || av.attr.Type == TypeMap && fi.Addr(metaGen(m)) != a>>32 {
 				return netip.AddrPort{}, fi.AddrNotAvail, false
 			}
-			ip := ipOfWords(w0, w1)
-			return addrPortOf(&ip, metaPort(m)), keyHandle(metaKey(m)), true
+			return addrPortOfWords(w0, w1, metaPort(m)), keyHandle(metaKey(m)), true
 		}
 	}
 	av.mu.RLock()
@@ -199,6 +198,17 @@ func keyHandle(id uint16) fi.Addr {
 		return fi.AddrNotAvail
 	}
 	return authKeyTag | fi.Addr(id)
+}
+
+// addrPortOfWords is addrPortOf for an address held as an entry's two
+// little-endian words, building an IPv4 address without going through
+// 16 bytes.
+func addrPortOfWords(w0, w1 uint64, port uint16) netip.AddrPort {
+	if w0 == 0 && uint32(w1) == 0xffff0000 { // ::ffff:a.b.c.d
+		v := uint32(w1 >> 32)
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)}), port)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16(ipOfWords(w0, w1)), port)
 }
 
 // addrPortOf returns ip (IPv4 unmapped) and port as a netip.AddrPort.
