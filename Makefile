@@ -14,7 +14,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # test` runs them all once more without it. Name a new guard to match.
 GUARDS = Allocs$$|NoAllocs?$$|ZeroAllocs?$$|DoesNotAllocate$$|ZeroCopy
 
-.PHONY: all build generate test lint bench bench-veth bench-control bench-fabtests demo demo-mpi clean provider install-provider
+.PHONY: all build generate test lint bench bench-veth bench-incast bench-control bench-fabtests demo demo-mpi clean provider install-provider
 
 all: build
 
@@ -69,6 +69,14 @@ demo-mpi:
 # blocking, busy-polling and with FI_PROGRESS_MANUAL (root needed).
 bench-veth:
 	GO=$(GO) sh scripts/bench-veth.sh
+
+# Incast: 16 and 64 initiators, each in its own namespace, on a Linux
+# bridge to one AF_XDP target; the best single initiator, the aggregates,
+# Jain's fairness, the target's XDP_STATISTICS, and 5 % loss in the bridge
+# (root needed; ARGS for more flags, e.g. ARGS='--duration 5s').
+bench-incast:
+	$(GO) build -o build/xdpfab ./cmd/xdpfab
+	build/xdpfab bench incast $(ARGS)
 
 # Control-plane costs (MR reg+close, AV open/insert/lookup, CQ and counter
 # open+close) beside libfabric's udp;ofi_rxd, tcp;ofi_rxm and sockets and a

@@ -45,7 +45,7 @@ type Attr struct {
 	Count     int // expected number of addresses: a sizing hint, not a limit
 	EPPerNode int // endpoints per node, 0 = unknown: a sizing hint
 	Name      string
-	MapAddr   uint64   // base of a shared AV's handles; 0 asks for the provider's
+	MapAddr   uint64   // named AV: ignored at open; Attr reports where its fi_addr array is mapped (addrarray.go)
 	Flags     fi.Flags // fi.EVENT, fi.READ, fi.SYMMETRIC, fi.AV_USER_ID
 }
 

@@ -435,15 +435,25 @@ func TestAsyncAllFail(t *testing.T) {
 }
 
 // TestAsyncTwoInFlight: an FI_MORE insert and the one after it complete
-// independently, each with its context and count, errors first.
+// independently, each with its context and count, errors first (the unit
+// suite's av_good_2vector_async). The FI_MORE insert returns 0; the one
+// ending the batch returns once the batch is in the AV, with its own
+// count.
 func TestAsyncTwoInFlight(t *testing.T) {
 	a, q, f := openAsync(t, TypeTable)
 	out1, out2 := fiAddrs(3), fiAddrs(2)
 	all := addrs(5)
-	_, err := a.InsertAddrPort([]netip.AddrPort{all[0], {}, all[1]}, out1, fi.MORE, "first")
+	n, err := a.InsertAddrPort([]netip.AddrPort{all[0], {}, all[1]}, out1, fi.MORE, "first")
 	require.NoError(t, err)
-	_, err = a.InsertAddrPort(all[2:4], out2, 0, "second")
+	require.Zero(t, n)
+	n, err = a.InsertAddrPort(all[2:4], out2, 0, "second")
 	require.NoError(t, err)
+	require.Equal(t, 2, n, "the insert ending an FI_MORE batch returns its count")
+	for i, h := range append([]fi.Addr{out1[0], out1[2]}, out2...) {
+		got, ok := a.AddrPort(h)
+		require.True(t, ok, "address %d not in the AV when the batch's last insert returned", i)
+		require.Equal(t, append([]netip.AddrPort{all[0], all[1]}, all[2:4]...)[i], got)
+	}
 
 	got := map[any][]any{}
 	for len(got["first"]) < 2 || len(got["second"]) < 1 {
@@ -466,6 +476,15 @@ func TestAsyncTwoInFlight(t *testing.T) {
 	require.Equal(t, 1, f.updates, "one batched kernel write for both")
 	f.requireInStep(t, a)
 	requireEmpty(t, q)
+
+	// An insert after the batch starts none: it returns 0 at once.
+	n, err = a.InsertAddrPort(all[4:5], fiAddrs(1), 0, "third")
+	require.NoError(t, err)
+	require.Zero(t, n)
+	e, ee := readEvent(t, q)
+	require.Nil(t, ee)
+	require.Equal(t, "third", e.Context)
+	require.Equal(t, uint64(1), e.Data)
 }
 
 // TestAsyncKernelRefusal: when the kernel map refuses an entry, that

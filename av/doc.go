@@ -168,6 +168,20 @@
 //     next insert without FI_MORE (or a remove); FI_SYNC_ERR is synchronous
 //     only (FI_EINVAL on an FI_EVENT AV). Close aborts queued inserts with
 //     FI_ECANCELED.
+//   - An asynchronous insert returns 0 ("successfully initiated") at
+//     once, except the one that ends an FI_MORE batch (no FI_MORE, after
+//     inserts with it): fi_av(3) lets the provider aggregate a batch until
+//     the application says it is complete, and xdpfab carries the batch
+//     out in that call, which returns when the batch's addresses are in
+//     the AV with the number of its own addresses inserted, as a
+//     synchronous insert does (never an error for an address: those are
+//     error entries). The events of every insert of the batch follow in
+//     the EQ as for any asynchronous insert. The application learns that
+//     the batch is usable without waiting on the EQ, and fabtests'
+//     fi_av_test (av_good_2vector_async, from when asynchronous inserts
+//     returned their count) expects this count. libfabric's sockets, util
+//     and usnic AVs return 0 from every asynchronous insert and so fail
+//     that test for more than one address (-n 8; runfabtests runs -n 1).
 //   - FI_SYNC_ERR takes the status array as the insert's context, an []int
 //     (or an []int32, a view of a C int array)
 //     receiving 0 or a positive fi.Errno per address, as fi_av(3) says.
@@ -189,9 +203,16 @@
 //     generation: a removed key's handle is handed out again, lowest free
 //     first. One peer can be in an AV once, whatever its key.
 //   - A named AV is a BPF map pinned at PinPath(name) (under bpffs, mounted
-//     if needed) holding its entries and metadata; every process opening
-//     the name at the same map_addr gets the same handles. map_addr 0 takes
-//     the AV's (reported by Attr); another value must match it. FI_READ
+//     if needed) holding its entries and metadata. Names are per network
+//     namespace (that of the thread calling Open or Unlink): an AV holds
+//     addresses of one namespace, and 10.0.0.1:7471 names another peer in
+//     another one. It lives until Unlink, like a file. Every process opening
+//     the name gets the same handles, whatever map_addr it gives. The
+//     map_addr Attr reports (and fi_av_open returns) is this process's
+//     mapping of the AV's fi_addr array, shared memory in which slot i
+//     holds the fi_addr of index i (AddrArrayPath; the layout of
+//     libfabric's sockets provider, which fabtests' fi_rdm_shared_av
+//     reads); a map_addr given at open is ignored, as sockets does. FI_READ
 //     opens an existing named AV read-only. Changes are serialized across
 //     processes with flock on the pin directory and a version record; a
 //     process catches up before it changes the AV and when a lookup misses

@@ -32,7 +32,11 @@ const insertFlags = fi.MORE | fi.SYNC_ERR | fi.AV_USER_ID | fi.AUTH_KEY
 // On an FI_EVENT AV it returns 0 at once (FI_ENOEQ before Bind); the bound
 // EQ then gets one error entry per failed address (Data: its index,
 // Context: ctx), then one FI_AV_COMPLETE with Data: the number inserted.
-// fiAddr must stay untouched until then.
+// fiAddr must stay untouched until then. An FI_EVENT insert without
+// fi.MORE that follows inserts with it ends their batch: it runs the batch
+// before returning and returns the number of its own addresses inserted,
+// as a synchronous insert does; its events and the batch's follow as
+// usual (see "Provider choices" in the package doc).
 //
 // Per-insert fi.AV_USER_ID takes fiAddr[i] as the user ID of address i,
 // fi.AUTH_KEY takes it as the auth key handle (InsertAuthKey) to bind it
@@ -328,6 +332,10 @@ type insertJob struct {
 	done      bool      // every address processed
 	returned  bool      // synchronous call already returned (FI_MORE)
 	finished  bool      // completion posted
+	// ran, for an asynchronous insert that ends an FI_MORE batch, is
+	// closed by the worker once it has run (or aborted) the insert: its
+	// caller waits for it and returns inserted.
+	ran chan struct{}
 }
 
 // syncStatus is FI_SYNC_ERR's status array: an []int from Go, or an
@@ -431,10 +439,18 @@ func (av *AV) insert(op string, src source, fiAddr []fi.Addr, flags fi.Flags, ct
 		case rawSource, apSource:
 			j.src = parseAll(src) // the caller's address buffers are its own again
 		}
-		if err := av.async.submit(j); err != nil {
+		ends, err := av.async.submit(j)
+		if err != nil {
 			return 0, fmt.Errorf("%s: %w", op, err)
 		}
-		return 0, nil
+		if !ends {
+			return 0, nil
+		}
+		// The insert ends an FI_MORE batch: the call carries the batch
+		// out and returns what a synchronous insert returns (see
+		// "Provider choices" in the package doc). Its events follow.
+		<-j.ran
+		return j.inserted, nil
 	}
 	av.wmu.Lock()
 	if av.closed {
@@ -880,6 +896,7 @@ type worker struct {
 	mu       sync.Mutex
 	queue    []*insertJob // guarded by mu
 	stopping bool         // guarded by mu
+	more     bool         // the last insert submitted had FI_MORE; guarded by mu
 	wake     chan struct{}
 	done     chan struct{}
 }
@@ -890,11 +907,20 @@ func startWorker(av *AV) *worker {
 	return w
 }
 
-func (w *worker) submit(j *insertJob) error {
+// submit queues j and reports whether it ends an FI_MORE batch (it has
+// no FI_MORE and the insert submitted before it had): then j.ran is set,
+// and closed once the worker has run j.
+func (w *worker) submit(j *insertJob) (ends bool, err error) {
 	w.mu.Lock()
 	if w.stopping {
 		w.mu.Unlock()
-		return fmt.Errorf("closed: %w", fi.EINVAL)
+		return false, fmt.Errorf("closed: %w", fi.EINVAL)
+	}
+	more := j.flags&fi.MORE != 0
+	ends = w.more && !more
+	w.more = more
+	if ends {
+		j.ran = make(chan struct{})
 	}
 	w.queue = append(w.queue, j)
 	w.mu.Unlock()
@@ -902,7 +928,7 @@ func (w *worker) submit(j *insertJob) error {
 	case w.wake <- struct{}{}:
 	default:
 	}
-	return nil
+	return ends, nil
 }
 
 func (w *worker) loop() {
@@ -930,6 +956,9 @@ func (w *worker) loop() {
 				w.av.runAsync(j)
 			}
 			w.av.wmu.Unlock()
+			if j.ran != nil {
+				close(j.ran)
+			}
 		}
 	}
 }

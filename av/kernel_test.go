@@ -167,9 +167,22 @@ func namedChild(mode string) error {
 			return fmt.Errorf("AddrPort(%#x) = %v %v, want %s", h, got, ok, peer)
 		}
 	}
+	for _, pair := range strings.Fields(os.Getenv("XDPFAB_AV_EXPECT")) {
+		_, hs, _ := strings.Cut(pair, "=")
+		h, _ := strconv.ParseUint(hs, 0, 64)
+		if got := a.arraySlot(uint32(h)); got != fi.Addr(h) {
+			return fmt.Errorf("fi_addr array slot %d = %#x, want %#x", uint32(h), uint64(got), h)
+		}
+	}
 	for _, peer := range strings.Fields(os.Getenv("XDPFAB_AV_ABSENT")) {
 		if got := a.FIAddr(netip.MustParseAddrPort(peer)); got != fi.AddrNotAvail {
 			return fmt.Errorf("FIAddr(%s) = %v after remove", peer, got)
+		}
+	}
+	for _, is := range strings.Fields(os.Getenv("XDPFAB_AV_ABSENT_SLOTS")) {
+		idx, _ := strconv.ParseUint(is, 0, 32)
+		if got := a.arraySlot(uint32(idx)); got != fi.AddrNotAvail {
+			return fmt.Errorf("fi_addr array slot %d = %#x after remove", idx, uint64(got))
 		}
 	}
 	var ins []netip.AddrPort
@@ -241,14 +254,19 @@ func TestNamedAV(t *testing.T) {
 		a, err := Open(Attr{Type: typ, Name: name}, nil)
 		require.NoError(t, err)
 		mapAddr := a.Attr().MapAddr
-		require.NotZero(t, mapAddr, "map_addr 0 reports the provider's")
+		require.Equal(t, uint64(uintptr(a.shared.arr.base)), mapAddr, "map_addr is the fi_addr array")
 		_, err = os.Stat(PinPath(name))
+		require.NoError(t, err)
+		_, err = os.Stat(AddrArrayPath(name))
 		require.NoError(t, err)
 
 		mine := []netip.AddrPort{ap("10.0.0.1:1"), ap("10.0.0.2:1"), ap("[fd00::3]:1")}
 		out := fiAddrs(3)
 		_, err = a.InsertAddrPort(mine, out, 0, nil)
 		require.NoError(t, err)
+		for _, h := range out {
+			require.Equal(t, h, a.arraySlot(uint32(h)), "slot of index %d", uint32(h))
+		}
 
 		env := []string{"XDPFAB_AV_NAME=" + name, fmt.Sprintf("XDPFAB_AV_MAPADDR=%d", mapAddr),
 			fmt.Sprintf("XDPFAB_AV_TYPE=%d", int(typ))}
@@ -257,6 +275,7 @@ func TestNamedAV(t *testing.T) {
 		require.Len(t, theirs, 2)
 		for peer, h := range theirs {
 			require.Equal(t, h, a.FIAddr(peer), "the child's insert, seen here with its handle")
+			require.Equal(t, h, a.arraySlot(uint32(h)), "the child's insert, in the fi_addr array here")
 			got, ok := a.AddrPort(h)
 			require.True(t, ok)
 			require.Equal(t, peer, got)
@@ -267,8 +286,10 @@ func TestNamedAV(t *testing.T) {
 		require.Equal(t, 5, a.Count())
 
 		require.NoError(t, a.Remove(out[:1], 0))
+		require.Equal(t, fi.AddrNotAvail, a.arraySlot(uint32(out[0])), "a removed index's slot")
+		absentSlot := fmt.Sprintf("XDPFAB_AV_ABSENT_SLOTS=%d", uint32(out[0]))
 		theirs = runChild(t, "write", append(env, expectEnv(mine[1:], out[1:]),
-			"XDPFAB_AV_ABSENT="+mine[0].String(), "XDPFAB_AV_INSERT=10.0.2.1:1")...)
+			"XDPFAB_AV_ABSENT="+mine[0].String(), absentSlot, "XDPFAB_AV_INSERT=10.0.2.1:1")...)
 		if typ == TypeTable {
 			require.Equal(t, fi.Addr(0), theirs[ap("10.0.2.1:1")], "lowest free index, freed by another process")
 		} else {
@@ -289,8 +310,11 @@ func TestNamedAV(t *testing.T) {
 		other := TypeTable + TypeMap - typ
 		_, err = Open(Attr{Type: other, Name: name}, nil)
 		require.ErrorIs(t, err, fi.EINVAL, "type differs")
-		_, err = Open(Attr{Name: name, MapAddr: mapAddr + 1}, nil)
-		require.ErrorIs(t, err, fi.EINVAL, "map_addr differs")
+		other2, err := Open(Attr{Name: name, MapAddr: mapAddr + 4096}, nil)
+		require.NoError(t, err, "a map_addr given is ignored")
+		require.Equal(t, out[1], other2.FIAddr(mine[1]))
+		require.NotEqual(t, mapAddr, other2.Attr().MapAddr, "each opener maps the array")
+		require.NoError(t, other2.Close())
 		_, err = Open(Attr{Name: name, RxCtxBits: 3}, nil)
 		require.ErrorIs(t, err, fi.EINVAL, "rx_ctx_bits differ")
 
@@ -299,6 +323,8 @@ func TestNamedAV(t *testing.T) {
 		_, err = os.Stat(PinPath(name))
 		require.NoError(t, err, "Close keeps the named AV")
 		require.NoError(t, Unlink(name))
+		_, err = os.Stat(AddrArrayPath(name))
+		require.ErrorIs(t, err, os.ErrNotExist, "Unlink removes the fi_addr array")
 		require.ErrorIs(t, Unlink(name), fi.ENOENT)
 	}
 	_, err := Open(Attr{Name: "a/b"}, nil)

@@ -172,6 +172,18 @@ func (av *AV) AddrPort(fiAddr fi.Addr) (netip.AddrPort, bool) {
 // handle stays valid as long as the address does. For the data path: no
 // allocation, no lock unless the lookup overlaps a change of the AV.
 func (av *AV) AddrPortAuthKey(fiAddr fi.Addr) (netip.AddrPort, fi.Addr, bool) {
+	ap, key, ok := av.addrPortAuthKey(fiAddr)
+	if !ok && av.shared != nil {
+		// Another process may have inserted it since this one caught up.
+		av.sharedMiss(func() (endpoint, bool) {
+			ap, key, ok = av.addrPortAuthKey(fiAddr)
+			return endpoint{}, ok
+		})
+	}
+	return ap, key, ok
+}
+
+func (av *AV) addrPortAuthKey(fiAddr fi.Addr) (netip.AddrPort, fi.Addr, bool) {
 	// The common case, a dense entry, is read in place and without a
 	// lock; what overlapped a change, and ranges, are read under mu.
 	a := fiAddr & av.idxMask

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -34,8 +36,25 @@ const (
 	recordVersion = 1
 )
 
-// PinPath returns where the named AV name is pinned.
-func PinPath(name string) string { return bpffs.Path("av", name) }
+// PinPath returns where the named AV name of the calling thread's network
+// namespace is pinned.
+func PinPath(name string) string { return filepath.Join(pinDir(), name) }
+
+// pinDir is the directory of the named AVs of the calling thread's network
+// namespace. Names are per network namespace: an AV holds addresses
+// (IP, UDP port) of one namespace, and the same address names another
+// peer in another namespace (as xdpfab's XDP pins are per namespace).
+func pinDir() string { return bpffs.Path("av", netnsID()) }
+
+// netnsID is the inode number of the calling thread's network namespace
+// ("0" if /proc cannot tell).
+func netnsID() string {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
+		return "0"
+	}
+	return strconv.FormatUint(st.Ino, 10)
+}
 
 // Unlink removes the named AV name: its pin goes, the kernel frees the map
 // once no process holds it open. Opening the name afterwards creates a new
@@ -44,12 +63,16 @@ func Unlink(name string) error {
 	if err := validName(name); err != nil {
 		return fmt.Errorf("av unlink: %w", err)
 	}
+	if err := os.Remove(AddrArrayPath(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("av unlink %q: %w", name, errnoOfSys(err))
+	}
 	if err := os.Remove(PinPath(name)); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("av unlink %q: %w", name, fi.ENOENT)
 		}
 		return fmt.Errorf("av unlink %q: %w", name, errnoOfSys(err))
 	}
+	_ = os.Remove(pinDir()) // the namespace's directory, once it holds no AV
 	return nil
 }
 
@@ -83,10 +106,15 @@ func validName(name string) error {
 type shared struct {
 	av      *AV
 	m       *ebpf.Map
+	arr     *addrArray // the fi_addr array at map_addr (addrarray.go)
+	dir     string     // the pin directory (of the namespace the AV was opened in)
 	lockFD  int
 	version uint64
 	loaded  bool
 	seen    atomic.Uint64 // version, for moved() without wmu
+	// began is the table's next index when the current change began:
+	// end writes the array slots of the indices the change added.
+	began uint32
 
 	versionKey bpf.XdpfabAvKey // read-only after open
 }
@@ -97,7 +125,7 @@ func (av *AV) openShared() error {
 	if err := validName(name); err != nil {
 		return err
 	}
-	dir, err := bpffs.Ensure(bpffs.Path("av"))
+	dir, err := bpffs.Ensure(pinDir())
 	if err != nil {
 		return errnoOfSys(err)
 	}
@@ -105,7 +133,7 @@ func (av *AV) openShared() error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", dir, errnoOfSys(err))
 	}
-	s := &shared{av: av, lockFD: fd}
+	s := &shared{av: av, lockFD: fd, dir: dir}
 	ok := false
 	defer func() {
 		if !ok {
@@ -121,6 +149,7 @@ func (av *AV) openShared() error {
 	s.versionKey = bpf.XdpfabAvKey{AvId: av.id, Port: recordVersion, Pad: recordPad}
 	path := PinPath(name)
 	m, err := ebpf.LoadPinnedMap(path, &ebpf.LoadPinOptions{ReadOnly: av.readOnly})
+	fresh := errors.Is(err, os.ErrNotExist)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if av.readOnly {
@@ -145,12 +174,28 @@ func (av *AV) openShared() error {
 	if err != nil {
 		return err
 	}
-	av.mirror = km
 	av.shared = s
 	if err := s.sync(); err != nil {
 		av.shared = nil
 		return err
 	}
+	arr, created, err := openAddrArray(name, av.readOnly, fresh)
+	if err != nil {
+		av.shared = nil
+		return err
+	}
+	s.arr = arr
+	if created {
+		av.fillAddrArray(arr, 0)
+		if av.readOnly {
+			if err := arr.readOnly(); err != nil {
+				av.shared = nil
+				return fmt.Errorf("protect %s: %w", AddrArrayPath(name), errnoOfSys(err))
+			}
+		}
+	}
+	av.mirror = &arrayMirror{KernelMirror: km, a: arr}
+	av.attr.MapAddr = uint64(uintptr(arr.base))
 	ok = true
 	return nil
 }
@@ -161,16 +206,13 @@ func (s *shared) create(path string) (*ebpf.Map, error) {
 	if av.attr.Type == TypeUnspec {
 		av.attr.Type = TypeTable
 	}
-	if av.attr.MapAddr == 0 {
-		// The provider's choice: a base naming the handle space of this
-		// AV; processes opening the name get it back from the map.
-		av.attr.MapAddr = uint64(av.id) << 16
-	}
 	m, err := ebpf.NewMap(namedMapSpec())
 	if err != nil {
 		return nil, fmt.Errorf("create AV map: %w", errnoOfKernel(err))
 	}
-	meta := bpf.XdpfabAvValue{FiAddr: av.attr.MapAddr, AuthKeyId: uint32(av.attr.RxCtxBits),
+	// meta's fi_addr is unused (it held a handle base before map_addr
+	// became the fi_addr array's address).
+	meta := bpf.XdpfabAvValue{AuthKeyId: uint32(av.attr.RxCtxBits),
 		Flags: uint32(av.attr.Type) | uint32(av.format)<<8}
 	if err := m.Update(s.recordKey(recordMeta), &meta, ebpf.UpdateNoExist); err != nil {
 		m.Close()
@@ -199,14 +241,12 @@ func (s *shared) adopt() error {
 	switch {
 	case av.attr.Type != TypeUnspec && av.attr.Type != typ:
 		return fmt.Errorf("AV %q is %v, not %v: %w", av.attr.Name, typ, av.attr.Type, fi.EINVAL)
-	case av.attr.MapAddr != 0 && av.attr.MapAddr != meta.FiAddr:
-		return fmt.Errorf("AV %q has map_addr %#x, not %#x: %w", av.attr.Name, meta.FiAddr, av.attr.MapAddr, fi.EINVAL)
 	case uint32(av.attr.RxCtxBits) != meta.AuthKeyId:
 		return fmt.Errorf("AV %q has rx_ctx_bits %d, not %d: %w", av.attr.Name, meta.AuthKeyId, av.attr.RxCtxBits, fi.EINVAL)
 	case format != av.format:
 		return fmt.Errorf("AV %q holds %v addresses, not %v: %w", av.attr.Name, format, av.format, fi.EINVAL)
 	}
-	av.attr.Type, av.attr.MapAddr = typ, meta.FiAddr
+	av.attr.Type = typ
 	return nil
 }
 
@@ -222,7 +262,7 @@ func (s *shared) lock() error {
 		err := unix.Flock(s.lockFD, unix.LOCK_EX)
 		if err != unix.EINTR {
 			if err != nil {
-				return fmt.Errorf("lock %s: %w", bpffs.Path("av"), errnoOfSys(err))
+				return fmt.Errorf("lock %s: %w", s.dir, errnoOfSys(err))
 			}
 			return nil
 		}
@@ -241,12 +281,17 @@ func (s *shared) begin() error {
 		s.unlock()
 		return err
 	}
+	s.began = s.av.t.next
 	return nil
 }
 
 // end publishes a change and drops the pin lock; wmu held.
 func (s *shared) end() error {
 	defer s.unlock()
+	// The slots of the indices the change added and left without an
+	// address (failed inserts); those with one were written with their
+	// kernel entries (arrayMirror).
+	s.av.fillAddrArray(s.arr, s.began)
 	v := bpf.XdpfabAvValue{FiAddr: s.version + 1, AuthKeyId: s.av.t.next}
 	if err := s.m.Update(s.recordKey(recordVersion), &v, ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("publish AV version: %w", errnoOfKernel(err))
@@ -352,9 +397,10 @@ func (s *shared) moved() bool {
 }
 
 func (s *shared) close() error {
-	var err error
+	err := s.arr.close()
+	s.arr = nil
 	if s.m != nil {
-		err = s.m.Close()
+		err = errors.Join(err, s.m.Close())
 	}
 	if s.lockFD >= 0 {
 		unix.Close(s.lockFD)

@@ -39,8 +39,11 @@ import (
 // given, and is what the domain then enforces); threading FI_THREAD_SAFE
 // (a weaker hint is answered as given: everything is thread safe anyway);
 // data and control progress FI_PROGRESS_AUTO unless the hint says manual;
-// resource_mgmt FI_RM_ENABLED; av_type FI_AV_TABLE unless the hint says
-// FI_AV_MAP; tx/rx size DefaultTxSize/DefaultRxSize (hints up to
+// resource_mgmt FI_RM_ENABLED; av_type FI_AV_UNSPEC (both types are
+// served; an AV opened FI_AV_UNSPEC is a table) unless the hint names one,
+// as libfabric's sockets, udp, tcp and rxd providers answer: fabtests
+// (fi_rdm_multi_client's server) treats an FI_AV_TABLE answer as "the
+// peer is fi_addr 0" and so cannot serve a second client; tx/rx size DefaultTxSize/DefaultRxSize (hints up to
 // MaxTxSize/MaxRxSize); inject_size InjectSize or what one packet at the
 // interface's MTU holds; iov_limit IovLimit, rma_iov_limit RMAIovLimit,
 // max_msg_size MaxMsgSize; msg_order every bit (requests to one peer
@@ -447,7 +450,7 @@ func baseInfoSizes(l *localAddr, port uint16, s sizes) *Info {
 		},
 		DomainAttr: &DomainAttr{
 			Name: l.nic.Name, Threading: ThreadSafe, ControlProgress: ProgressAuto, Progress: ProgressAuto,
-			ResourceMgmt: RMEnabled, AVType: av.TypeTable, MRKeySize: mr.KeySize, CQDataSize: CQDataSize,
+			ResourceMgmt: RMEnabled, AVType: av.TypeUnspec, MRKeySize: mr.KeySize, CQDataSize: CQDataSize,
 			CQCnt: maxCQs, EPCnt: maxEndpoints, TxCtxCnt: maxEndpoints, RxCtxCnt: maxEndpoints,
 			MaxEPTxCtx: 1, MaxEPRxCtx: 1, CntrCnt: maxCntrs, MRIovLimit: mr.IOVLimit,
 			Caps: comm | fi.SHARED_AV, MRCnt: mr.DefaultMaxRegions,

@@ -52,7 +52,7 @@ func TestGetInfoDefaults(t *testing.T) {
 		require.Equal(t, fabric.ProgressAuto, info.DomainAttr.Progress)
 		require.Equal(t, fabric.ProgressAuto, info.DomainAttr.ControlProgress)
 		require.Equal(t, fabric.RMEnabled, info.DomainAttr.ResourceMgmt)
-		require.Equal(t, av.TypeTable, info.DomainAttr.AVType)
+		require.Equal(t, av.TypeUnspec, info.DomainAttr.AVType)
 		require.Equal(t, fabric.DefaultTxSize, info.TxAttr.Size)
 		require.Equal(t, fabric.DefaultRxSize, info.RxAttr.Size)
 		require.Equal(t, fabric.MaxMsgSize, info.EPAttr.MaxMsgSize)

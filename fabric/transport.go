@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/datapath"
@@ -106,10 +107,17 @@ func (d *Domain) openTransport(port uint16) (datapath.Transport, error) {
 	local := netip.AddrPortFrom(d.localAddr(), port)
 	if d.kind == TransportXDP {
 		tr, err := afxdp.Open(afxdp.Options{Iface: d.xdpIface, Local: local})
-		if err != nil {
+		switch {
+		case err == nil:
+			return tr, nil
+		case d.attr.Transport == TransportXDP || !errors.Is(err, unix.EBUSY):
 			return nil, fmt.Errorf("endpoint: %w", err)
 		}
-		return tr, nil
+		// Another process holds the interface's AF_XDP queues (two
+		// processes of one namespace on one NIC, as fabtests'
+		// fi_rdm_shared_av forks): this endpoint takes the kernel
+		// socket, which the program passes its port's datagrams to.
+		d.logf("xdpfab: endpoint %v: using the kernel UDP socket: %v", local, err)
 	}
 	tr, err := udpListen(local)
 	if err != nil {
@@ -135,8 +143,12 @@ func (ep *Endpoint) configureTransport() error {
 		return nil
 	}
 	km := ep.av.KernelMap()
-	if km == nil || !sameMap(km, tr.Attachment().AVMap) {
-		return fmt.Errorf("AV is not mirrored in the XDP program's AV map (open it with Domain.AVOpen): %w", fi.EINVAL)
+	if (km == nil || !sameMap(km, tr.Attachment().AVMap)) && !ep.attr.AcceptUnknown {
+		// A named AV's map is shared by processes, not read by the
+		// program: the port's av_id finds no table there, and only a
+		// non-strict port hands its peers up (marked unknown; Go
+		// resolves them in the AV).
+		return fmt.Errorf("AV is not mirrored in the XDP program's AV map (open it with Domain.AVOpen, or accept unknown peers): %w", fi.EINVAL)
 	}
 	serve := ep.dom.kmr.att != nil && ep.dom.kmr.addEndpoint(ep)
 	return tr.Configure(xdp.PortConfig{AVID: ep.av.ID(), DomainID: ep.dom.id, Strict: !ep.attr.AcceptUnknown,

@@ -42,6 +42,8 @@ func xfgo_av_open(h C.uintptr_t, attr *C.struct_fi_av_attr, out **C.struct_fid_a
 		return -C.FI_ENOMEM
 	}
 	pa.c = (*C.struct_fid_av)(p)
+	got := a.Attr()
+	C.xf_av_attr_out(attr, C.int(got.Type), C.uint64_t(got.MapAddr))
 	*out = pa.c
 	return 0
 }

@@ -25,7 +25,11 @@
 // fi_setopt (FI_OPT_ENDPOINT: size_t options and the int
 // FI_OPT_FI_HMEM_P2P), fi_getname, the CQ (fi_cq_sread's cond with
 // FI_CQ_COND_THRESHOLD), counter, EQ, AV (FI_SYNC_ERR's int array written
-// in place) and MR calls likewise. -FI_ENOSYS: fi_setname and fi_getpeer
+// in place) and MR calls likewise. fi_av_open returns the type chosen for
+// FI_AV_UNSPEC and, for a named AV, map_addr: the address of the AV's
+// fi_addr array in this process (av.AddrArrayPath: slot i holds the
+// fi_addr of index i, as the sockets provider lays a shared AV out and
+// fabtests' fi_rdm_shared_av reads it). -FI_ENOSYS: fi_setname and fi_getpeer
 // (an RDM endpoint's address is fixed at open and it has no peer),
 // connection management, scalable endpoints and tx/rx contexts, shared
 // contexts, fi_rx/tx_size_left, collectives and AV sets, and fid_wait

@@ -263,6 +263,16 @@ struct fid_av *xf_av_new(uintptr_t h, void *context)
 	return &a->av;
 }
 
+/* fi_av_open's outputs in the application's attr: the type chosen for
+ * FI_AV_UNSPEC and, for a named AV, map_addr (the address of its fi_addr
+ * array in this process, av.AddrArrayPath). */
+void xf_av_attr_out(struct fi_av_attr *attr, int type, uint64_t map_addr)
+{
+	attr->type = (enum fi_av_type)type;
+	if (attr->name)
+		attr->map_addr = (void *)(uintptr_t)map_addr;
+}
+
 /* ---- eq ---- */
 
 static int xf_eq_close(struct fid *fid)

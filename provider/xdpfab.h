@@ -104,6 +104,7 @@ void xf_fabric_free(struct fid_fabric *f);
 struct fid_domain *xf_domain_new(uintptr_t h, void *context);
 struct fid_ep *xf_ep_new(uintptr_t h, void *context);
 struct fid_av *xf_av_new(uintptr_t h, void *context);
+void xf_av_attr_out(struct fi_av_attr *attr, int type, uint64_t map_addr);
 struct fid_eq *xf_eq_new(uintptr_t h, void *context);
 struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format, struct xf_cqring *ring, int manual);
 struct fid_cntr *xf_cntr_new(uintptr_t h, void *context);

@@ -75,6 +75,7 @@ const benchUsage = `usage:
                               [--duration D] [--depth N] [--count N] [-o text|json]
   xdpfab bench local [--addr IP] [--transport auto|udp|xdp] [--busy-poll] [--duration D] [--depth N] [--count N] [-o text|json]
   xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--inflight N] [-o text|json]   (xdpfab bench peers help)
+  xdpfab bench incast [--initiators 16,64] [--depth N] [--duration D] [--loss PCT] [-o text|json]   (xdpfab bench incast help)
 
 serve registers a region with key K (default 0xbe7c4) at IP:PORT (default port 7471)
 and serves until interrupted or for --duration; beside it, a plain kernel UDP echo
@@ -195,6 +196,8 @@ func cmdBench(args []string, stdout, stderr io.Writer, stop <-chan struct{}) err
 	switch sub {
 	case "peers": // bench_peers.go
 		return cmdBenchPeers(args[1:], stdout, stderr, stop)
+	case "incast": // bench_incast.go
+		return cmdBenchIncast(args[1:], stdout, stderr, stop)
 	case "serve", "run", "local":
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, benchUsage)

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +39,7 @@ import (
 // the rates compare what many peers cost, not packing.
 
 const benchPeersUsage = `usage:
-  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [-o text|json]
+  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--cpuprofile FILE] [-o text|json]
 
 For each peer count: a fresh target (xdpfab bench serve on the kernel UDP socket, a
 child process) and that many initiator endpoints in this process, each doing --ops
@@ -47,7 +48,8 @@ fetch-adds (default 200; more where few peers, so that a phase does at least
 across all of them. Prints the aggregate rate and its ratio to the single-peer phase,
 the target's RSS growth over the phase and per peer, its CPU time per operation, and
 checks that every fetch-add executed exactly once (distinct fetched values, the final
-counter).
+counter). --cpuprofile writes a pprof CPU profile of the initiators' process over
+the measured part of each phase (FILE.<peers> when there are several).
 `
 
 type peersOptions struct {
@@ -59,6 +61,7 @@ type peersOptions struct {
 	coalesce bool
 	out      string
 	key      uint64
+	profile  string
 }
 
 func parsePeersFlags(args []string) (*peersOptions, error) {
@@ -72,6 +75,7 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 	addr := fs.String("addr", "127.0.0.1", "loopback address for the target and the initiators")
 	fs.BoolVar(&o.coalesce, "coalesce", false, "let the engines pack requests (packets per op then differ between phases)")
 	fs.StringVar(&o.out, "o", "text", "output `FORMAT`: text or json")
+	fs.StringVar(&o.profile, "cpuprofile", "", "write the initiators' CPU profile to `FILE`")
 	fs.Uint64Var(&o.key, "key", 0xbe7c4, "region key")
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
@@ -108,6 +112,8 @@ type peersPhase struct {
 	RSSGrowth   int64   `json:"target_rss_growth_bytes"`
 	PerPeer     float64 `json:"target_bytes_per_peer"`
 	TargetCPUus float64 `json:"target_cpu_us_per_op"`
+	// InitCPUus is the initiators' process's CPU time per operation.
+	InitCPUus   float64 `json:"initiator_cpu_us_per_op"`
 	Retransmits uint64  `json:"retransmits"`
 	Failed      int     `json:"failed"`
 	ExactlyOnce bool    `json:"exactly_once"`
@@ -150,10 +156,10 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 	}
 	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (kernel UDP, loopback), %d fetch-adds per peer, %d in flight, coalescing %s\n",
 		o.ops, o.inflight, onOff(o.coalesce))
-	fmt.Fprintf(stdout, "%8s %10s %12s %9s %14s %12s %12s %8s %s\n", "peers", "ops", "ops/s", "vs 1st", "target RSS +", "per peer", "tgt CPU/op", "retx", "exactly once")
+	fmt.Fprintf(stdout, "%8s %10s %12s %9s %14s %12s %12s %12s %8s %s\n", "peers", "ops", "ops/s", "vs 1st", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "%8d %10d %12s %8.2fx %13.1fM %11.0fB %10.2fus %8d %v\n", r.Peers, r.Ops, si(r.Rate), r.RateRatio,
-			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.TargetCPUus, r.Retransmits, r.ExactlyOnce)
+		fmt.Fprintf(stdout, "%8d %10d %12s %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %v\n", r.Peers, r.Ops, si(r.Rate), r.RateRatio,
+			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.TargetCPUus, r.InitCPUus, r.Retransmits, r.ExactlyOnce)
 	}
 	for _, r := range rows {
 		if !r.ExactlyOnce || r.Failed > 0 {
@@ -282,6 +288,15 @@ func (t *peersTarget) cpu() (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ
+}
+
+// selfCPU returns this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // freePortPair finds a port p with p and p+1 free for UDP on addr (serve
@@ -465,9 +480,28 @@ func runPeersPhase(o *peersOptions, n int, stderr io.Writer) (*peersPhase, error
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, err
 	}
+	if o.profile != "" {
+		name := o.profile
+		if len(o.peers) > 1 {
+			name = fmt.Sprintf("%s.%d", name, n) // one profile per phase
+		}
+		f, err := os.Create(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+	}
+	icpu0 := selfCPU()
 	start := time.Now()
 	err = l.run(o.inflight, 30*time.Minute) // 10,000 initiator engines on a loaded machine are slow
 	el := time.Since(start)
+	icpu := selfCPU() - icpu0
+	if o.profile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -478,6 +512,7 @@ func runPeersPhase(o *peersOptions, n int, stderr io.Writer) (*peersPhase, error
 	}
 	r := &peersPhase{Peers: n, Ops: total, Seconds: el.Seconds(), Rate: float64(total) / el.Seconds(),
 		RSSGrowth: rss1 - rss0, TargetCPUus: float64(cpu1-cpu0) / float64(time.Microsecond) / float64(total),
+		InitCPUus:   float64(icpu) / float64(time.Microsecond) / float64(total),
 		Retransmits: l.retransmits(), Failed: int(l.failed.Load())}
 	r.PerPeer = float64(r.RSSGrowth) / float64(n)
 	r.ExactlyOnce = r.Failed == 0 && l.exactlyOnce(base)

@@ -19,7 +19,7 @@ const usage = `usage:
   xdpfab [-n NETNS] status [IFACE] [-o text|json]
   xdpfab [-n NETNS] stats [IFACE] [--watch] [--interval D] [--count N] [-o text|json] [--listen ADDR]
   xdpfab [-n NETNS] info [-p PROV] [-e EPTYPE] [-c CAPS] [-a ADDRFMT] [-n NODE] [-s SERVICE] [--src] [-v] [-o text|json]
-  xdpfab [-n NETNS] bench serve|run|local|peers [flags]   (xdpfab bench help)
+  xdpfab [-n NETNS] bench serve|run|local|peers|incast [flags]   (xdpfab bench help)
   xdpfab --version
   xdpfab help [COMMAND]
 
@@ -91,10 +91,11 @@ transport and whether XDP is attached. The flags are hints: an entry that
 cannot meet them is left out, and when none is left it fails (exit 1,
 FI_ENODATA). -v prints every attribute; -o json the same as JSON.
 `},
-	"bench serve": {"bench serve --addr IP[:PORT] [flags]", "A target for xdpfab bench run (xdpfab bench help).\n"},
-	"bench run":   {"bench run --peer IP[:PORT] [flags]", "Measures a target of xdpfab bench serve (xdpfab bench help).\n"},
-	"bench local": {"bench local [flags]", "Both ends of xdpfab bench in this process over loopback (xdpfab bench help).\n"},
-	"bench peers": {"bench peers [flags]", "Memory per peer and rate against the number of peers of one target (xdpfab bench peers help).\n"},
+	"bench serve":  {"bench serve --addr IP[:PORT] [flags]", "A target for xdpfab bench run (xdpfab bench help).\n"},
+	"bench run":    {"bench run --peer IP[:PORT] [flags]", "Measures a target of xdpfab bench serve (xdpfab bench help).\n"},
+	"bench local":  {"bench local [flags]", "Both ends of xdpfab bench in this process over loopback (xdpfab bench help).\n"},
+	"bench peers":  {"bench peers [flags]", "Memory per peer and rate against the number of peers of one target (xdpfab bench peers help).\n"},
+	"bench incast": {"bench incast [flags]", "Many initiators in their own namespaces on a bridge to one target: aggregate rate, fairness, loss (xdpfab bench incast help).\n"},
 }
 
 // helpRequest is what parsing returns for -h or --help: run prints text

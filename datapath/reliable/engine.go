@@ -43,7 +43,8 @@
 //   - Retransmission: per-packet timers starting at the peer's RTO, which
 //     is RFC 6298's srtt+4*rttvar but never below RetryInitial (1 ms, as
 //     rxd) so queueing under pipelined load does not cause spurious
-//     retransmissions; each expiry doubles it up to RetryMax (200 ms), and
+//     retransmissions; each expiry doubles it up to RetryMax (200 ms), for
+//     the peer's later packets too until one is answered unretransmitted, and
 //     one timer pass resends at most 8 packets per peer so a scheduling
 //     stall does not turn into a retransmission storm. Fast retransmit: a
 //     selective ack showing a gap, or a response to a request 3 or more
@@ -131,9 +132,11 @@
 // Concurrency: Submit and Flush may be called from any goroutine. The
 // receive goroutine (or, with Config.ManualProgress, the caller of
 // Progress) runs the target side (Handler calls) and response processing;
-// the timer goroutine retransmits. Handler and OnComplete are
-// called from those goroutines without engine locks held, so they may call
-// Submit, but must not block for long: they stall the datapath.
+// the process's one timer goroutine (timers.go), shared by every engine,
+// retransmits. Handler and OnComplete are called from those goroutines
+// without engine locks held, so they may call Submit, but must not block
+// for long: they stall the datapath (a timer-run OnComplete, every
+// engine's timers in the process).
 package reliable
 
 import (
@@ -382,6 +385,8 @@ type txPeer struct {
 	rttvar   int64
 	rto      time.Duration // initial timeout of new packets
 	heard    int64         // engine clock of the last response matched (path checks)
+	// active is p's position in Engine.active, -1 when not there.
+	active int
 }
 
 // slot returns the packet in flight at seq's ring position, or nil. Only
@@ -445,18 +450,21 @@ type Engine struct {
 	cfg   Config
 	tr    datapath.Transport
 	paths datapath.PathChecker // tr, when it implements it
-	epoch time.Time
 
-	mu        sync.Mutex // guards the initiator state below
-	closed    bool
-	peers     map[Peer]*txPeer
+	mu     sync.Mutex // guards the initiator state below
+	closed bool
+	peers  map[Peer]*txPeer
+	// active are the peers that had requests queued or in flight since
+	// the last timer run: the ones expire looks at, so an endpoint with
+	// thousands of idle peers does not scan them every millisecond.
+	active    []*txPeer
 	lastPeer  *txPeer // the entry of peers found last (nil after its removal): most traffic goes to one peer
 	ops       []op
 	freeOps   []int32
 	txq       []datapath.Packet // initiator packets built, to send before mu is released
 	forget    []Peer            // target states ForgetPeer asked to drop (the receive side drops them)
 	forgetSet atomic.Bool       // forget is non-empty
-	timerArm  bool              // the timer goroutine has a deadline to watch
+	timerArm  bool              // the timer scheduler has a deadline to watch (timers.go)
 	timerNext int64             // ... and it is this one
 	bld       wire.Builder
 	// Initiator buffers: request packets are built in txBuild and kept in
@@ -484,6 +492,9 @@ type Engine struct {
 	rxAcks  []*rxPeer
 	rxOffer []*rxPeer // peers to hand to Config.Shared after the batch
 	rxCompl []Completion
+	// refused are the previous batch's ICMP port unreachables, refusedNew
+	// this batch's (refused.go).
+	refused, refusedNew refusals
 	// rxDelivered is how many completions the last batch delivered
 	// (receiveLoop reads it with rxMu still held).
 	rxDelivered int
@@ -498,17 +509,22 @@ type Engine struct {
 	pollMu  sync.Mutex
 	pollBuf []unix.PollFd // guarded by pollMu: see pollFDsLocked
 
-	tmCompl []Completion // timer goroutine's completions
+	// Timers (timers.go): the process's timer goroutine runs this
+	// engine's deadlines under tmRun, which Close takes to wait for a run.
+	tmRun   sync.Mutex
+	tmCompl []Completion // the timer run's completions, guarded by tmRun
+	tmWhen  int64        // guarded by timers.mu: the heap entry's deadline
+	tmIndex int          // guarded by timers.mu: the heap position, -1 if none
 
-	wake chan struct{}
 	done chan struct{}
 	wg   sync.WaitGroup
 
 	stats counters
 }
 
-// New starts an engine on tr: the receive goroutine and the timer
-// goroutine. The engine owns tr and closes it in Close.
+// New starts an engine on tr: its receive goroutine (unless
+// ManualProgress), and its timers on the process's timer goroutine
+// (timers.go). The engine owns tr and closes it in Close.
 func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	if tr == nil {
 		return nil, fmt.Errorf("reliable: nil transport: %w", fi.EINVAL)
@@ -517,14 +533,13 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg: cfg, tr: tr, epoch: time.Now(),
+		cfg: cfg, tr: tr, tmIndex: -1,
 		peers:   make(map[Peer]*txPeer),
 		ops:     make([]op, cfg.MaxOps),
 		freeOps: make([]int32, cfg.MaxOps),
 		rxPeers: make(map[Peer]*rxPeer),
 		store:   newRxStore(cfg.CacheBytes, cfg.MaxPacket),
 		tombs:   make(map[Peer]tomb),
-		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		ackBuf:  make([]byte, 0, 64*wire.HeaderLen),
 		pollBuf: make([]unix.PollFd, 0, 8),
@@ -542,8 +557,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	}
 	e.rxOut = make([]datapath.Packet, 0, batch)
 	e.txq = make([]datapath.Packet, 0, batch)
-	e.wg.Add(1)
-	go e.timerLoop()
+	timers.register()
 	if !cfg.ManualProgress {
 		e.lastAssist.Store(-int64(time.Hour)) // never assisted
 		e.assistTimer = time.NewTimer(time.Hour)
@@ -554,7 +568,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-func (e *Engine) now() int64 { return int64(time.Since(e.epoch)) }
+func (e *Engine) now() int64 { return monoNow() }
 
 // LocalAddr is the transport's bound address.
 func (e *Engine) LocalAddr() netip.AddrPort { return e.tr.LocalAddr() }
@@ -625,8 +639,12 @@ func (e *Engine) Submit(r *Request) error {
 	}
 	p := e.txPeerOf(r.Peer)
 	if p == nil {
-		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1}
+		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1, active: -1}
 		e.peers[r.Peer] = p
+	}
+	if p.active < 0 {
+		p.active = len(e.active)
+		e.active = append(e.active, p)
 	}
 	idx := e.freeOps[len(e.freeOps)-1]
 	e.freeOps = e.freeOps[:len(e.freeOps)-1]
@@ -711,6 +729,7 @@ func (e *Engine) ForgetPeer(peer Peer) {
 	e.mu.Lock()
 	if p := e.peers[peer]; p != nil {
 		e.failPeer(p, fi.ECANCELED, &out)
+		e.deactivate(p)
 		delete(e.peers, peer)
 		if e.lastPeer == p {
 			e.lastPeer = nil
@@ -820,16 +839,14 @@ func (e *Engine) send(pkts []datapath.Packet) {
 	}
 }
 
-// armTimer makes sure the timer goroutine wakes by deadline. e.mu is held.
+// armTimer makes sure the engine's timers run by deadline (timers.go).
+// e.mu is held.
 func (e *Engine) armTimer(deadline int64) {
 	if e.timerArm && e.timerNext <= deadline {
 		return
 	}
 	e.timerArm, e.timerNext = true, deadline
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	timers.arm(e, deadline)
 }
 
 func (e *Engine) queueTx(buf []byte, addr netip.AddrPort) {
@@ -992,6 +1009,15 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 	inj := o.injectBuf
 	*o = op{injectBuf: inj, next: -1}
 	e.freeOps = append(e.freeOps, idx)
+	if len(e.freeOps) == len(e.ops) && e.timerArm {
+		// Nothing outstanding, so no packet in flight and none held by
+		// FI_MORE: no deadline to watch until the next Submit. Taking the
+		// engine out of the timer heap now spares the timer goroutine a
+		// wake-up for nothing (one per request for an endpoint that
+		// talks to a peer now and then, as most of thousands do).
+		e.timerArm = false
+		timers.disarm(e)
+	}
 }
 
 func (e *Engine) deliver(out *[]Completion) {
@@ -1046,23 +1072,6 @@ func (e *Engine) handleResponse(pk *wire.Packet, src netip.AddrPort, out *[]Comp
 		}
 	}
 	e.pump(p)
-}
-
-// handleUnreachable: the network bounced a request we sent (ICMP port
-// unreachable): nobody listens at the peer's address any more, so its
-// pending requests fail with FI_ECONNREFUSED now. e.mu is held.
-func (e *Engine) handleUnreachable(pkt *datapath.Packet, out *[]Completion) {
-	// ICMP carries back only the start of the datagram: the header will do.
-	d := &e.rxDec.Header
-	if wire.DecodeHeader(pkt.Buf, d) != nil || d.Type != wire.TypeReq || d.SrcEP != e.cfg.EndpointID {
-		return // a response we sent to a vanished initiator, or not ours
-	}
-	p := e.peers[Peer{pkt.Addr, d.DstEP}]
-	if p == nil || p.session != d.Session || p.base == p.nextSeq {
-		return
-	}
-	e.stats.peersRefused.Add(1)
-	e.failPeer(p, fi.ECONNREFUSED, out)
 }
 
 func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
@@ -1169,65 +1178,30 @@ func (e *Engine) retransmit(p *txPeer, s *txSlot) {
 	e.queueTx(s.buf[:s.n], p.peer.Addr)
 }
 
-// timerLoop retransmits expired packets and declares peers unreachable.
-func (e *Engine) timerLoop() {
-	defer e.wg.Done()
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	idle := 0
-	for {
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			return
-		}
-		next := e.expire(&e.tmCompl)
-		e.flushLocked()
-		if next == 0 && idle < idleTicks {
-			// Nothing in flight: keep ticking for a while so a burst of
-			// short requests does not wake this goroutine once per request.
-			idle++
-			next = e.now() + int64(e.cfg.RetryInitial)
-		} else if next != 0 {
-			idle = 0
-		}
-		e.timerArm, e.timerNext = next != 0, next
-		e.mu.Unlock()
-		e.deliver(&e.tmCompl)
-		if next == 0 {
-			select {
-			case <-e.wake:
-			case <-e.done:
-				return
-			}
-			continue
-		}
-		if !t.Stop() {
-			select {
-			case <-t.C:
-			default:
-			}
-		}
-		t.Reset(time.Duration(next - e.now()))
-		select {
-		case <-t.C:
-		case <-e.wake:
-		case <-e.done:
-			return
-		}
+// deactivate takes p off the active list. e.mu is held.
+func (e *Engine) deactivate(p *txPeer) {
+	i := p.active
+	if i < 0 {
+		return
 	}
+	last := len(e.active) - 1
+	if i != last {
+		e.active[i] = e.active[last]
+		e.active[i].active = i
+	}
+	e.active[last] = nil
+	e.active = e.active[:last]
+	p.active = -1
 }
-
-// idleTicks is how many RetryInitial periods the timer goroutine keeps
-// ticking with nothing in flight before it sleeps until woken.
-const idleTicks = 100
 
 // expire handles due timers and returns the earliest pending deadline, or
 // 0 when nothing is in flight. e.mu is held.
 func (e *Engine) expire(out *[]Completion) int64 {
 	now := e.now()
 	var next int64
-	for _, p := range e.peers {
+	// Backwards: deactivate moves the last peer, already seen, into i.
+	for i := len(e.active) - 1; i >= 0; i-- {
+		p := e.active[i]
 		burst := 0
 		due := false
 		pathChecked := false
@@ -1252,6 +1226,13 @@ func (e *Engine) expire(out *[]Completion) int64 {
 				s.retries++
 				s.rto = backoff(s.rto, e.cfg.RetryMax)
 				s.deadline = now + int64(s.rto)
+				// RFC 6298 (5.5, 5.7): the backed-off timeout holds for
+				// the peer's new packets too until one is answered
+				// without retransmission (Karn). Otherwise, when the
+				// round trip outgrows the timeout (a new peer's first
+				// packets under queueing), every packet is retransmitted
+				// spuriously and none ever gives a sample to learn from.
+				p.rto = max(p.rto, s.rto)
 				s.fastRetx = false
 				e.retransmit(p, s)
 				if s.retries >= PathCheckRetries && p.heard < s.sentAt && e.paths != nil && !pathChecked {
@@ -1275,11 +1256,14 @@ func (e *Engine) expire(out *[]Completion) int64 {
 		}
 		// Requests left queued by coalescing go out at the latest when a
 		// timer of the peer expires (its response may be lost), or now if
-		// nothing is in flight to bring a response. Not on every wake-up:
-		// Submit wakes this goroutine, and pumping then would split what
-		// coalescing is gathering.
+		// nothing is in flight to bring a response. Only at deadlines:
+		// pumping whenever Submit arms a timer would split what coalescing
+		// is gathering.
 		if due || p.nextSeq == p.base {
 			e.pump(p)
+		}
+		if p.nextSeq == p.base && p.qhead < 0 && !p.moreOpen {
+			e.deactivate(p) // idle: nothing for the timers until its next Submit
 		}
 	}
 	if next != 0 && next <= now {
@@ -1483,11 +1467,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 		pkt := &e.rxPkts[i]
 		d := &e.rxDec
 		if pkt.Meta.Verdict == datapath.VerdictUnreachable {
-			if !locked {
-				e.mu.Lock()
-				locked = true
-			}
-			e.handleUnreachable(pkt, &e.rxCompl)
+			e.noteUnreachable(pkt) // applied after the next batch (refused.go)
 			continue
 		}
 		if err := wire.Decode(pkt.Buf, d); err != nil {
@@ -1508,6 +1488,13 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 			locked = true
 		}
 		e.handleResponse(d, pkt.Addr, &e.rxCompl)
+	}
+	if e.refused.n > 0 || e.refusedNew.n > 0 {
+		if !locked {
+			e.mu.Lock()
+			locked = true
+		}
+		e.applyRefusals(&e.rxCompl)
 	}
 	if locked {
 		e.flushLocked()
@@ -1547,6 +1534,11 @@ func (e *Engine) Close() error {
 	err := e.tr.Close()
 	e.batchMu.Unlock()
 	e.wg.Wait()
+	// No timer run after this: one under way finishes (it found the
+	// engine open) before Close completes what is left.
+	timers.unregister(e)
+	e.tmRun.Lock()
+	e.tmRun.Unlock() //nolint:staticcheck // an empty critical section: waiting for a run
 	e.rxMu.Lock()
 	for _, rp := range e.rxPeers {
 		e.forgetShared(rp)

@@ -98,36 +98,14 @@ func (c fabtestCase) id() string { return strings.Join(append([]string{c.name}, 
 // flaky are cases that fail now and then, with why: a failure is
 // logged, not reported. Keyed by id().
 var flaky = map[string]string{
-	// Seen once in three runs: the server receives every message and
-	// exits ("PASSED multi ep"); one of the client's sends then completes
-	// with FI_ECONNREFUSED (the server's closed port answered a
-	// retransmission), likely because the server closed before its
-	// acknowledgement of that send left (datapath/reliable; not proven).
-	"fi_multi_ep -e rdm": "client send fails with ECONNREFUSED after the server passed and closed (acks at close, not proven)",
+	// fi_multi_ep and fi_cq_data used to fail now and then: the server
+	// exited right after receiving, the client's retransmission bounced
+	// off its closed port, and Linux reported the ICMP before the
+	// response queued ahead of it (datapath/reliable TestAnsweredBeforeRefused).
 }
 
 // knownFailures are the cases that fail today, with why. Keyed by id().
-var knownFailures = map[string]string{
-	// av_good_2vector_async expects an FI_EVENT insert of 7 addresses to
-	// return 7 right after one of 1 address with FI_MORE returned 0,
-	// while av_good_vector_async and av_goodbad_vector_async expect the
-	// same kind of call to return 0, as fi_av(3) says ("FI_SUCCESS if
-	// the operation was successfully initiated"): no provider can meet
-	// both. Its unread events then fail av_goodbad_vector_async. -n 1
-	// (runfabtests' run) inserts 0 addresses the second time and passes.
-	"fi_av_test -e rdm -n 8": "fabtests 1.17's av_good_2vector_async contradicts fi_av(3) for more than one address",
-	// The forked client shares a named AV and reads the server's fi_addr
-	// through av_attr.map_addr as an fi_addr_t array in shared memory (as
-	// the sockets provider lays it out); xdpfab's named AVs live in a
-	// pinned BPF map and map_addr is the base of their handles.
-	"fi_rdm_shared_av": "fabtests reads fi_addrs through av_attr.map_addr as memory (sockets' layout)",
-	// runfabtests' quick set (ids without -p): a client that closes every
-	// object and opens them again in one process dies in the Go runtime
-	// ("exitsyscall: syscall frame is no longer valid") on the second
-	// client's first call into the provider; not found yet.
-	"fi_rdm_multi_client -C 10 -I 5":    "Go runtime throw when a process reopens the provider's objects (open)",
-	"fi_rdm_multi_client -C 10 -I 5 -U": "Go runtime throw when a process reopens the provider's objects (open)",
-}
+var knownFailures = map[string]string{}
 
 const (
 	serverAddr = "10.200.0.1"
@@ -200,6 +178,26 @@ var transports = []struct {
 // sharedAVNames are the named AVs fi_rdm_shared_av opens (its defaults).
 var sharedAVNames = []string{"client_av", "server_av"}
 
+// unlinkSharedAVs removes fi_rdm_shared_av's named AVs from both
+// namespaces (named AVs are per network namespace and outlive their
+// processes, see av.Unlink).
+func (p *pair) unlinkSharedAVs(t *testing.T) {
+	t.Helper()
+	for _, ns := range []*testenv.Netns{p.a, p.b} {
+		err := ns.Do(func() error {
+			for _, name := range sharedAVNames {
+				if err := av.Unlink(name); err != nil && !errors.Is(err, fi.ENOENT) {
+					return fmt.Errorf("unlink named AV %q: %w", name, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("in %s: %v", ns.Name, err)
+		}
+	}
+}
+
 // pair is the two namespaces of one transport's runs.
 type pair struct {
 	a, b         *testenv.Netns
@@ -213,13 +211,6 @@ func TestFabtests(t *testing.T) {
 	provDir, bin := prepare(t)
 	start := time.Now()
 	t.Cleanup(func() {
-		// fi_rdm_shared_av's named AVs outlive their processes, as named
-		// AVs do (av.Unlink): leave none behind.
-		for _, name := range sharedAVNames {
-			if err := av.Unlink(name); err != nil && !errors.Is(err, fi.ENOENT) {
-				t.Errorf("unlink named AV %q: %v", name, err)
-			}
-		}
 		t.Logf("TestFabtests ran %v", time.Since(start).Round(time.Second))
 	})
 	// The transports run side by side, each on its own pair of namespaces:
@@ -231,12 +222,21 @@ func TestFabtests(t *testing.T) {
 			a, b := testenv.NewNetns(t), testenv.NewNetns(t)
 			veth := testenv.NewVeth(t, a, b, testenv.VethOptions{})
 			p := &pair{a: a, b: b, ifA: veth.NameA, ifB: veth.NameB, xdp: tr.xdp, provDir: provDir, bin: bin}
+			// Registered after the namespaces, so it runs before they go.
+			t.Cleanup(func() { p.unlinkSharedAVs(t) })
 			if tr.xdp {
 				attach(t, a, veth.NameA, tr.mode)
 				attach(t, b, veth.NameB, tr.mode)
 			}
 			for _, c := range cases {
 				t.Run(strings.ReplaceAll(c.id(), " ", "_"), func(t *testing.T) {
+					if c.name == "fi_rdm_shared_av" {
+						// A named AV lives until unlinked: each run
+						// starts with none (a second run would find the
+						// server's address already in the client's AV).
+						p.unlinkSharedAVs(t)
+						defer p.unlinkSharedAVs(t)
+					}
 					before := p.redirected(t)
 					began := time.Now()
 					err, out := runCase(p, c)
@@ -264,7 +264,10 @@ func TestFabtests(t *testing.T) {
 			// parallel doubles the suite's time (about 10 minutes each
 			// on 2 cores). XDPFAB_QUICK_ALL=1 runs it on both.
 			if tr.xdp || os.Getenv("XDPFAB_QUICK_ALL") == "1" {
-				t.Run("runfabtests_quick", func(t *testing.T) { runQuick(t, p) })
+				t.Run("runfabtests_quick", func(t *testing.T) {
+					p.unlinkSharedAVs(t)
+					runQuick(t, p)
+				})
 			}
 		})
 	}

@@ -1,0 +1,80 @@
+package reliable
+
+import (
+	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/wire"
+	"github.com/xdpfab/xdpfab/fi"
+)
+
+// A refusal is an ICMP port unreachable for one of our requests, held for
+// one batch before it fails the peer. The kernel reports a pending socket
+// error before the datagrams queued ahead of it (udp_recvmsg checks
+// sock_error first), so the response a target sent just before it closed
+// can wait behind the ICMP of a retransmission that reached its closed
+// port: failing at once would report FI_ECONNREFUSED for an operation the
+// target executed and answered. A refusal therefore fails the peer only
+// once the next batch has been read (which holds what was queued, or the
+// ICMP of the next retransmission) and the bounced request is still
+// unanswered in the same session.
+type refusal struct {
+	peer    Peer
+	session uint32
+	seq     uint32
+}
+
+// maxRefusals bounds the refusals a batch keeps: one per peer suffices
+// (failPeer fails all of a peer's requests), so more are dropped.
+const maxRefusals = 16
+
+// refusals are a batch's refusals (rxMu confines them to the receiving
+// goroutine).
+type refusals struct {
+	n    int
+	list [maxRefusals]refusal
+}
+
+func (r *refusals) add(f refusal) {
+	for i := 0; i < r.n; i++ {
+		if r.list[i].peer == f.peer && r.list[i].session == f.session {
+			if int32(f.seq-r.list[i].seq) < 0 {
+				r.list[i].seq = f.seq // the oldest bounced request decides
+			}
+			return
+		}
+	}
+	if r.n < maxRefusals {
+		r.list[r.n] = f
+		r.n++
+	}
+}
+
+// noteUnreachable records a bounced request of ours for the next batch.
+// rxMu is held.
+func (e *Engine) noteUnreachable(pkt *datapath.Packet) {
+	// ICMP carries back only the start of the datagram: the header will do.
+	d := &e.rxDec.Header
+	if wire.DecodeHeader(pkt.Buf, d) != nil || d.Type != wire.TypeReq || d.SrcEP != e.cfg.EndpointID {
+		return // a response we sent to a vanished initiator, or not ours
+	}
+	e.refusedNew.add(refusal{peer: Peer{pkt.Addr, d.DstEP}, session: d.Session, seq: d.Seq})
+}
+
+// applyRefusals fails the peers of the previous batch's refusals whose
+// bounced request is still unanswered: nobody listens at the peer's
+// address any more, so its pending requests fail with FI_ECONNREFUSED.
+// Then this batch's refusals wait for the next. rxMu and e.mu are held.
+func (e *Engine) applyRefusals(out *[]Completion) {
+	for i := 0; i < e.refused.n; i++ {
+		f := &e.refused.list[i]
+		p := e.peers[f.peer]
+		if p == nil || p.session != f.session || int32(f.seq-p.base) < 0 || int32(f.seq-p.nextSeq) >= 0 {
+			continue // a new session, or answered meanwhile
+		}
+		if s := p.slot(f.seq); s == nil || s.seq != f.seq {
+			continue // answered (out of order)
+		}
+		e.stats.peersRefused.Add(1)
+		e.failPeer(p, fi.ECONNREFUSED, out)
+	}
+	e.refused, e.refusedNew = e.refusedNew, refusals{}
+}
