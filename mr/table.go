@@ -41,6 +41,13 @@
 // changing its pages call Refresh. After Close the Table drops the region,
 // but the buffers stay reachable for as long as the caller holds the *MR.
 //
+// Each registration allocates its MR (one object, ~350 bytes); MR objects
+// are deliberately not pooled: a closed *MR the caller still holds (a
+// second Close, a Desc kept in a pending operation, a target-side lookup
+// racing Close) would otherwise name the next region registered, and
+// close it or reach its memory, where now it is refused (FI_EINVAL,
+// Lookup's closed state).
+//
 // Provider choices, where fi_mr(3) leaves them to the provider:
 //
 //   - Keys are 8 bytes (KeySize). Any requested key but FI_KEY_NOTAVAIL is in
