@@ -702,6 +702,7 @@ func (t *table) growHash(n int) {
 		shift--
 	}
 	t.hash = &hashIndex{slots: make([]word, size), shift: shift}
+	adviseHuge(t.hash.slots)
 	if old != nil {
 		for i := range old.slots {
 			if v := old.slots[i].Load(); v != 0 {
