@@ -108,19 +108,25 @@ func ipOfWords(w0, w1 uint64) (ip [16]byte) {
 	return ip
 }
 
+// chunk holds the dense entries of chunkLen indices. It holds no pointer,
+// so the garbage collector does not scan it (24 MB for 1M addresses).
 type chunk struct {
 	e [chunkLen]entry
-	// userIDs is allocated when the first user ID of the chunk is set, so
-	// AVs that never use FI_AV_USER_ID pay nothing for it.
-	userIDs atomic.Pointer[[chunkLen]word]
 }
 
 // chunkDir is the directory of chunks: a slot per chunk the index space
-// may use so far, nil until the chunk is allocated. It is replaced by a
+// may use so far, nil until the chunk is allocated, and beside it the
+// chunk's user IDs, allocated when the first of them is set, so that AVs
+// that never use FI_AV_USER_ID pay nothing for them. It is replaced by a
 // larger copy when an index past it is first used, so a reader that
 // loaded one sees a consistent directory.
 type chunkDir struct {
 	c []atomic.Pointer[chunk]
+	u []atomic.Pointer[[chunkLen]word]
+}
+
+func newChunkDir(n int) *chunkDir {
+	return &chunkDir{c: make([]atomic.Pointer[chunk], n), u: make([]atomic.Pointer[[chunkLen]word], n)}
 }
 
 // hashIndex is the hash index's slot array, replaced whole when it grows.
@@ -212,7 +218,7 @@ func newTable(countHint int, seed uint64, reuse bool) *table {
 	}
 	if countHint > 0 {
 		t.growHash(countHint)
-		t.dir.Store(&chunkDir{c: make([]atomic.Pointer[chunk], (countHint+chunkLen-1)/chunkLen)})
+		t.dir.Store(newChunkDir((countHint + chunkLen - 1) / chunkLen))
 	}
 	return t
 }
@@ -396,10 +402,11 @@ func (t *table) slot(idx uint32) *entry {
 		if d != nil {
 			n = 2 * len(d.c)
 		}
-		nd := &chunkDir{c: make([]atomic.Pointer[chunk], max(n, c+1))}
+		nd := newChunkDir(max(n, c+1))
 		if d != nil {
 			for i := range d.c {
 				nd.c[i].Store(d.c[i].Load())
+				nd.u[i].Store(d.u[i].Load())
 			}
 		}
 		t.dir.Store(nd)
@@ -566,18 +573,18 @@ func (t *table) release(idx uint32) {
 
 // setUserID sets the user ID of a dense entry; writer only.
 func (t *table) setUserID(idx uint32, id fi.Addr) {
-	c := t.chunk(idx >> chunkShift)
-	ids := c.userIDs.Load()
+	u := &t.dir.Load().u[idx>>chunkShift]
+	ids := u.Load()
 	if ids == nil {
 		ids = new([chunkLen]word)
-		c.userIDs.Store(ids)
+		u.Store(ids)
 	}
 	ids[idx&chunkMask].Store(uint64(id))
 }
 
 // userID returns the user ID of a dense entry set with setUserID.
 func (t *table) userID(idx uint32) fi.Addr {
-	if ids := t.chunk(idx >> chunkShift).userIDs.Load(); ids != nil {
+	if ids := t.dir.Load().u[idx>>chunkShift].Load(); ids != nil {
 		return fi.Addr(ids[idx&chunkMask].Load())
 	}
 	return fi.AddrNotAvail
