@@ -170,9 +170,13 @@ type AV struct {
 	forgetters atomic.Pointer[[]PeerForgetter]
 
 	// mu guards the table and auth keys that lookups read. Writers hold
-	// wmu as well; lookups take only mu.RLock.
-	mu   sync.RWMutex
-	t    *table
+	// wmu as well and take mu with lock, which marks the table changing
+	// for lock-free readers (table.seq); lookups take mu.RLock, or no
+	// lock at all for a dense entry read through rt.
+	mu sync.RWMutex
+	t  *table
+	// rt is t for lock-free readers, replaced with it (under mu).
+	rt   atomic.Pointer[table]
 	keys []authKey // id-1 -> key
 	dead bool      // closed: lookups find nothing
 	// keyFree counts the unused ids below len(keys), all at or above
@@ -219,6 +223,7 @@ func Open(attr Attr, ctx any, opts ...Option) (*AV, error) {
 		}
 		av.t = newTable(attr.Count, rand.Uint64(), true)
 		av.t.retire = attr.Type == TypeMap
+		av.rt.Store(av.t)
 		switch {
 		case o.mirrorSet:
 			av.mirror = o.mirror
@@ -468,8 +473,12 @@ func (av *AV) Close() error {
 		av.eq.Unref(av)
 	}
 	av.mu.Lock()
+	// The old table's seq stays odd: a lock-free reader that loaded it
+	// falls back to mu and finds the new, empty one.
+	av.t.lockWrite()
 	av.dead = true
 	av.t = newTable(0, 0, false)
+	av.rt.Store(av.t)
 	av.keys, av.keyFree, av.keyLow = nil, 0, 0
 	av.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
@@ -609,8 +618,8 @@ func (av *AV) EnableEndpoint(ep fi.FID) ([]fi.Addr, error) {
 	if b.enabled {
 		return nil, fmt.Errorf("av enable: endpoint already enabled: %w", fi.EINVAL)
 	}
-	av.mu.Lock()
-	defer av.mu.Unlock()
+	av.lock()
+	defer av.unlock()
 	var handles []fi.Addr
 	for i := range av.keys {
 		if k := &av.keys[i]; k.used {
@@ -637,14 +646,25 @@ func (av *AV) DisableEndpoint(ep fi.FID) error {
 
 // disable releases the auth keys b was enabled against; epMu held.
 func (av *AV) disable(b *boundEP) {
-	av.mu.Lock()
+	av.lock()
 	for _, id := range b.keys {
 		if k := &av.keys[id-1]; k.enabled > 0 {
 			k.enabled--
 		}
 	}
-	av.mu.Unlock()
+	av.unlock()
 	b.keys, b.enabled = nil, false
+}
+
+// lock takes mu for writing a change to the table and auth keys.
+func (av *AV) lock() {
+	av.mu.Lock()
+	av.t.lockWrite()
+}
+
+func (av *AV) unlock() {
+	av.t.unlockWrite()
+	av.mu.Unlock()
 }
 
 // handle returns the fi_addr of the address at idx.

@@ -820,7 +820,7 @@ func TestSymmetricRange(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 64*256, n)
 		require.Len(t, a.t.ranges, 1)
-		require.Empty(t, a.t.chunks, "no per-address storage")
+		require.Zero(t, a.t.nchunks, "no per-address storage")
 		require.Zero(t, a.t.hashed)
 		f.requireInStep(t, a)
 

@@ -27,12 +27,31 @@
 //	fi_av_lookup_auth_key  (*AV).LookupAuthKey
 //	fi_av_set_user_id      (*AV).SetUserID
 //
-// The hot-path lookups of the data path take the AV's read lock only and
-// allocate nothing: AddrPort (fi_addr -> peer, for sending; AddrPortAuthKey
-// also answers the auth key handle the address is bound to), FIAddr and
-// SourceAddr (peer -> fi_addr / user ID, for FI_SOURCE on receive; FIAddr16
-// and SourceAddr16 take the peer as raw key bytes), AuthKeySource
-// (FI_SOURCE_ERR). The endpoint package binds endpoints with
+// The hot-path lookups of the data path allocate nothing and, for an
+// address stored per index, take no lock: AddrPort (fi_addr -> peer, for
+// sending; AddrPortAuthKey also answers the auth key handle the address is
+// bound to), FIAddr and SourceAddr (peer -> fi_addr / user ID, for
+// FI_SOURCE on receive; FIAddr16 and SourceAddr16 take the peer as raw key
+// bytes). AuthKeySource (FI_SOURCE_ERR) takes the AV's read lock.
+//
+// Lock-free reads. The table (table.go) is a seqlock: every change is made
+// by one writer holding the AV's mu, between two increments of the
+// table's sequence counter. A reader loads the counter, then the entry's
+// three words (address, address, port|generation|state|auth key), the
+// chunk directory and the hash index's slots with atomic loads, and keeps
+// what it read only when the counter was even and is unchanged afterwards;
+// otherwise, and for what a lock-free read does not cover (members of a
+// symmetric range, misses, a named AV catching up with other processes),
+// it takes the read lock and reads again. The chunk directory and the hash
+// index are replaced whole when they grow (filled, then published through
+// an atomic pointer), never resized in place, so a reader that loaded one
+// indexes it safely whatever the writer does; chunks are never freed while
+// the table lives, and Close publishes an empty table while leaving the
+// old one's counter odd. So a lookup never returns a torn entry, and once
+// Remove has returned no lookup finds the removed address
+// (TestLockFreeReadersConcurrent). The writer stores the words with
+// release stores (internal/memorder: a MOV on x86-64), not locked
+// instructions, so inserts pay nothing for it. The endpoint package binds endpoints with
 // AttachEndpoint / DetachEndpoint and EnableEndpoint / DisableEndpoint,
 // which make Close and removing an auth key answer FI_EBUSY.
 //

@@ -551,7 +551,7 @@ func (av *AV) runRange(j *insertJob, from, to int) {
 		for k := range m {
 			sc.eps[k], sc.errs[k] = j.src.at(base + k)
 		}
-		av.mu.Lock()
+		av.lock()
 		var touched uint64
 		for k := range m {
 			sc.hashes[k] = av.t.hashOf(&sc.eps[k])
@@ -568,7 +568,7 @@ func (av *AV) runRange(j *insertJob, from, to int) {
 				j.fail(base+k, errno)
 			}
 		}
-		av.mu.Unlock()
+		av.unlock()
 		av.kick()
 	}
 }
@@ -593,14 +593,14 @@ func (av *AV) place(j *insertJob, i int, ep endpoint, h uint64) fi.Errno {
 	e := av.t.putH(idx, ep, keyID, h)
 	var vflags uint32
 	if j.flags&fi.AV_USER_ID != 0 {
-		*av.t.userID(idx) = j.fiAddr[i]
-		e.state |= entryUserID
+		av.t.setUserID(idx, j.fiAddr[i])
+		e.setState(e.state() | entryUserID)
 		vflags = entryFlagUserIDSet
 	}
 	if keyID != 0 {
 		av.keys[keyID-1].addrs++
 	}
-	handle := av.handle(idx, e.gen)
+	handle := av.handle(idx, e.gen())
 	if j.fiAddr != nil {
 		j.fiAddr[i] = handle
 	}
@@ -642,10 +642,10 @@ func (av *AV) symmetricRange(j *insertJob, s *symSource) bool {
 		first: av.t.next, count: uint32(rest), off0: uint64(holes),
 		ip: s.ip, port: s.port, nodes: uint64(s.nodes), svcs: uint64(s.svcs),
 	}
-	av.mu.Lock()
+	av.lock()
 	av.t.next += uint32(rest)
 	av.t.addRange(r)
-	av.mu.Unlock()
+	av.unlock()
 	j.inserted += rest
 	for k := range rest {
 		i := holes + k
@@ -796,7 +796,7 @@ func (av *AV) applyResult(b *batch) {
 		err := errnoOfKernel(b.err)
 		var lost []fi.Addr
 		first := fi.ErrnoOf(err)
-		av.mu.Lock()
+		av.lock()
 		for k := b.n; k < len(b.ops); k++ {
 			op := b.ops[k]
 			errno := fi.ECANCELED
@@ -812,7 +812,7 @@ func (av *AV) applyResult(b *batch) {
 			op.job.inserted--
 			op.job.fail(op.i, errno)
 		}
-		av.mu.Unlock()
+		av.unlock()
 		if len(lost) > 0 {
 			av.lost = append(av.lost, lost...)
 			if av.lostErr == nil {

@@ -77,9 +77,9 @@ func TestMapGenerationExhaustedRetiresIndex(t *testing.T) {
 // setGen sets the generation of index idx, a test hook for the
 // generations Insert and Remove take 65535 rounds to reach.
 func setGen(a *AV, idx uint32, gen uint16) {
-	a.mu.Lock()
-	a.t.dense(idx).gen = gen
-	a.mu.Unlock()
+	a.lock()
+	a.t.dense(idx).setGen(gen)
+	a.unlock()
 }
 
 // TestGenerationAtMax: an FI_AV_TABLE index, whose handles carry no
@@ -98,7 +98,7 @@ func TestGenerationAtMax(t *testing.T) {
 		_, err = a.InsertAddrPort([]netip.AddrPort{ap("10.9.1.2:1")}, one, 0, nil)
 		require.NoError(t, err)
 		require.Equal(t, fi.Addr(0), one[0], "TABLE reuses the lowest index")
-		require.Equal(t, uint16(1), a.t.dense(0).gen, "wrapped past 0")
+		require.Equal(t, uint16(1), a.t.dense(0).gen(), "wrapped past 0")
 		require.Zero(t, a.t.retired)
 		f.requireInStep(t, a)
 	})

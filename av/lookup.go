@@ -50,7 +50,7 @@ func (av *AV) Remove(fiAddrs []fi.Addr, flags fi.Flags) (err error) {
 		return av.removeAuthKeys(fiAddrs)
 	}
 
-	av.mu.Lock()
+	av.lock()
 	idxs := make([]uint32, 0, len(fiAddrs))
 	var held []uint32
 	seen := make(map[uint32]struct{}, len(fiAddrs))
@@ -62,7 +62,7 @@ func (av *AV) Remove(fiAddrs []fi.Addr, flags fi.Flags) (err error) {
 			ok = isHeld
 		}
 		if _, dup := seen[idx]; !ok || dup {
-			av.mu.Unlock()
+			av.unlock()
 			return fmt.Errorf("av remove: fi_addr[%d] = %v is not in the AV: %w", i, a, fi.EINVAL)
 		}
 		seen[idx] = struct{}{}
@@ -82,7 +82,7 @@ func (av *AV) Remove(fiAddrs []fi.Addr, flags fi.Flags) (err error) {
 		keys = append(keys, kernelKey(av.id, ep))
 		removed = append(removed, ep.addrPort())
 	}
-	av.mu.Unlock()
+	av.unlock()
 	// Bound endpoints drop their state about the removed peers once the
 	// kernel map no longer admits them (also if deleting from it failed:
 	// the AV no longer holds them), still under wmu, so that a later
@@ -158,7 +158,8 @@ func (av *AV) RxIndex(fiAddr fi.Addr) int {
 }
 
 // AddrPort returns the peer fiAddr refers to, for sending (receive-context
-// bits ignored). It takes no allocation and no lock but the AV's read lock.
+// bits ignored). It takes no allocation, and no lock unless it overlaps a
+// change of the AV (see table.seq).
 func (av *AV) AddrPort(fiAddr fi.Addr) (netip.AddrPort, bool) {
 	ap, _, ok := av.AddrPortAuthKey(fiAddr)
 	return ap, ok
@@ -169,7 +170,7 @@ func (av *AV) AddrPort(fiAddr fi.Addr) (netip.AddrPort, bool) {
 // InsertAuthKey returned it, or fi.AddrNotAvail for an address without
 // one. The key cannot be removed while the address is bound to it, so the
 // handle stays valid as long as the address does. For the data path: no
-// allocation, only the AV's read lock.
+// allocation, no lock unless the lookup overlaps a change of the AV.
 func (av *AV) AddrPortAuthKey(fiAddr fi.Addr) (netip.AddrPort, fi.Addr, bool) {
 	ap, key, ok := av.addrPortAuthKey(fiAddr)
 	if !ok && av.shared != nil {
@@ -183,19 +184,19 @@ func (av *AV) AddrPortAuthKey(fiAddr fi.Addr) (netip.AddrPort, fi.Addr, bool) {
 }
 
 func (av *AV) addrPortAuthKey(fiAddr fi.Addr) (netip.AddrPort, fi.Addr, bool) {
-	av.mu.RLock()
-	defer av.mu.RUnlock()
-	// The common case, a dense entry, is read in place: copying endpoints
-	// through resolve's results costs more than the lookup.
+	// The common case, a dense entry, is read in place and without a
+	// lock; what overlapped a change, and ranges, are read under mu.
 	a := fiAddr & av.idxMask
 	if a <= maxIndex || av.attr.Type == TypeMap && a < authKeyTag {
-		if e := av.t.dense(uint32(a)); e != nil && e.gen != 0 {
-			if e.state&entryUsed == 0 || av.attr.Type == TypeMap && fi.Addr(e.gen) != a>>32 {
+		if w0, w1, m, ok := av.rt.Load().readDense(uint32(a)); ok && metaGen(m) != 0 {
+			if metaState(m)&entryUsed == 0 || av.attr.Type == TypeMap && fi.Addr(metaGen(m)) != a>>32 {
 				return netip.AddrPort{}, fi.AddrNotAvail, false
 			}
-			return addrPortOf(&e.ip, e.port), keyHandle(e.authKey), true
+			return addrPortOfWords(w0, w1, metaPort(m)), keyHandle(metaKey(m)), true
 		}
 	}
+	av.mu.RLock()
+	defer av.mu.RUnlock()
 	_, ep, key, ok := av.resolve(fiAddr)
 	if !ok {
 		return netip.AddrPort{}, fi.AddrNotAvail, false
@@ -209,6 +210,17 @@ func keyHandle(id uint16) fi.Addr {
 		return fi.AddrNotAvail
 	}
 	return authKeyTag | fi.Addr(id)
+}
+
+// addrPortOfWords is addrPortOf for an address held as an entry's two
+// little-endian words, building an IPv4 address without going through
+// 16 bytes.
+func addrPortOfWords(w0, w1 uint64, port uint16) netip.AddrPort {
+	if w0 == 0 && uint32(w1) == 0xffff0000 { // ::ffff:a.b.c.d
+		v := uint32(w1 >> 32)
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)}), port)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16(ipOfWords(w0, w1)), port)
 }
 
 // addrPortOf returns ip (IPv4 unmapped) and port as a netip.AddrPort.
@@ -236,6 +248,9 @@ func (av *AV) FIAddr16(ip *[16]byte, port uint16) fi.Addr {
 }
 
 func (av *AV) fiAddrOf(ep *endpoint) fi.Addr {
+	if idx, m, found, ok := av.rt.Load().readFind(ep); ok && found {
+		return av.handle(idx, metaGen(m))
+	}
 	av.mu.RLock()
 	idx, gen, ok := av.t.lookup(ep)
 	h := av.handle(idx, gen)
@@ -264,6 +279,9 @@ func (av *AV) SourceAddr16(ip *[16]byte, port uint16) fi.Addr {
 }
 
 func (av *AV) sourceOf(ep *endpoint) fi.Addr {
+	if a, ok := av.readSource(ep); ok {
+		return a
+	}
 	av.mu.RLock()
 	a, ok := av.sourceLocked(ep)
 	av.mu.RUnlock()
@@ -278,13 +296,32 @@ func (av *AV) sourceOf(ep *endpoint) fi.Addr {
 	return a
 }
 
+// readSource is sourceLocked without a lock for a dense entry, ok false
+// when the read overlapped a change or found nothing.
+func (av *AV) readSource(ep *endpoint) (fi.Addr, bool) {
+	t := av.rt.Load()
+	s := t.seq.Load()
+	idx, m, found, ok := t.readFind(ep)
+	if !ok || !found {
+		return 0, false
+	}
+	a := av.handle(idx, metaGen(m))
+	switch {
+	case metaState(m)&entryUserID != 0:
+		a = t.userID(idx)
+	case av.attr.Flags&fi.AV_USER_ID != 0:
+		a = fi.AddrNotAvail
+	}
+	return a, t.seq.Load() == s
+}
+
 func (av *AV) sourceLocked(ep *endpoint) (fi.Addr, bool) {
 	idx, gen, ok := av.t.lookup(ep)
 	if !ok {
 		return fi.AddrNotAvail, false
 	}
-	if e := av.t.dense(idx); e != nil && e.gen != 0 && e.state&entryUserID != 0 {
-		return av.t.chunks[idx>>chunkShift].userIDs[idx&chunkMask], true
+	if e := av.t.dense(idx); e != nil && e.gen() != 0 && e.state()&entryUserID != 0 {
+		return av.t.userID(idx), true
 	}
 	if av.attr.Flags&fi.AV_USER_ID != 0 {
 		return fi.AddrNotAvail, true
@@ -324,8 +361,8 @@ func (av *AV) SetUserID(fiAddr, userID fi.Addr, flags fi.Flags) error {
 		return fmt.Errorf("av set_user_id: closed: %w", fi.EINVAL)
 	}
 	if flags&fi.AUTH_KEY != 0 {
-		av.mu.Lock()
-		defer av.mu.Unlock()
+		av.lock()
+		defer av.unlock()
 		id, ok := av.authKeyID(fiAddr)
 		if !ok {
 			return fmt.Errorf("av set_user_id: auth key %v: %w", fiAddr, fi.EINVAL)
@@ -337,29 +374,29 @@ func (av *AV) SetUserID(fiAddr, userID fi.Addr, flags fi.Flags) error {
 	// writes is not overwritten by a pending one. A refusal fails in its
 	// own insert (see Remove), not here.
 	av.flush()
-	av.mu.Lock()
+	av.lock()
 	idx, ep, key, ok := av.resolve(fiAddr)
 	if !ok {
 		if av.shared != nil {
-			av.mu.Unlock()
+			av.unlock()
 			err := av.shared.refresh()
-			av.mu.Lock()
+			av.lock()
 			if err != nil {
-				av.mu.Unlock()
+				av.unlock()
 				return fmt.Errorf("av set_user_id: %w", err)
 			}
 			idx, ep, key, ok = av.resolve(fiAddr)
 		}
 		if !ok {
-			av.mu.Unlock()
+			av.unlock()
 			return fmt.Errorf("av set_user_id: %v: %w", fiAddr, fi.EINVAL)
 		}
 	}
 	e := av.t.materialize(idx)
-	*av.t.userID(idx) = userID
-	e.state |= entryUserID
-	h := av.handle(idx, e.gen)
-	av.mu.Unlock()
+	av.t.setUserID(idx, userID)
+	e.setState(e.state() | entryUserID)
+	h := av.handle(idx, e.gen())
+	av.unlock()
 	if av.mirror == nil || av.shared != nil {
 		return nil // a named AV's user IDs are per process: not in the shared map
 	}
@@ -391,8 +428,8 @@ func (av *AV) InsertAuthKey(key []byte, flags fi.Flags) (fi.Addr, error) {
 	case av.readOnly:
 		return fi.AddrNotAvail, fmt.Errorf("av insert_auth_key: AV opened read-only: %w", fi.EACCES)
 	}
-	av.mu.Lock()
-	defer av.mu.Unlock()
+	av.lock()
+	defer av.unlock()
 	var id int // index into keys: the lowest free id - 1
 	switch {
 	case av.keyFree > 0:
@@ -436,8 +473,8 @@ func (av *AV) LookupAuthKey(fiAddr fi.Addr, buf []byte) (int, error) {
 
 // removeAuthKeys removes auth key handles; wmu held.
 func (av *AV) removeAuthKeys(handles []fi.Addr) error {
-	av.mu.Lock()
-	defer av.mu.Unlock()
+	av.lock()
+	defer av.unlock()
 	for i, h := range handles {
 		id, ok := av.authKeyID(h)
 		if !ok {

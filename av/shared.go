@@ -169,6 +169,7 @@ func (av *AV) openShared() error {
 	}
 	av.t = newTable(av.attr.Count, rand.Uint64(), av.attr.Type == TypeTable)
 	av.t.retire = av.attr.Type == TypeMap // MAP indices are not reused here anyway
+	av.rt.Store(av.t)
 	km, err := NewKernelMirror(s.m)
 	if err != nil {
 		return err
@@ -340,8 +341,8 @@ func (s *shared) sync() error {
 		return fmt.Errorf("read AV map: %w", errnoOfKernel(err))
 	}
 
-	av.mu.Lock()
-	defer av.mu.Unlock()
+	av.lock()
+	defer av.unlock()
 	t := av.t
 	keep := make(map[uint32]struct{}, len(found))
 	for _, f := range found {
@@ -356,7 +357,7 @@ func (s *shared) sync() error {
 		}
 		e := t.put(idx, f.ep, 0) // auth keys are per process
 		if av.attr.Type == TypeMap {
-			e.gen = gen
+			e.setGen(gen)
 		}
 		t.next = max(t.next, idx+1)
 	}

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sort"
+	"sync/atomic"
 
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/memorder"
 )
 
 // The table stores entries in chunks of chunkLen, allocated when an index
@@ -39,20 +41,98 @@ const (
 	entryHeld uint16 = 1 << 2
 )
 
-// entry is one address stored at an index: 24 bytes.
+// entry is one address stored at an index: 24 bytes, three words that
+// lock-free readers load with sync/atomic (see table.seq) and the writer,
+// under the AV's mu inside a write section, stores with release stores
+// (memorder: a MOV on x86-64, where a sync/atomic store is a locked XCHG).
 type entry struct {
-	ip      [16]byte
-	port    uint16
-	gen     uint16 // generation of the index's current or last occupant; 0 = never used
-	state   uint16 // entryUsed | entryUserID
-	authKey uint16 // auth key id the address is bound to, 0 = none
+	ip0, ip1 word // the address's 16 bytes, little-endian words
+	// meta packs port | gen<<16 | state<<32 | authKey<<48: gen is the
+	// generation of the index's current or last occupant (0 = never
+	// used), state entryUsed | entryUserID | entryHeld, authKey the auth
+	// key id the address is bound to (0 = none).
+	meta word
 }
 
+// word is a 64-bit word of the table that lock-free readers load: Load is
+// atomic, Store a release store that only the writer makes, inside a
+// write section (table.lockWrite), which readers detect by seq. The
+// race detector sees the loads, not the stores.
+type word struct{ v uint64 }
+
+func (w *word) Load() uint64   { return atomic.LoadUint64(&w.v) }
+func (w *word) Store(v uint64) { memorder.StoreRelease64(&w.v, v) }
+
+func packMeta(port, gen, state, authKey uint16) uint64 {
+	return uint64(port) | uint64(gen)<<16 | uint64(state)<<32 | uint64(authKey)<<48
+}
+
+func metaPort(m uint64) uint16  { return uint16(m) }
+func metaGen(m uint64) uint16   { return uint16(m >> 16) }
+func metaState(m uint64) uint16 { return uint16(m >> 32) }
+func metaKey(m uint64) uint16   { return uint16(m >> 48) }
+
+func (e *entry) gen() uint16     { return metaGen(e.meta.Load()) }
+func (e *entry) state() uint16   { return metaState(e.meta.Load()) }
+func (e *entry) authKey() uint16 { return metaKey(e.meta.Load()) }
+
+func (e *entry) endpoint() endpoint {
+	return endpoint{ip: ipOfWords(e.ip0.Load(), e.ip1.Load()), port: metaPort(e.meta.Load())}
+}
+
+// set stores all of e; writer only.
+func (e *entry) set(ep *endpoint, gen, state, authKey uint16) {
+	e.ip0.Store(binary.LittleEndian.Uint64(ep.ip[:8]))
+	e.ip1.Store(binary.LittleEndian.Uint64(ep.ip[8:]))
+	e.meta.Store(packMeta(ep.port, gen, state, authKey))
+}
+
+// setMeta changes gen, state and authKey, keeping the address; writer only.
+func (e *entry) setMeta(gen, state, authKey uint16) {
+	e.meta.Store(packMeta(metaPort(e.meta.Load()), gen, state, authKey))
+}
+
+func (e *entry) setGen(gen uint16) {
+	m := e.meta.Load()
+	e.setMeta(gen, metaState(m), metaKey(m))
+}
+
+func (e *entry) setState(state uint16) {
+	m := e.meta.Load()
+	e.setMeta(metaGen(m), state, metaKey(m))
+}
+
+func ipOfWords(w0, w1 uint64) (ip [16]byte) {
+	binary.LittleEndian.PutUint64(ip[:8], w0)
+	binary.LittleEndian.PutUint64(ip[8:], w1)
+	return ip
+}
+
+// chunk holds the dense entries of chunkLen indices. It holds no pointer,
+// so the garbage collector does not scan it (24 MB for 1M addresses).
 type chunk struct {
 	e [chunkLen]entry
-	// userIDs is allocated when the first user ID of the chunk is set, so
-	// AVs that never use FI_AV_USER_ID pay nothing for it.
-	userIDs *[chunkLen]fi.Addr
+}
+
+// chunkDir is the directory of chunks: a slot per chunk the index space
+// may use so far, nil until the chunk is allocated, and beside it the
+// chunk's user IDs, allocated when the first of them is set, so that AVs
+// that never use FI_AV_USER_ID pay nothing for them. It is replaced by a
+// larger copy when an index past it is first used, so a reader that
+// loaded one sees a consistent directory.
+type chunkDir struct {
+	c []atomic.Pointer[chunk]
+	u []atomic.Pointer[[chunkLen]word]
+}
+
+func newChunkDir(n int) *chunkDir {
+	return &chunkDir{c: make([]atomic.Pointer[chunk], n), u: make([]atomic.Pointer[[chunkLen]word], n)}
+}
+
+// hashIndex is the hash index's slot array, replaced whole when it grows.
+type hashIndex struct {
+	slots []word
+	shift uint // 32 - log2(len(slots))
 }
 
 // symRange is a symmetric insert stored as arithmetic: member k is the
@@ -104,21 +184,31 @@ func (r *symRange) memberOf(e *endpoint) (uint32, bool) {
 	return k, true
 }
 
-// table maps indices to addresses and back. It is not safe for concurrent
-// use; the AV guards it.
+// table maps indices to addresses and back. One writer at a time changes
+// it (the AV's mu held), bracketing every change with two increments of
+// seq; readers either hold mu for reading or read lock-free (readDense,
+// readFind): they load seq, read the entry words, the chunk directory
+// and the hash slots atomically, and trust what they read only when seq
+// was even and is unchanged afterwards (a seqlock). Everything else here
+// (ranges, free indices, user IDs' allocation) is for the writer and for
+// readers holding mu.
 type table struct {
-	chunks    []*chunk
-	live      int         // addresses stored
-	next      uint32      // lowest index never handed out
-	free      indexHeap   // freed indices, handed out again lowest first
-	reuse     bool        // hand freed indices out again (not for shared MAP AVs)
-	retire    bool        // FI_AV_MAP: an index whose generation is exhausted is never handed out again
-	retired   int         // indices retired so far
-	hash      []uint64    // tag<<32 | index+1 of every dense entry; open addressing, linear probing; 0 = empty
-	hashShift uint        // 32 - log2(len(hash))
-	hashed    int         // entries in hash
-	seed      uint64      // hash seed
-	ranges    []*symRange // sorted by first
+	seq     atomic.Uint64 // odd while the writer changes the table
+	dir     atomic.Pointer[chunkDir]
+	hix     atomic.Pointer[hashIndex]
+	nchunks int       // chunks allocated
+	live    int       // addresses stored
+	next    uint32    // lowest index never handed out
+	free    indexHeap // freed indices, handed out again lowest first
+	reuse   bool      // hand freed indices out again (not for shared MAP AVs)
+	retire  bool      // FI_AV_MAP: an index whose generation is exhausted is never handed out again
+	retired int       // indices retired so far
+	// hash is the hash index (also published in hix): tag<<32 | index+1
+	// of every dense entry; open addressing, linear probing; 0 = empty.
+	hash   *hashIndex
+	hashed int         // entries in hash
+	seed   uint64      // hash seed
+	ranges []*symRange // sorted by first
 }
 
 func newTable(countHint int, seed uint64, reuse bool) *table {
@@ -128,28 +218,97 @@ func newTable(countHint int, seed uint64, reuse bool) *table {
 	}
 	if countHint > 0 {
 		t.growHash(countHint)
-		t.chunks = make([]*chunk, 0, (countHint+chunkLen-1)/chunkLen)
+		t.dir.Store(newChunkDir((countHint + chunkLen - 1) / chunkLen))
 	}
 	return t
+}
+
+// chunk returns chunk c, or nil when it does not exist.
+func (t *table) chunk(c uint32) *chunk {
+	d := t.dir.Load()
+	if d == nil || int(c) >= len(d.c) {
+		return nil
+	}
+	return d.c[c].Load()
 }
 
 // dense returns the dense entry slot of idx, or nil when its chunk does
 // not exist.
 func (t *table) dense(idx uint32) *entry {
-	c := idx >> chunkShift
-	if int(c) >= len(t.chunks) || t.chunks[c] == nil {
-		return nil
+	if c := t.chunk(idx >> chunkShift); c != nil {
+		return &c.e[idx&chunkMask]
 	}
-	return &t.chunks[c].e[idx&chunkMask]
+	return nil
+}
+
+// lockWrite and unlockWrite bracket a change by the writer (the AV's mu
+// held): readers that overlap it retry or take the lock.
+func (t *table) lockWrite()   { t.seq.Add(1) }
+func (t *table) unlockWrite() { t.seq.Add(1) }
+
+// readDense reads the dense entry at idx without a lock: ok false when
+// the read overlapped a change (the caller then takes the lock) or idx
+// has no dense entry; meta 0 (gen 0) for an index never used densely.
+func (t *table) readDense(idx uint32) (w0, w1, meta uint64, ok bool) {
+	s := t.seq.Load()
+	if s&1 != 0 {
+		return 0, 0, 0, false
+	}
+	e := t.dense(idx)
+	if e == nil {
+		return 0, 0, 0, false
+	}
+	meta, w0, w1 = e.meta.Load(), e.ip0.Load(), e.ip1.Load()
+	return w0, w1, meta, t.seq.Load() == s
+}
+
+// readFind is hashFind without a lock: the index and meta of the dense
+// entry holding ep, with found false for a miss; ok false when the read
+// overlapped a change (the caller then takes the lock).
+func (t *table) readFind(ep *endpoint) (idx uint32, meta uint64, found, ok bool) {
+	s := t.seq.Load()
+	if s&1 != 0 {
+		return 0, 0, false, false
+	}
+	hx := t.hix.Load()
+	if hx == nil {
+		return 0, 0, false, t.seq.Load() == s
+	}
+	h := t.hashOf(ep)
+	tag := uint32(h >> 32)
+	w0 := binary.LittleEndian.Uint64(ep.ip[:8])
+	w1 := binary.LittleEndian.Uint64(ep.ip[8:])
+	mask := len(hx.slots) - 1
+	i := int(tag >> hx.shift)
+	// Bounded: a table changing under the read may never show an empty
+	// slot; seq says so then.
+	for range len(hx.slots) {
+		v := hx.slots[i].Load()
+		if v == 0 {
+			break
+		}
+		if slotTag(v) == tag {
+			if e := t.dense(slotIdx(v)); e != nil {
+				m := e.meta.Load()
+				if e.ip0.Load() == w0 && e.ip1.Load() == w1 && metaPort(m) == ep.port {
+					return slotIdx(v), m, true, t.seq.Load() == s
+				}
+			}
+		}
+		i = (i + 1) & mask
+	}
+	return 0, 0, false, t.seq.Load() == s
 }
 
 // get returns the address at idx with its generation and auth key.
 func (t *table) get(idx uint32) (ep endpoint, gen, authKey uint16, ok bool) {
-	if e := t.dense(idx); e != nil && e.gen != 0 {
-		if e.state&entryUsed == 0 {
-			return endpoint{}, 0, 0, false
+	if e := t.dense(idx); e != nil {
+		if m := e.meta.Load(); metaGen(m) != 0 {
+			if metaState(m)&entryUsed == 0 {
+				return endpoint{}, 0, 0, false
+			}
+			return e.endpoint(), metaGen(m), metaKey(m), true
 		}
-		return endpoint{ip: e.ip, port: e.port}, e.gen, e.authKey, true
 	}
 	if len(t.ranges) == 0 {
 		return endpoint{}, 0, 0, false
@@ -206,7 +365,7 @@ func (t *table) findH(ep *endpoint, h uint64) (uint32, bool) {
 // lookup is find that also returns the generation of the index.
 func (t *table) lookup(ep *endpoint) (uint32, uint16, bool) {
 	if _, idx, ok := t.hashFind(ep, t.hashOf(ep)); ok {
-		return idx, t.dense(idx).gen, true
+		return idx, t.dense(idx).gen(), true
 	}
 	for _, r := range t.ranges {
 		if k, ok := r.memberOf(ep); ok {
@@ -233,28 +392,46 @@ func (t *table) put(idx uint32, ep endpoint, authKey uint16) *entry {
 	return t.putH(idx, ep, authKey, t.hashOf(&ep))
 }
 
-// slot returns the dense entry slot of idx, allocating its chunk.
+// slot returns the dense entry slot of idx, allocating its chunk (and a
+// larger chunk directory, published whole).
 func (t *table) slot(idx uint32) *entry {
 	c := int(idx >> chunkShift)
-	for c >= len(t.chunks) {
-		t.chunks = append(t.chunks, nil)
+	d := t.dir.Load()
+	if d == nil || c >= len(d.c) {
+		n := 4
+		if d != nil {
+			n = 2 * len(d.c)
+		}
+		nd := newChunkDir(max(n, c+1))
+		if d != nil {
+			for i := range d.c {
+				nd.c[i].Store(d.c[i].Load())
+				nd.u[i].Store(d.u[i].Load())
+			}
+		}
+		t.dir.Store(nd)
+		d = nd
 	}
-	if t.chunks[c] == nil {
-		t.chunks[c] = new(chunk)
+	ch := d.c[c].Load()
+	if ch == nil {
+		ch = new(chunk)
+		d.c[c].Store(ch)
+		t.nchunks++
 	}
-	return &t.chunks[c].e[idx&chunkMask]
+	return &ch.e[idx&chunkMask]
 }
 
 // putH is put with ep's hash already computed.
 func (t *table) putH(idx uint32, ep endpoint, authKey uint16, h uint64) *entry {
 	e := t.slot(idx)
-	if e.gen == 0 {
-		e.gen = 1
+	gen := e.gen()
+	if gen == 0 {
+		gen = 1
 		if t.spanOf(idx) != nil {
-			e.gen = rangeGen + 1
+			gen = rangeGen + 1
 		}
 	}
-	e.ip, e.port, e.state, e.authKey = ep.ip, ep.port, entryUsed, authKey
+	e.set(&ep, gen, entryUsed, authKey)
 	t.hashInsert(idx, h)
 	t.live++
 	return e
@@ -271,7 +448,7 @@ func (t *table) addRange(r *symRange) {
 // materialize turns the live range member at idx into a dense entry with
 // the same handle, so per-address state (a user ID) can be attached.
 func (t *table) materialize(idx uint32) *entry {
-	if e := t.dense(idx); e != nil && e.gen != 0 {
+	if e := t.dense(idx); e != nil && e.gen() != 0 {
 		return e
 	}
 	r, k, ok := t.rangeAt(idx)
@@ -282,7 +459,7 @@ func (t *table) materialize(idx uint32) *entry {
 	t.dropMember(r, k)
 	t.live--
 	e := t.put(idx, ep, r.authKey)
-	e.gen = rangeGen
+	e.setGen(rangeGen)
 	return e
 }
 
@@ -299,13 +476,13 @@ func (t *table) dropMember(r *symRange, k uint32) {
 
 // remove frees idx and returns the address it held.
 func (t *table) remove(idx uint32) (endpoint, bool) {
-	if e := t.dense(idx); e != nil && e.gen != 0 {
-		if e.state&entryUsed == 0 {
+	if e := t.dense(idx); e != nil && e.gen() != 0 {
+		if e.state()&entryUsed == 0 {
 			return endpoint{}, false
 		}
-		ep := endpoint{ip: e.ip, port: e.port}
+		ep := e.endpoint()
 		t.hashDelete(ep)
-		e.state, e.authKey = 0, 0
+		e.setMeta(e.gen(), 0, 0)
 		if !t.nextGen(e) {
 			t.live-- // retired: not released for reuse
 			return ep, true
@@ -326,13 +503,13 @@ func (t *table) remove(idx uint32) (endpoint, bool) {
 // keeps the index, with its generation, out of use (entryHeld) until
 // unhold: lookups no longer find it and alloc does not hand it out.
 func (t *table) hold(idx uint32) (endpoint, bool) {
-	if e := t.dense(idx); e != nil && e.gen != 0 {
-		if e.state&entryUsed == 0 {
+	if e := t.dense(idx); e != nil && e.gen() != 0 {
+		if e.state()&entryUsed == 0 {
 			return endpoint{}, false
 		}
-		ep := endpoint{ip: e.ip, port: e.port}
+		ep := e.endpoint()
 		t.hashDelete(ep)
-		e.state, e.authKey = entryHeld, 0
+		e.setMeta(e.gen(), entryHeld, 0)
 		t.live--
 		return ep, true
 	}
@@ -341,7 +518,7 @@ func (t *table) hold(idx uint32) (endpoint, bool) {
 		t.dropMember(r, k)
 		t.live--
 		e := t.slot(idx) // supersedes the range member
-		e.gen, e.state, e.authKey = rangeGen, entryHeld, 0
+		e.setMeta(rangeGen, entryHeld, 0)
 		return ep, true
 	}
 	return endpoint{}, false
@@ -349,8 +526,10 @@ func (t *table) hold(idx uint32) (endpoint, bool) {
 
 // heldGen returns the generation of the held index idx.
 func (t *table) heldGen(idx uint32) (uint16, bool) {
-	if e := t.dense(idx); e != nil && e.gen != 0 && e.state&entryHeld != 0 {
-		return e.gen, true
+	if e := t.dense(idx); e != nil {
+		if m := e.meta.Load(); metaGen(m) != 0 && metaState(m)&entryHeld != 0 {
+			return metaGen(m), true
+		}
 	}
 	return 0, false
 }
@@ -359,7 +538,7 @@ func (t *table) heldGen(idx uint32) (uint16, bool) {
 // one; it was counted out of live when held.
 func (t *table) unhold(idx uint32) {
 	e := t.dense(idx)
-	e.state = 0
+	e.setState(0)
 	if t.nextGen(e) && t.reuse {
 		t.free.push(idx)
 	}
@@ -373,13 +552,15 @@ func (t *table) unhold(idx uint32) {
 // it out again. Elsewhere (FI_AV_TABLE, whose handles carry no
 // generation) the generation wraps to 1.
 func (t *table) nextGen(e *entry) bool {
-	if e.gen == maxGen && t.retire {
+	gen := e.gen()
+	if gen == maxGen && t.retire {
 		t.retired++
 		return false
 	}
-	if e.gen++; e.gen == 0 {
-		e.gen = 1
+	if gen++; gen == 0 {
+		gen = 1
 	}
+	e.setGen(gen)
 	return true
 }
 
@@ -390,25 +571,39 @@ func (t *table) release(idx uint32) {
 	}
 }
 
-// userID returns the user ID slot of a dense entry.
-func (t *table) userID(idx uint32) *fi.Addr {
-	c := t.chunks[idx>>chunkShift]
-	if c.userIDs == nil {
-		c.userIDs = new([chunkLen]fi.Addr)
+// setUserID sets the user ID of a dense entry; writer only.
+func (t *table) setUserID(idx uint32, id fi.Addr) {
+	u := &t.dir.Load().u[idx>>chunkShift]
+	ids := u.Load()
+	if ids == nil {
+		ids = new([chunkLen]word)
+		u.Store(ids)
 	}
-	return &c.userIDs[idx&chunkMask]
+	ids[idx&chunkMask].Store(uint64(id))
+}
+
+// userID returns the user ID of a dense entry set with setUserID.
+func (t *table) userID(idx uint32) fi.Addr {
+	if ids := t.dir.Load().u[idx>>chunkShift].Load(); ids != nil {
+		return fi.Addr(ids[idx&chunkMask].Load())
+	}
+	return fi.AddrNotAvail
 }
 
 // each calls fn for every stored address until fn returns false.
 func (t *table) each(fn func(idx uint32, ep endpoint, gen, authKey uint16) bool) {
-	for ci, c := range t.chunks {
-		if c == nil {
-			continue
-		}
-		for i := range c.e {
-			if e := &c.e[i]; e.state&entryUsed != 0 {
-				if !fn(uint32(ci<<chunkShift|i), endpoint{ip: e.ip, port: e.port}, e.gen, e.authKey) {
-					return
+	if d := t.dir.Load(); d != nil {
+		for ci := range d.c {
+			c := d.c[ci].Load()
+			if c == nil {
+				continue
+			}
+			for i := range c.e {
+				e := &c.e[i]
+				if m := e.meta.Load(); metaState(m)&entryUsed != 0 {
+					if !fn(uint32(ci<<chunkShift|i), e.endpoint(), metaGen(m), metaKey(m)) {
+						return
+					}
 				}
 			}
 		}
@@ -419,7 +614,7 @@ func (t *table) each(fn func(idx uint32, ep endpoint, gen, authKey uint16) bool)
 				continue
 			}
 			idx := r.first + k
-			if e := t.dense(idx); e != nil && e.gen != 0 {
+			if e := t.dense(idx); e != nil && e.gen() != 0 {
 				continue // superseded, listed above
 			}
 			if !fn(idx, r.member(k), rangeGen, r.authKey) {
@@ -450,16 +645,16 @@ func slotTag(v uint64) uint32 { return uint32(v >> 32) }
 func slotIdx(v uint64) uint32 { return uint32(v) - 1 }
 
 // home is the first slot probed for a tag.
-func (t *table) home(tag uint32) int { return int(tag >> t.hashShift) }
+func (t *table) home(tag uint32) int { return int(tag >> t.hash.shift) }
 
 // touch loads the home slot of hash h, so that a block of addresses can
 // have their cache misses in flight together before they are probed one
 // by one.
 func (t *table) touch(h uint64) uint64 {
-	if len(t.hash) == 0 {
+	if t.hash == nil {
 		return 0
 	}
-	return t.hash[t.home(uint32(h>>32))]
+	return t.hash.slots[t.home(uint32(h>>32))].Load()
 }
 
 func (t *table) hashFind(ep *endpoint, h uint64) (slot int, idx uint32, ok bool) {
@@ -467,14 +662,18 @@ func (t *table) hashFind(ep *endpoint, h uint64) (slot int, idx uint32, ok bool)
 		return 0, 0, false
 	}
 	tag := uint32(h >> 32)
-	mask := len(t.hash) - 1
+	slots := t.hash.slots
+	mask := len(slots) - 1
+	w0 := binary.LittleEndian.Uint64(ep.ip[:8])
+	w1 := binary.LittleEndian.Uint64(ep.ip[8:])
 	for i := t.home(tag); ; i = (i + 1) & mask {
-		v := t.hash[i]
+		v := slots[i].Load()
 		if v == 0 {
 			return 0, 0, false
 		}
 		if slotTag(v) == tag {
-			if e := t.dense(slotIdx(v)); e.ip == ep.ip && e.port == ep.port {
+			e := t.dense(slotIdx(v))
+			if e.ip0.Load() == w0 && e.ip1.Load() == w1 && metaPort(e.meta.Load()) == ep.port {
 				return i, slotIdx(v), true
 			}
 		}
@@ -482,7 +681,7 @@ func (t *table) hashFind(ep *endpoint, h uint64) (slot int, idx uint32, ok bool)
 }
 
 func (t *table) hashInsert(idx uint32, h uint64) {
-	if (t.hashed+1)*4 > len(t.hash)*3 {
+	if t.hash == nil || (t.hashed+1)*4 > len(t.hash.slots)*3 {
 		t.growHash(t.hashed + 1)
 	}
 	t.hashPlace(h>>32<<32 | uint64(idx+1))
@@ -490,28 +689,35 @@ func (t *table) hashInsert(idx uint32, h uint64) {
 }
 
 func (t *table) hashPlace(v uint64) {
-	mask := len(t.hash) - 1
+	slots := t.hash.slots
+	mask := len(slots) - 1
 	i := t.home(slotTag(v))
-	for t.hash[i] != 0 {
+	for slots[i].Load() != 0 {
 		i = (i + 1) & mask
 	}
-	t.hash[i] = v
+	slots[i].Store(v)
 }
 
-// growHash resizes the index for at least n entries at load <= 3/4.
+// growHash resizes the index for at least n entries at load <= 3/4. The
+// new slot array is filled before it is published, so lock-free readers
+// see either the old index or the whole new one.
 func (t *table) growHash(n int) {
 	size, shift := 16, uint(28)
-	for size*3 < n*4 || size <= len(t.hash) {
+	old := t.hash
+	for size*3 < n*4 || old != nil && size <= len(old.slots) {
 		size *= 2
 		shift--
 	}
-	old := t.hash
-	t.hash, t.hashShift = make([]uint64, size), shift
-	for _, v := range old {
-		if v != 0 {
-			t.hashPlace(v)
+	t.hash = &hashIndex{slots: make([]word, size), shift: shift}
+	adviseHuge(t.hash.slots)
+	if old != nil {
+		for i := range old.slots {
+			if v := old.slots[i].Load(); v != 0 {
+				t.hashPlace(v)
+			}
 		}
 	}
+	t.hix.Store(t.hash)
 }
 
 // hashDelete removes ep by backward-shift deletion, which keeps probe
@@ -521,17 +727,19 @@ func (t *table) hashDelete(ep endpoint) {
 	if !ok {
 		return
 	}
-	mask := len(t.hash) - 1
-	for j := (i + 1) & mask; t.hash[j] != 0; j = (j + 1) & mask {
-		home := t.home(slotTag(t.hash[j]))
+	slots := t.hash.slots
+	mask := len(slots) - 1
+	for j := (i + 1) & mask; slots[j].Load() != 0; j = (j + 1) & mask {
+		vj := slots[j].Load()
+		home := t.home(slotTag(vj))
 		// Move the entry at j into the hole at i unless its home lies
 		// cyclically in (i, j].
 		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
-			t.hash[i] = t.hash[j]
+			slots[i].Store(vj)
 			i = j
 		}
 	}
-	t.hash[i] = 0
+	slots[i].Store(0)
 	t.hashed--
 }
 

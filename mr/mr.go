@@ -161,7 +161,7 @@ func (m *MR) RawAttr(rawKey []byte, flags fi.Flags) (baseAddr uint64, keySize in
 // lockCompleted waits for the registration to finish and locks m. It fails
 // when the region is closed or its registration failed.
 func (m *MR) lockCompleted(op string) error {
-	<-m.done
+	m.waitDone()
 	m.mu.Lock()
 	if m.closed || m.state.Load()&stFailed != 0 {
 		m.mu.Unlock()
@@ -338,7 +338,7 @@ func (m *MR) Refresh(iov [][]byte, flags fi.Flags) error {
 // region is closed all the same and the error is returned: Lookup, the
 // datapath's final check, refuses the key whatever the kernel entry says.
 func (m *MR) Close() error {
-	<-m.done
+	m.waitDone()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -371,6 +371,15 @@ func (m *MR) Close() error {
 		return fmt.Errorf("mr close: %w", err)
 	}
 	return nil
+}
+
+// waitDone waits for the registration to complete or fail. A synchronous
+// registration is complete when m is returned: no channel operation (a
+// receive locks the channel, even a closed one).
+func (m *MR) waitDone() {
+	if m.done != doneChan {
+		<-m.done
+	}
 }
 
 // covers reports whether every byte of [va, va+n) lies in the region's

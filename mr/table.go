@@ -41,6 +41,13 @@
 // changing its pages call Refresh. After Close the Table drops the region,
 // but the buffers stay reachable for as long as the caller holds the *MR.
 //
+// Each registration allocates its MR (one object, ~350 bytes); MR objects
+// are deliberately not pooled: a closed *MR the caller still holds (a
+// second Close, a Desc kept in a pending operation, a target-side lookup
+// racing Close) would otherwise name the next region registered, and
+// close it or reach its memory, where now it is refused (FI_EINVAL,
+// Lookup's closed state).
+//
 // Provider choices, where fi_mr(3) leaves them to the provider:
 //
 //   - Keys are 8 bytes (KeySize). Any requested key but FI_KEY_NOTAVAIL is in
@@ -158,6 +165,7 @@ type Table struct {
 	domainID   uint32
 	mirror     Mirror
 	authKey    []byte
+	authDigest uint32 // AuthDigest(authKey), computed once
 	owner      fi.FID
 	maxRegions int
 	keySeed    uint64
@@ -197,6 +205,7 @@ func NewTable(cfg Config) (*Table, error) {
 		domainID:   cfg.DomainID,
 		mirror:     cfg.Mirror,
 		authKey:    append([]byte(nil), cfg.AuthKey...),
+		authDigest: AuthDigest(cfg.AuthKey),
 		owner:      cfg.Owner,
 		maxRegions: cfg.MaxRegions,
 		keySeed:    binary.LittleEndian.Uint64(seed[:]),
@@ -374,11 +383,11 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 			}
 		}
 	}
-	m.authKey = t.authKey
+	m.authKey, m.authDigest = t.authKey, t.authDigest
 	if len(a.AuthKey) > 0 {
 		m.authKey = append([]byte(nil), a.AuthKey...)
+		m.authDigest = AuthDigest(m.authKey)
 	}
-	m.authDigest = AuthDigest(m.authKey)
 	// Regions associated with RMA events or endpoints start disabled.
 	m.explicitEnable = t.mode&ModeEndpoint != 0 || (t.mode&ModeRMAEvent != 0 && flags&fi.RMA_EVENT != 0)
 

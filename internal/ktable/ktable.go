@@ -15,9 +15,9 @@
 // Cost. A slot is a cache line, so reading the two buckets of a key is 16
 // of them; a sync/atomic store is a locked XCHG on x86-64. So a writer
 // stores the words of a slot it claimed with plain stores and releases
-// the slot with one store of seq ordered after them (storeRelease: a MOV
-// on x86-64, from assembly so that the compiler can neither reorder nor
-// drop it), and the header keeps both counts in one word (one atomic add
+// the slot with one store of seq ordered after them
+// (memorder.StoreRelease: a MOV on x86-64, from assembly so that the
+// compiler can neither reorder nor drop it), and the header keeps both counts in one word (one atomic add
 // a write). A table with one writer (an AV's: Own) goes further: the
 // writer keeps a tag byte per slot in Go memory (8 bytes a bucket), finds
 // a key's slot or a free one from the tags without reading the buckets,
@@ -51,6 +51,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfab/xdpfab/internal/memorder"
 )
 
 // Layout constants of bpf/xdpfab.h.
@@ -319,7 +321,7 @@ func (t *Table) Put(k *Key, v *Value) error {
 				continue // another writer's claim: look again
 			}
 			s.val = *v // the slot is ours (seq odd): plain stores
-			storeRelease32(&s.seq, seq+2)
+			memorder.StoreRelease32(&s.seq, seq+2)
 			return nil
 		}
 		s, seq, state := emptier(b1, b2)
@@ -348,7 +350,7 @@ func fill(s *slot, seq uint32, k *Key, v *Value) {
 	s.key = *k
 	s.val = *v
 	s.state = stateUsed
-	storeRelease32(&s.seq, seq+2)
+	memorder.StoreRelease32(&s.seq, seq+2)
 }
 
 // The header counts entries in use in the low 32 bits of val[0] and
@@ -364,7 +366,7 @@ func (t *Table) counted(state uint32) {
 	}
 	if t.tags != nil { // owned: the one writer's store is enough
 		t.count += d
-		storeRelease64(&t.hdr.val[0], t.count)
+		memorder.StoreRelease64(&t.hdr.val[0], t.count)
 		return
 	}
 	atomic.AddUint64(&t.hdr.val[0], d)
@@ -456,7 +458,7 @@ func (t *Table) Delete(k *Key) bool {
 // finds the slot and sees it dead.
 func kill(s *slot, seq uint32) {
 	s.state = stateDead
-	storeRelease32(&s.seq, seq+2)
+	memorder.StoreRelease32(&s.seq, seq+2)
 }
 
 // uncounted updates the header's counts for an entry that became a
@@ -465,7 +467,7 @@ func (t *Table) uncounted() {
 	const d = deadOne - 1 // -1 entry, +1 tombstone
 	if t.tags != nil {
 		t.count += d
-		storeRelease64(&t.hdr.val[0], t.count)
+		memorder.StoreRelease64(&t.hdr.val[0], t.count)
 		return
 	}
 	atomic.AddUint64(&t.hdr.val[0], d)
@@ -598,9 +600,9 @@ func (t *Table) ownPutH(k *Key, v *Value, h uint64, search bool) error {
 		if bi, i, ok := t.ownFind(k, b1, b2, g); ok {
 			s := &t.buckets[bi][i]
 			seq := s.seq &^ 1
-			storeRelease32(&s.seq, seq+1)
+			memorder.StoreRelease32(&s.seq, seq+1)
 			s.val = *v
-			storeRelease32(&s.seq, seq+2)
+			memorder.StoreRelease32(&s.seq, seq+2)
 			return nil
 		}
 	}
@@ -616,7 +618,7 @@ func (t *Table) ownPutH(k *Key, v *Value, h uint64, search bool) error {
 	s := &t.buckets[bi][i]
 	seq := s.seq &^ 1 // even unless a dead writer left it odd: ours to fix
 	state := s.state
-	storeRelease32(&s.seq, seq+1)
+	memorder.StoreRelease32(&s.seq, seq+1)
 	fill(s, seq, k, v)
 	t.tags[bi-1] |= uint64(g) << (8 * i)
 	t.counted(state)
@@ -633,7 +635,7 @@ func (t *Table) ownDelete(k *Key) bool {
 	}
 	s := &t.buckets[bi][i]
 	seq := s.seq &^ 1
-	storeRelease32(&s.seq, seq+1)
+	memorder.StoreRelease32(&s.seq, seq+1)
 	kill(s, seq)
 	t.tags[bi-1] &^= 0xff << (8 * i)
 	t.uncounted()

@@ -1,6 +1,6 @@
-package ktable
+package memorder
 
-// storeRelease32 and storeRelease64 store v at p, ordered after every
+// StoreRelease32 and StoreRelease64 store v at p, ordered after every
 // store before them: on x86-64 a plain MOV (stores are not reordered with
 // stores), where sync/atomic's store is a locked XCHG, which also orders
 // later loads and costs ~20 cycles. Being calls, the compiler neither
@@ -8,7 +8,7 @@ package ktable
 // which a plain Go store to seq before the slot's other stores could be.
 
 //go:noescape
-func storeRelease32(p *uint32, v uint32)
+func StoreRelease32(p *uint32, v uint32)
 
 //go:noescape
-func storeRelease64(p *uint64, v uint64)
+func StoreRelease64(p *uint64, v uint64)

@@ -1,0 +1,15 @@
+#include "textflag.h"
+
+// func StoreRelease32(p *uint32, v uint32)
+TEXT ·StoreRelease32(SB), NOSPLIT, $0-12
+	MOVQ p+0(FP), AX
+	MOVL v+8(FP), BX
+	MOVL BX, (AX)
+	RET
+
+// func StoreRelease64(p *uint64, v uint64)
+TEXT ·StoreRelease64(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), AX
+	MOVQ v+8(FP), BX
+	MOVQ BX, (AX)
+	RET
