@@ -1532,7 +1532,9 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 			e.mu.Lock()
 			locked = true
 		}
-		e.applyRefusals(&e.rxCompl)
+		// A batch with datagrams, short of full, has read what was
+		// queued ahead of the ICMPs noted before it.
+		e.applyRefusals(&e.rxCompl, n < len(e.rxPkts) && e.refusedNew.seen < n)
 	}
 	if locked {
 		e.flushLocked()

@@ -19,7 +19,7 @@ func TestAnsweredBeforeRefused(t *testing.T) {
 	checkGoroutines(t)
 	tgt := newTestTarget(64)
 	c := newCompletions()
-	cfg := Config{RetryInitial: time.Millisecond, RetryMax: 4 * time.Millisecond, MaxRetries: 20}
+	cfg := Config{RetryInitial: time.Millisecond, RetryMax: 50 * time.Millisecond, MaxRetries: 20}
 	target := newEngine(t, listenTransport(t, netOpts{}, 0), withEP(cfg, 2), tgt, nil)
 	icfg := withEP(cfg, 1)
 	icfg.ManualProgress = true
