@@ -366,11 +366,31 @@ func (s *Socket) Transmit(descs []Desc) (int, error) {
 	return int(n), nil
 }
 
+// maxKicks bounds the sendto calls of one kick.
+const maxKicks = 64
+
+// kick makes the kernel send what the TX ring holds. In copy mode one
+// sendto sends at most 32 frames (the kernel's TX_BATCH_SIZE) and fails
+// with EAGAIN while more are queued: a burst larger than that (a batch of
+// responses, the segments of several large writes) would otherwise wait in
+// the ring for the next Transmit, which may be a retransmission timer's, so
+// kick again while the kernel takes frames and the ring is not empty.
+// txMu is held.
 func (s *Socket) kick() error {
-	for {
+	for i := 0; i < maxKicks; i++ {
+		before := s.tx.consumer.Load()
 		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		switch e {
-		case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS, unix.ENETDOWN:
+		case 0:
+			return nil
+		case unix.EAGAIN:
+			// The batch budget ran out, or the kernel is out of buffers:
+			// kick again while it makes progress.
+			if c := s.tx.consumer.Load(); c != s.tx.cachedProd && c != before {
+				continue
+			}
+			return nil
+		case unix.EBUSY, unix.ENOBUFS, unix.ENETDOWN:
 			// The kernel is busy sending or out of buffers: the frames stay
 			// queued and go with the next kick.
 			return nil
@@ -380,6 +400,7 @@ func (s *Socket) kick() error {
 			return fmt.Errorf("xsk: TX kick: %w", e)
 		}
 	}
+	return nil
 }
 
 // Reclaim drains the completion ring, returning sent frames to the free
