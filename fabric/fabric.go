@@ -121,6 +121,12 @@
 // update until the next Read or ReadErr. FI_CNTR_EVENTS_COMP is the only
 // event kind (libfabric 1.17 has no other).
 //
+// fi_setname (Endpoint.SetAddr, setname.go) moves an endpoint that is not
+// enabled yet to another port, like bind(2); its IP address stays its
+// domain's (the domain chose interface, transport and packet size for
+// it), so another IP fails with FI_EADDRNOTAVAIL, and port 0 keeps the
+// port the endpoint has had since its open.
+//
 // Poll sets (fi_poll(3); poll.go). Domain.PollOpen is fi_poll_open, and
 // PollSet's Add, Del and Poll are fi_poll_add, fi_poll_del and fi_poll,
 // with the semantics of libfabric's util poll set (prov/util's

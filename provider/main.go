@@ -36,9 +36,10 @@
 // with members fails with FI_EBUSY) and poll sets (fi_poll_open: a
 // fid_poll over fabric.PollSet, with fi_poll_add, fi_poll_del and fi_poll
 // writing the members' fid contexts) are wait.go and poll.go, their C
-// fids waitpoll.c. -FI_ENOSYS: fi_setname and fi_getpeer
-// (an RDM endpoint's address is fixed at open and it has no peer),
-// connection management, scalable endpoints and tx/rx contexts, shared
+// fids waitpoll.c. fi_setname before fi_enable moves an endpoint to
+// another port of its own address (fabric.Endpoint.SetAddr; setname.go).
+// -FI_ENOSYS: fi_getpeer (an RDM endpoint has no peer), connection
+// management, scalable endpoints and tx/rx contexts, shared
 // contexts, fi_rx/tx_size_left, collectives and AV sets.
 //
 // Unknown peers. Every endpoint is opened with fabric's AcceptUnknown:
