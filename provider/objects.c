@@ -1,6 +1,7 @@
 /*
  * The fids of domains, AVs, EQs, CQs, counters and MRs, and their ops
- * tables (wait and poll sets: waitpoll.c). Each op is one call into Go (xfgo_*), after the fork guard.
+ * tables (wait and poll sets: waitpoll.c). Each op is one call into Go
+ * (xfgo_*), after the fork guard.
  */
 #include "xdpfab.h"
 #include "_cgo_export.h"
