@@ -39,7 +39,7 @@ import (
 // the rates compare what many peers cost, not packing.
 
 const benchPeersUsage = `usage:
-  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--cpuprofile FILE] [-o text|json]
+  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--rx shared|own] [--cpuprofile FILE] [-o text|json]
 
 For each peer count: a fresh target (xdpfab bench serve on the kernel UDP socket, a
 child process) and that many initiator endpoints in this process, each doing --ops
@@ -48,7 +48,9 @@ fetch-adds (default 200; more where few peers, so that a phase does at least
 across all of them. Prints the aggregate rate and its ratio to the single-peer phase,
 the target's RSS growth over the phase and per peer, its CPU time per operation, and
 checks that every fetch-add executed exactly once (distinct fetched values, the final
-counter). --cpuprofile writes a pprof CPU profile of the initiators' process over
+counter). --rx shared (the default) has the process's shared receive poller serve
+every initiator's socket (reliable.Config.SharedPoll); --rx own gives each initiator
+a receive goroutine of its own. --cpuprofile writes a pprof CPU profile of the initiators' process over
 the measured part of each phase (FILE.<peers> when there are several).
 `
 
@@ -59,6 +61,7 @@ type peersOptions struct {
 	inflight int
 	addr     netip.Addr
 	coalesce bool
+	ownRx    bool
 	out      string
 	key      uint64
 	profile  string
@@ -75,6 +78,7 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 	addr := fs.String("addr", "127.0.0.1", "loopback address for the target and the initiators")
 	fs.BoolVar(&o.coalesce, "coalesce", false, "let the engines pack requests (packets per op then differ between phases)")
 	fs.StringVar(&o.out, "o", "text", "output `FORMAT`: text or json")
+	rx := fs.String("rx", "shared", "initiators' receive side: shared (one poller) or own (a goroutine each)")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write the initiators' CPU profile to `FILE`")
 	fs.Uint64Var(&o.key, "key", 0xbe7c4, "region key")
 	if err := fs.Parse(args); err != nil {
@@ -95,8 +99,11 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 		return nil, fmt.Errorf("%w: --ops and --inflight (at most 4096) must be positive", errUsage)
 	case o.out != "text" && o.out != "json":
 		return nil, fmt.Errorf("%w: -o takes text or json", errUsage)
+	case *rx != "shared" && *rx != "own":
+		return nil, fmt.Errorf("%w: --rx takes shared or own", errUsage)
 	}
 	o.addr = a
+	o.ownRx = *rx == "own"
 	return o, nil
 }
 
@@ -154,8 +161,12 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (kernel UDP, loopback), %d fetch-adds per peer, %d in flight, coalescing %s\n",
-		o.ops, o.inflight, onOff(o.coalesce))
+	rxMode := "one shared poller"
+	if o.ownRx {
+		rxMode = "a goroutine per initiator"
+	}
+	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (kernel UDP, loopback), %d fetch-adds per peer, %d in flight, coalescing %s, initiators receive on %s\n",
+		o.ops, o.inflight, onOff(o.coalesce), rxMode)
 	fmt.Fprintf(stdout, "%8s %10s %12s %9s %14s %12s %12s %12s %8s %s\n", "peers", "ops", "ops/s", "vs 1st", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
 	for _, r := range rows {
 		fmt.Fprintf(stdout, "%8d %10d %12s %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %v\n", r.Peers, r.Ops, si(r.Rate), r.RateRatio,
@@ -422,7 +433,8 @@ func newPeersLoad(o *peersOptions, target netip.AddrPort, n, total int) (*peersL
 			return nil, fmt.Errorf("initiator %d: %w", i, err)
 		}
 		e, err := reliable.New(tr, reliable.Config{EndpointID: 1, OnComplete: l.onComplete,
-			MaxOps: slots, CoalesceAt: coalesce}) // a slow peer may have several
+			MaxOps: slots, CoalesceAt: coalesce, // a slow peer may have several
+			SharedPoll: !o.ownRx})
 		if err != nil {
 			tr.Close()
 			l.close()

@@ -136,6 +136,8 @@ var (
 	_ datapath.Transport   = (*Transport)(nil)
 	_ datapath.Pollable    = (*Transport)(nil)
 	_ datapath.PathChecker = (*Transport)(nil)
+
+	_ datapath.SharedPollable = (*Transport)(nil)
 )
 
 // Listen opens a UDP socket bound to addr (port 0 picks a free port). An
@@ -246,6 +248,19 @@ func (t *Transport) PollFDs(dst []unix.PollFd) ([]unix.PollFd, bool) {
 	}
 	return append(dst, unix.PollFd{Fd: int32(t.fd), Events: unix.POLLIN}), true
 }
+
+// PollFD implements datapath.SharedPollable: the socket, readable while a
+// datagram is queued, with EPOLLERR while its error queue holds one.
+func (t *Transport) PollFD() (int, bool) {
+	if t.closed.Load() || t.fd < 0 {
+		return -1, false
+	}
+	return t.fd, true
+}
+
+// ErrorReady implements datapath.SharedPollable: the next Receive that
+// finds no datagram reads the error queue.
+func (t *Transport) ErrorReady() { t.errPending.Store(true) }
 
 // Close closes the socket; a blocked Receive returns datapath.ErrClosed.
 func (t *Transport) Close() error {
