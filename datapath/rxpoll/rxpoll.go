@@ -90,16 +90,22 @@ var (
 // needed. It serves descriptors of any network namespace.
 func Register(fd int, h Handler) (*Registration, error) {
 	sharedMu.Lock()
-	defer sharedMu.Unlock()
 	if shared == nil {
 		p, err := newPoller()
 		if err != nil {
+			sharedMu.Unlock()
 			return nil, err
 		}
 		shared = p
 		go p.run()
 	}
-	return shared.Add(fd, h)
+	p := shared
+	r, err := p.Add(fd, h)
+	sharedMu.Unlock()
+	if err != nil {
+		stopIfIdle(p) // a poller started for nothing does not stay
+	}
+	return r, err
 }
 
 // Running reports whether the process's poller exists (tests: it must not
