@@ -427,7 +427,7 @@ func newPeersLoad(o *peersOptions, target netip.AddrPort, n, total int) (*peersL
 		coalesce = 0
 	}
 	for i := range n {
-		tr, err := udp.Listen(netip.AddrPortFrom(o.addr, 0), udp.Options{Batch: 8, SocketBuffer: 256 << 10})
+		tr, err := udp.Listen(netip.AddrPortFrom(o.addr, 0), udp.Options{Batch: 8, SocketBuffer: 256 << 10, SharedPoll: !o.ownRx})
 		if err != nil {
 			l.close()
 			return nil, fmt.Errorf("initiator %d: %w", i, err)

@@ -4,15 +4,31 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
 
 	"github.com/xdpfab/xdpfab/datapath/rxpoll"
+	"github.com/xdpfab/xdpfab/datapath/udp"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
 )
+
+// openSharedPoll opens a UDP transport for the shared poller: its socket
+// outside Go's netpoller (udp.Options.SharedPoll).
+func openSharedPoll(t testing.TB, _ bool) *udp.Transport {
+	t.Helper()
+	u, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{SharedPoll: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// plain is the netOpts of a lossless transport for the shared poller.
+var plain = netOpts{open: openSharedPoll}
 
 // checkPollerStops fails the test if the shared poller outlives the
 // test's engines (registered before them, so it runs after their Close).
@@ -33,7 +49,7 @@ func TestSharedPollExactlyOnce(t *testing.T) {
 		t.Run(fmt.Sprintf("loss%v", rate), func(t *testing.T) {
 			checkGoroutines(t)
 			checkPollerStops(t)
-			o := netOpts{loss: rate, dup: rate, reorder: rate, seed: 17, cfg: Config{SharedPoll: true}}
+			o := netOpts{loss: rate, dup: rate, reorder: rate, seed: 17, cfg: Config{SharedPoll: true}, open: openSharedPoll}
 			s := fetchAddRun(t, o, 4, 5000, 64)
 			if !rxpoll.Running() {
 				t.Fatal("engines with SharedPoll did not use the shared poller")
@@ -53,13 +69,13 @@ func TestSharedPollManyEngines(t *testing.T) {
 	checkPollerStops(t)
 	const n, each = 200, 5
 	tgt := newTestTarget(8)
-	target := newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 2, SharedPoll: true}, tgt, nil)
+	target := newEngine(t, listenTransport(t, plain, 0), Config{EndpointID: 2, SharedPoll: true}, tgt, nil)
 	peer := Peer{target.LocalAddr(), 2}
 	c := newCompletions()
 	g0 := runtime.NumGoroutine()
 	inis := make([]*Engine, n)
 	for i := range inis {
-		inis[i] = newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 1, SharedPoll: true, MaxOps: each}, nil, c)
+		inis[i] = newEngine(t, listenTransport(t, plain, 0), Config{EndpointID: 1, SharedPoll: true, MaxOps: each}, nil, c)
 	}
 	if g := runtime.NumGoroutine() - g0; g >= n/2 {
 		t.Fatalf("%d engines on the shared poller started %d goroutines", n, g)
@@ -97,8 +113,8 @@ func TestSharedPollRefused(t *testing.T) {
 	checkPollerStops(t)
 	cfg := Config{RetryInitial: time.Millisecond, RetryMax: 8 * time.Millisecond, MaxRetries: 6, SharedPoll: true}
 	c := newCompletions()
-	target := newEngine(t, listenTransport(t, netOpts{}, 0), withEP(cfg, 2), newTestTarget(1<<10), nil)
-	ini := newEngine(t, listenTransport(t, netOpts{}, 0), withEP(cfg, 1), nil, c)
+	target := newEngine(t, listenTransport(t, plain, 0), withEP(cfg, 2), newTestTarget(1<<10), nil)
+	ini := newEngine(t, listenTransport(t, plain, 0), withEP(cfg, 1), nil, c)
 	peer := Peer{target.LocalAddr(), 2}
 	exchangeLive(t, ini, c, peer, "hi")
 	target.Close()
@@ -118,14 +134,14 @@ func TestSharedPollRefused(t *testing.T) {
 func TestSharedPollConfig(t *testing.T) {
 	for _, cfg := range []Config{{SharedPoll: true, ManualProgress: true}, {SharedPoll: true, BusyPoll: true}} {
 		cfg.OnComplete = func(Completion) {}
-		tr := listenTransport(t, netOpts{}, 0)
+		tr := listenTransport(t, plain, 0)
 		if _, err := New(tr, cfg); err == nil || !errors.Is(err, fi.EINVAL) {
 			t.Fatalf("%+v: %v, want FI_EINVAL", cfg, err)
 		}
 		tr.Close()
 	}
 	checkPollerStops(t)
-	e := newEngine(t, listenTransport(t, netOpts{}, 0), Config{SharedPoll: true}, nil, nil)
+	e := newEngine(t, listenTransport(t, plain, 0), Config{SharedPoll: true}, nil, nil)
 	if e.BeginAssist() {
 		t.Fatal("an engine on the shared poller accepted an assisting reader")
 	}
@@ -137,8 +153,8 @@ func TestSharedPollConfig(t *testing.T) {
 func TestSharedPollSteadyStateAllocs(t *testing.T) {
 	checkPollerStops(t)
 	c := newCompletions()
-	target := newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 2, SharedPoll: true}, newTestTarget(4096), nil)
-	ini := newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 1, SharedPoll: true}, nil, c)
+	target := newEngine(t, listenTransport(t, plain, 0), Config{EndpointID: 2, SharedPoll: true}, newTestTarget(4096), nil)
+	ini := newEngine(t, listenTransport(t, plain, 0), Config{EndpointID: 1, SharedPoll: true}, nil, c)
 	peer := Peer{target.LocalAddr(), 2}
 	res := make([]byte, 8)
 	reqs := []Request{
