@@ -119,7 +119,7 @@ func newBatchState(n int) batchState {
 // Transport is a UDP socket driven with recvmmsg/sendmmsg.
 type Transport struct {
 	raw   socket // the descriptor, in Go's netpoller or not (socket.go)
-	fd    int // the socket's descriptor, for PollFDs (valid until Close)
+	fd    int    // the socket's descriptor, for PollFDs (valid until Close)
 	local netip.AddrPort
 	is4   bool // AF_INET socket: destinations must be IPv4
 	batch int
