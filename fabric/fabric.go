@@ -360,6 +360,7 @@ type Domain struct {
 	// Guarded by mu.
 	eps    int // open endpoints
 	avs    int // open AVs
+	queues int // open CQs, counters and poll sets (hold, release)
 	eqRef  *eq.EQ
 	closed bool
 }
@@ -505,17 +506,19 @@ func (d *Domain) QueryAtomic(dt fatomic.Datatype, op fatomic.Op, flags fi.Flags)
 	return d.sizes.atomics().Query(dt, op, flags)
 }
 
-// Close is fi_close: FI_EBUSY while endpoints or AVs opened on the domain
-// are open; otherwise its MR table closes (failing with FI_EBUSY while
-// regions are registered).
+// Close is fi_close: FI_EBUSY while endpoints, AVs, CQs, counters or poll
+// sets opened on the domain are open, as fi_domain(3) requires; otherwise
+// its MR table closes (failing with FI_EBUSY while regions are
+// registered).
 func (d *Domain) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return fmt.Errorf("domain close: already closed: %w", fi.EINVAL)
 	}
-	if d.eps > 0 || d.avs > 0 {
-		return fmt.Errorf("domain close: %d endpoint(s), %d AV(s) open: %w", d.eps, d.avs, fi.EBUSY)
+	if d.eps > 0 || d.avs > 0 || d.queues > 0 {
+		return fmt.Errorf("domain close: %d endpoint(s), %d AV(s), %d CQ(s), counter(s) or poll set(s) open: %w",
+			d.eps, d.avs, d.queues, fi.EBUSY)
 	}
 	if err := d.mrs.Close(); err != nil {
 		return fmt.Errorf("domain close: %w", err)
@@ -528,6 +531,26 @@ func (d *Domain) Close() error {
 	}
 	d.closed = true
 	return nil
+}
+
+// hold counts a CQ, counter or poll set being opened on the domain, so that
+// Close refuses while it is open; it fails with FI_EINVAL once the domain is
+// closed. Each successful hold is paired with one release.
+func (d *Domain) hold(op string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("%s: domain closed: %w", op, fi.EINVAL)
+	}
+	d.queues++
+	return nil
+}
+
+// release undoes hold, when the object's open failed or it closed.
+func (d *Domain) release() {
+	d.mu.Lock()
+	d.queues--
+	d.mu.Unlock()
 }
 
 // closeMRMirror unmaps the MR table once no region can write it.

@@ -68,6 +68,9 @@ func (d *Domain) PollOpen(attr PollAttr) (*PollSet, error) {
 	if attr.Flags != 0 {
 		return nil, fmt.Errorf("poll open: flags %#x are reserved: %w", uint64(attr.Flags), fi.EBADFLAGS)
 	}
+	if err := d.hold("poll open"); err != nil {
+		return nil, err
+	}
 	return &PollSet{FIDBase: fi.NewFIDBase(fi.ClassPoll, nil), dom: d}, nil
 }
 
@@ -259,5 +262,6 @@ func (p *PollSet) Close() error {
 	}
 	p.closed = true
 	p.members = nil
+	p.dom.release()
 	return nil
 }
