@@ -214,12 +214,15 @@ func BenchmarkInsert1M(b *testing.B) {
 // addresses: fi_addr -> peer (send) and peer -> fi_addr / source
 // (receive), over a working set of 1024 peers (cache-resident, as a busy
 // endpoint's peers are) and over all 1,000,000 in a shuffled order (every
-// lookup a cache miss).
+// lookup a cache miss). The AV is opened with its count, and the hot set
+// is every 976th handle read from the insert's output array, as
+// bench-control's peers.c does for fi_av_lookup; that loop has no
+// counterpart of FIAddr (libfabric has no public reverse lookup).
 func BenchmarkLookup(b *testing.B) {
 	const n = 1_000_000
 	peers := addrs(n)
 	for _, typ := range []Type{TypeTable, TypeMap} {
-		a, err := Open(Attr{Type: typ}, nil, WithMirror(nil))
+		a, err := Open(Attr{Type: typ, Count: n}, nil, WithMirror(nil))
 		require.NoError(b, err)
 		out := make([]fi.Addr, n)
 		_, err = a.InsertAddrPort(peers, out, 0, nil)
