@@ -31,26 +31,30 @@ echo "== libfabric providers (scripts/bench-control/peers.c)"
 cat "$out/peers.txt"
 echo "== xdpfab (go test -bench ... -benchmem)"
 cat "$out/go.txt"
-echo "== side by side (ratio: xdpfab / fastest peer)"
+echo "== side by side (ratio: xdpfab / fastest peer; wall time, then CPU time of the measuring thread)"
 awk '
 FNR == NR {
 	if ($3 == "error") next
-	v = $3; if ($4 == "s") v *= 1e9
+	v = $3; c = $5; if ($4 == "s") { v *= 1e9; c *= 1e9 }
 	if (!($2 in best) || v < best[$2]) { best[$2] = v; who[$2] = $1 }
+	if (c != "" && (!($2 in bestc) || c < bestc[$2])) { bestc[$2] = c; whoc[$2] = $1 }
 	next
 }
-function show(op, name, bench,   v, c) {
+function show(op, name, bench,   v, c, w) {
 	if (!(bench in go)) return
 	v = go[bench]
-	c = (bench in cpu) ? sprintf("   (cpu %.1f ns)", cpu[bench]) : ""
-	if (op in best)
-		printf "%-18s %-44s %14.1f ns   fastest peer %-12s %14.1f ns   ratio %.2f%s\n", op, name, v, who[op], best[op], v / best[op], c
-	else
-		printf "%-18s %-44s %14.1f ns%s\n", op, name, v, c
+	w = (op in best) ? sprintf("   fastest peer %-12s %12.1f ns   ratio %6.2f", who[op], best[op], v / best[op]) : ""
+	if (bench in cpu) {
+		c = cpu[bench]
+		w = w sprintf("   | cpu %12.1f ns", c)
+		if (op in bestc)
+			w = w sprintf("   fastest peer %-12s %12.1f ns   ratio %6.2f", whoc[op], bestc[op], c / bestc[op])
+	}
+	printf "%-16s %-44s %14.1f ns%s\n", op, name, v, w
 }
-# ns/op is wall time, as the peers measure; cpu-ns/op (cpu-s/op) is the
-# CPU time of the benchmark thread, which time spent descheduled on a loaded
-# machine does not inflate.
+# ns/op is wall time, as the peers measure it; cpu-ns/op (cpu-s/op) is the
+# CPU time of the benchmark thread, which time spent descheduled on a
+# loaded machine does not inflate (peers.c measures both).
 /^Benchmark/ {
 	n = $1; sub(/-[0-9]+$/, "", n); go[n] = $3
 	for (i = 4; i < NF; i++) {
