@@ -430,10 +430,10 @@ func (t *table) slot(idx uint32) *entry {
 // addresses then span a dozen TLB entries rather than 6000 pages, so a
 // lookup of a recently used address (one of a hot set spread over the
 // AV) does not pay a page walk for its entry. A table takes slabs once it
-// holds slabAfter chunks (1.5 MiB of entries) or was opened for that many
-// addresses: a small AV keeps allocating 24 KiB chunks, and a slab's
-// unused tail, at most slabChunks-1 chunks, is small beside the entries
-// before it.
+// holds slabAfter chunks (1.5 MiB of entries), or from the start when it
+// was opened for that many addresses (its hash index is sized for the
+// count at open too): a small AV keeps allocating 24 KiB chunks. A slab's
+// unused tail is at most slabChunks-1 chunks, 12 MiB per AV.
 const (
 	slabAfter  = 64
 	slabChunks = 512
