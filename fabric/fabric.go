@@ -121,6 +121,36 @@
 // update until the next Read or ReadErr. FI_CNTR_EVENTS_COMP is the only
 // event kind (libfabric 1.17 has no other).
 //
+// fi_setname (Endpoint.SetAddr, setname.go) moves an endpoint that is not
+// enabled yet to another port, like bind(2); its IP address stays its
+// domain's (the domain chose interface, transport and packet size for
+// it), so another IP fails with FI_EADDRNOTAVAIL, and port 0 keeps the
+// port the endpoint has had since its open.
+//
+// Poll sets (fi_poll(3); poll.go). Domain.PollOpen is fi_poll_open, and
+// PollSet's Add, Del and Poll are fi_poll_add, fi_poll_del and fi_poll,
+// with the semantics of libfabric's util poll set (prov/util's
+// util_poll.c), which the page leaves loose: Poll first drives the manual
+// progress of each member, as reading it would, then reports a CQ while it
+// is not empty and a counter when its success or error count differs from
+// the set's checkpoint for it (0/0 when it joined; the checkpoint moves
+// when Poll reports the counter, so fi_cntr_set or fi_cntr_add by the
+// application count as changes, as in libfabric). A CQ reported by Poll
+// has a completion (or an error completion, FI_EAVAIL) for the next
+// fi_cq_read unless another thread reads it first: no false positives
+// from a lone reader, which fabtests' fi_poll counts on. Poll reads
+// counters without marking them seen, so a counter in both a poll set and
+// a wait set stays pending for fi_wait. Where libfabric is silent or lax
+// xdpfab chooses: only CQs and counters of the set's own domain join
+// (FI_EINVAL for EQs, as libfabric's domain poll sets, and anything else);
+// adding a member twice fails with FI_EALREADY and deleting a non-member
+// with FI_ENOENT (util returns 0 for both); add and del flags fail with
+// FI_EBADFLAGS; a counter that does not fit in the context array keeps its
+// checkpoint (util advances it and loses the event) and the next Poll
+// starts after the last member reported. Closing the set does not need
+// its members deleted first, and a member closed while in the set leaves
+// it at the next Poll, never reported (util would touch freed memory).
+//
 // fi_av_remove. fi_av(3) leaves operations in progress to a removed
 // address undefined and says all resources associated with it are
 // released. xdpfab releases them at once: av.Remove tells every endpoint
