@@ -51,13 +51,11 @@ type segment struct {
 	va    uint64 // virtual address of buf[0]
 }
 
-// doneChan is the done channel of synchronous registrations: closed.
-var doneChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
 // MR is a registered memory region (struct fid_mr). Every registration
-// allocates one, so it holds only what every region needs (208 bytes, one
-// allocation): bindings, which few regions have, live in a side object
-// made on the first Bind.
+// allocates one, so it holds only what every region needs (one
+// allocation, 176 bytes): what few regions have lives in side objects —
+// bindings, made on the first Bind, and an own authorization key or the
+// done channel of an asynchronous registration (regionExtra).
 type MR struct {
 	// Read by Lookup on every request, so they share cache lines. Except
 	// state, they are set at registration and read-only after.
@@ -67,19 +65,18 @@ type MR struct {
 	access       fi.Flags
 	base, length uint64 // remote extent: [base, base+length)
 	segs         []segment
-	authKey      []byte
 	table        *Table
 
 	fi.FIDBase
 
 	// Set at registration, then read-only.
-	regFlags       fi.Flags
 	size           uint64 // bytes registered
 	regionID       uint32
-	explicitEnable bool          // created disabled: needs Enable
-	closed         bool          // Close has run (or is past its checks); guarded by mu
-	done           chan struct{} // closed once the registration completed or failed
-	inlineSegs     [1]segment    // segs of a single-buffer region, saving an allocation
+	explicitEnable bool         // created disabled: needs Enable
+	rmaEvent       bool         // registered with FI_RMA_EVENT
+	closed         bool         // Close has run (or is past its checks); guarded by mu
+	extra          *regionExtra // nil: domain's auth key, synchronous registration
+	inlineSegs     [1]segment   // segs of a single-buffer region, saving an allocation
 
 	// binds holds the counters and endpoints bound, nil until the first
 	// Bind. CountRemoteWrite and BoundTo read it without locks; Bind
@@ -87,6 +84,14 @@ type MR struct {
 	binds atomic.Pointer[bindings]
 
 	mu sync.Mutex
+}
+
+// regionExtra holds what a region has only when registered with its own
+// authorization key or asynchronously. Set at registration, then
+// read-only.
+type regionExtra struct {
+	authKey []byte        // the region's own key (nil: the domain's)
+	done    chan struct{} // asynchronous: closed once the registration completed or failed
 }
 
 // bindings are the objects bound to a region. A bindings is never
@@ -138,7 +143,12 @@ func (m *MR) Base() uint64 { return m.base }
 func (m *MR) RegionID() uint32 { return m.regionID }
 
 // AuthKey returns the authorization key of the region (nil: none).
-func (m *MR) AuthKey() []byte { return m.authKey }
+func (m *MR) AuthKey() []byte {
+	if e := m.extra; e != nil && e.authKey != nil {
+		return e.authKey
+	}
+	return m.table.authKey
+}
 
 // AuthDigest returns AuthDigest of the region's authorization key: the
 // value a request's header must carry for LookupAuth to serve the region
@@ -211,7 +221,7 @@ func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
 			return fmt.Errorf("mr bind: counting remote reads is not supported: %w", fi.ENOSYS)
 		case flags == 0:
 			return fmt.Errorf("mr bind: counter needs FI_REMOTE_WRITE: %w", fi.EINVAL)
-		case m.table.mode&ModeRMAEvent != 0 && m.regFlags&fi.RMA_EVENT == 0:
+		case m.table.mode&ModeRMAEvent != 0 && !m.rmaEvent:
 			return fmt.Errorf("mr bind: FI_MR_RMA_EVENT: region not registered with FI_RMA_EVENT: %w", fi.EINVAL)
 		case c.Closed():
 			return fmt.Errorf("mr bind: counter closed: %w", fi.EINVAL)
@@ -388,8 +398,8 @@ func (m *MR) Close() error {
 // registration is complete when m is returned: no channel operation (a
 // receive locks the channel, even a closed one).
 func (m *MR) waitDone() {
-	if m.done != doneChan {
-		<-m.done
+	if e := m.extra; e != nil && e.done != nil {
+		<-e.done
 	}
 }
 

@@ -41,7 +41,7 @@
 // changing its pages call Refresh. After Close the Table drops the region,
 // but the buffers stay reachable for as long as the caller holds the *MR.
 //
-// Each registration allocates its MR (one object, 208 bytes); MR objects
+// Each registration allocates its MR (one object, 176 bytes); MR objects
 // are deliberately not pooled: a closed *MR the caller still holds (a
 // second Close, a Desc kept in a pending operation, a target-side lookup
 // racing Close) would otherwise name the next region registered, and
@@ -344,9 +344,8 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 		FIDBase:  fi.NewFIDBase(fi.ClassMR, context),
 		table:    t,
 		access:   a.Access,
-		regFlags: flags,
+		rmaEvent: flags&fi.RMA_EVENT != 0,
 		regionID: nextRegionID.Add(1),
-		done:     doneChan,
 	}
 	if m.regionID == 0 { // wrapped: 0 is reserved
 		m.regionID = nextRegionID.Add(1)
@@ -385,10 +384,10 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 			}
 		}
 	}
-	m.authKey, m.authDigest = t.authKey, t.authDigest
+	m.authDigest = t.authDigest
 	if len(a.AuthKey) > 0 {
-		m.authKey = append([]byte(nil), a.AuthKey...)
-		m.authDigest = AuthDigest(m.authKey)
+		m.extra = &regionExtra{authKey: append([]byte(nil), a.AuthKey...)}
+		m.authDigest = AuthDigest(m.extra.authKey)
 	}
 	// Regions associated with RMA events or endpoints start disabled.
 	m.explicitEnable = t.mode&ModeEndpoint != 0 || (t.mode&ModeRMAEvent != 0 && flags&fi.RMA_EVENT != 0)
@@ -413,7 +412,10 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 	}
 	q := t.events
 	if q != nil {
-		m.done = make(chan struct{})
+		if m.extra == nil {
+			m.extra = new(regionExtra)
+		}
+		m.extra.done = make(chan struct{})
 	}
 	t.insert(m)
 	t.mu.Unlock()
@@ -427,7 +429,7 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 	// Asynchronous: the handle is complete before the event can exist.
 	go func() {
 		err := t.publish(m)
-		close(m.done)
+		close(m.extra.done)
 		if err != nil {
 			// The EQ reports what the call could not; if the EQ is
 			// overrun or closed there is nobody left to tell.
