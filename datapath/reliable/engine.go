@@ -495,6 +495,7 @@ type Engine struct {
 	rxOut   []datapath.Packet // target-side packets (responses, acks) queued for sending
 	rxDec   wire.Packet
 	rxDec2  wire.Packet
+	rxAns   wire.Packet // a response an answering request stands for (answers.go)
 	rxIn    Incoming
 	rxBld   wire.Builder
 	rxAcks  []*rxPeer
@@ -1204,6 +1205,11 @@ func (e *Engine) rttSample(p *txPeer, rtt int64) {
 // retransmit resends slot s with a fresh Ack field. e.mu is held.
 func (e *Engine) retransmit(p *txPeer, s *txSlot) {
 	s.buf[3] |= wire.HdrRetransmit
+	if s.buf[3]&wire.HdrAnswers != 0 {
+		// What the first transmission answered was answered then, or
+		// its initiator asks again and gets the cached responses.
+		wire.ClearAnswer(s.buf)
+	}
 	binary.LittleEndian.PutUint32(s.buf[28:], p.base)
 	e.stats.retransmits.Add(1)
 	e.queueTx(s.buf[:s.n], p.peer.Addr)
@@ -1513,6 +1519,14 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 			continue
 		}
 		if d.Type == wire.TypeReq {
+			if d.Flags&wire.HdrAnswers != 0 {
+				// The answers first: they are to earlier requests of ours.
+				if !locked {
+					e.mu.Lock()
+					locked = true
+				}
+				e.handleAnswers(d, pkt.Addr, &e.rxCompl)
+			}
 			if locked {
 				e.flushLocked()
 				e.mu.Unlock()
@@ -1598,6 +1612,7 @@ func (e *Engine) sendDeferredLocked() {
 	if !e.rxDeferred.Load() {
 		return
 	}
+	e.foldAnswers()
 	both := append(append(e.txBoth, e.txq...), e.rxOut...)
 	clear(e.txq)
 	e.txq = e.txq[:0]
