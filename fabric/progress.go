@@ -230,9 +230,34 @@ func (s *progressSet) run() int {
 	return s.drive()
 }
 
+// poll is run for a reader of an auto-progress CQ that found it empty
+// (fi_cq_read in a loop): each endpoint's Engine.Poll, so a spinning
+// reader receives for the endpoints itself (no wake-up of the receive
+// goroutine per packet) and gets what completes at once.
+func (s *progressSet) poll() int {
+	if !s.auto {
+		return 0
+	}
+	return s.each((*reliable.Engine).Poll)
+}
+
 // drive runs every endpoint once without waiting: Progress for manual
 // progress, Assist (when no other goroutine receives) for auto.
 func (s *progressSet) drive() int {
+	if s.auto {
+		return s.each((*reliable.Engine).Assist)
+	}
+	return s.each(progressOnce)
+}
+
+// progressOnce is Engine.Progress without waiting, as each wants it.
+func progressOnce(eng *reliable.Engine) int {
+	n, _ := eng.Progress(false)
+	return n
+}
+
+// each calls f for every endpoint's engine and returns the sum.
+func (s *progressSet) each(f func(*reliable.Engine) int) int {
 	if s.n.Load() == 0 {
 		return 0
 	}
@@ -246,14 +271,8 @@ func (s *progressSet) drive() int {
 		}
 		s.mu.Unlock()
 		for _, ep := range chunk[:k] {
-			eng := ep.engine()
-			switch {
-			case eng == nil:
-			case s.auto:
-				total += eng.Assist()
-			default:
-				n, _ := eng.Progress(false)
-				total += n
+			if eng := ep.engine(); eng != nil {
+				total += f(eng)
 			}
 		}
 		if k < len(chunk) {

@@ -1,8 +1,8 @@
 /*
  * The completion ring of a CQ: memory C reads without entering Go, so that
- * fi_cq_read on a CQ with completions (and, with automatic progress, on an
- * empty one) costs no call into Go. The Go side (cqring.go, the CQ's
- * fabric.CQSink) writes success completions into it in the CQ's format;
+ * fi_cq_read on a CQ with completions costs no call into Go (an empty
+ * one calls Go to drive or poll progress: xf_cq.manual). The Go side
+ * (cqring.go, the CQ's fabric.CQSink) writes success completions into it in the CQ's format;
  * errors, and what follows an error until it is read, stay in the Go CQ,
  * read through Go (held says so).
  *

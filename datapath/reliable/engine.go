@@ -1416,6 +1416,26 @@ func (e *Engine) Assist() int {
 	return n
 }
 
+// Poll is Assist for a reader that polls the engine's completions without
+// waiting (an fi_cq_read that found its CQ empty, in a loop, under auto
+// progress): it counts as assisting for assistHold, so the receive
+// goroutine leaves the transport to such readers (once the batch it may
+// be waiting for has come), and processes one batch if no other
+// goroutine is receiving at the moment, never waiting for one that is. A
+// reader that spins on its CQ then receives its completions itself,
+// without the receive goroutine's wake-up per packet (libfabric's rxd
+// and rxm progress this way); one that stops reading leaves arriving
+// packets to the receive goroutine again within about assistHold (twice
+// it at worst). It does nothing for manual progress (Progress) and
+// BusyPoll engines.
+func (e *Engine) Poll() int {
+	if e.cfg.ManualProgress || e.cfg.BusyPoll {
+		return 0
+	}
+	e.lastAssist.Store(e.now())
+	return e.Assist()
+}
+
 // busyPollSpin is how long a BusyPoll receive goroutine keeps polling after
 // the last packet before it blocks again.
 const busyPollSpin = 200 * time.Microsecond
