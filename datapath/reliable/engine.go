@@ -38,7 +38,11 @@
 //     completions, together with the next request Submit sends (one
 //     transport send for both, the request first), or at the start of the
 //     next batch, or by a timer run within RetryInitial, whichever comes
-//     first (deferRx). A ping-pong thus costs one send per message.
+//     first (deferRx). A deferred response that says only "delivered,
+//     succeeded" (a message's, a write's) rides on that request
+//     (wire.HdrAnswers, answers.go: a delayed acknowledgement, as TCP's)
+//     instead of travelling as a packet of its own. A ping-pong thus
+//     costs one send and one datagram per message.
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
