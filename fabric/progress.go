@@ -23,8 +23,11 @@ const (
 	// be polled, no busy polling): it sleeps in poll(2) on their sockets
 	// and processes what arrives itself, so the packet that completes its
 	// operation wakes its thread directly instead of the receive
-	// goroutine's, which would then have to wake it. The receive goroutine
-	// resumes within about 1 ms after the last such reader returns.
+	// goroutine's, which would then have to wake it. So does a Read that
+	// finds the CQ empty, without waiting (Engine.Poll): a reader
+	// spinning on its CQ receives its completions itself. The receive
+	// goroutine resumes within about 1 ms after the last such reader
+	// returns or stops reading.
 	ProgressAuto
 	// ProgressManual (FI_PROGRESS_MANUAL): no receive goroutine; reading a
 	// CQ or counter (Read, ReadFrom, SRead, Cntr.Read, Cntr.Wait) processes
