@@ -2,6 +2,7 @@ package reliable
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 // pingPongSide drives one manual-progress engine of a message ping-pong:
 // it sends its message of each round (the initiator first), waits for the
 // other side's, and then keeps progressing until all its own messages
-// have completed. Every message must arrive once, in order.
-func pingPongSide(e *Engine, tt *testTarget, c *completions, peer Peer, first bool, rounds int, deadline time.Time) error {
+// have completed, and after that until the other side is done too (its
+// last request may need an answer from this side's cache). Every message
+// must arrive once, in order.
+func pingPongSide(e *Engine, tt *testTarget, c *completions, peer Peer, first bool, rounds int, finished *atomic.Int32, deadline time.Time) error {
 	mine, theirs := "pong", "ping"
 	if first {
 		mine, theirs = theirs, mine
@@ -57,6 +60,15 @@ func pingPongSide(e *Engine, tt *testTarget, c *completions, peer Peer, first bo
 			return err
 		}
 	}
+	finished.Add(1)
+	for finished.Load() < 2 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the other side was not done within the deadline")
+		}
+		if _, err := e.Progress(false); err != nil {
+			return err
+		}
+	}
 	if len(tt.done) > 0 {
 		return fmt.Errorf("a %s delivered twice", theirs)
 	}
@@ -87,8 +99,9 @@ func TestAnswersUnderLoss(t *testing.T) {
 			pa, pb := Peer{a.LocalAddr(), 1}, Peer{b.LocalAddr(), 2}
 			deadline := time.Now().Add(60 * time.Second)
 			errs := make(chan error, 1)
-			go func() { errs <- pingPongSide(b, tb, cb, pa, false, rounds, deadline) }()
-			if err := pingPongSide(a, ta, ca, pb, true, rounds, deadline); err != nil {
+			var finished atomic.Int32
+			go func() { errs <- pingPongSide(b, tb, cb, pa, false, rounds, &finished, deadline) }()
+			if err := pingPongSide(a, ta, ca, pb, true, rounds, &finished, deadline); err != nil {
 				t.Fatal(err)
 			}
 			if err := <-errs; err != nil {
