@@ -323,8 +323,16 @@ func (cq *CQ) ReadFrom(buf []CQEntry, src []fi.Addr) (int, error) {
 		return 0, fmt.Errorf("cq readfrom: %d source slots for %d entries: %w", len(src), len(buf), fi.EINVAL)
 	}
 	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	return cq.readLocked(buf, src)
+	n, err := cq.readLocked(buf, src)
+	cq.mu.Unlock()
+	if err == fi.EAGAIN && cq.progress.poll() > 0 { //nolint:errorlint // readLocked returns it bare
+		// Auto progress, nothing queued: the packets this reader polled
+		// for itself may have completed something (progressSet.poll).
+		cq.mu.Lock()
+		n, err = cq.readLocked(buf, src)
+		cq.mu.Unlock()
+	}
+	return n, err
 }
 
 func (cq *CQ) readLocked(buf []CQEntry, src []fi.Addr) (int, error) {

@@ -38,7 +38,11 @@
 //     completions, together with the next request Submit sends (one
 //     transport send for both, the request first), or at the start of the
 //     next batch, or by a timer run within RetryInitial, whichever comes
-//     first (deferRx). A ping-pong thus costs one send per message.
+//     first (deferRx). A deferred response that says only "delivered,
+//     succeeded" (a message's, a write's) rides on that request
+//     (wire.HdrAnswers, answers.go: a delayed acknowledgement, as TCP's)
+//     instead of travelling as a packet of its own. A ping-pong thus
+//     costs one send and one datagram per message.
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
@@ -505,6 +509,7 @@ type Engine struct {
 	rxOut   []datapath.Packet // target-side packets (responses, acks) queued for sending
 	rxDec   wire.Packet
 	rxDec2  wire.Packet
+	rxAns   wire.Packet // a response an answering request stands for (answers.go)
 	rxIn    Incoming
 	rxBld   wire.Builder
 	rxAcks  []*rxPeer
@@ -1224,6 +1229,11 @@ func (e *Engine) rttSample(p *txPeer, rtt int64) {
 // retransmit resends slot s with a fresh Ack field. e.mu is held.
 func (e *Engine) retransmit(p *txPeer, s *txSlot) {
 	s.buf[3] |= wire.HdrRetransmit
+	if s.buf[3]&wire.HdrAnswers != 0 {
+		// What the first transmission answered was answered then, or
+		// its initiator asks again and gets the cached responses.
+		wire.ClearAnswer(s.buf)
+	}
 	binary.LittleEndian.PutUint32(s.buf[28:], p.base)
 	e.stats.retransmits.Add(1)
 	e.queueTx(s.buf[:s.n], p.peer.Addr)
@@ -1430,6 +1440,26 @@ func (e *Engine) Assist() int {
 	return n
 }
 
+// Poll is Assist for a reader that polls the engine's completions without
+// waiting (an fi_cq_read that found its CQ empty, in a loop, under auto
+// progress): it counts as assisting for assistHold, so the receive
+// goroutine leaves the transport to such readers (once the batch it may
+// be waiting for has come), and processes one batch if no other
+// goroutine is receiving at the moment, never waiting for one that is. A
+// reader that spins on its CQ then receives its completions itself,
+// without the receive goroutine's wake-up per packet (libfabric's rxd
+// and rxm progress this way); one that stops reading leaves arriving
+// packets to the receive goroutine again within about assistHold (twice
+// it at worst). It does nothing for manual progress (Progress) and
+// BusyPoll engines.
+func (e *Engine) Poll() int {
+	if e.cfg.ManualProgress || e.cfg.BusyPoll {
+		return 0
+	}
+	e.lastAssist.Store(e.now())
+	return e.Assist()
+}
+
 // busyPollSpin is how long a BusyPoll receive goroutine keeps polling after
 // the last packet before it blocks again.
 const busyPollSpin = 200 * time.Microsecond
@@ -1533,6 +1563,14 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 			continue
 		}
 		if d.Type == wire.TypeReq {
+			if d.Flags&wire.HdrAnswers != 0 {
+				// The answers first: they are to earlier requests of ours.
+				if !locked {
+					e.mu.Lock()
+					locked = true
+				}
+				e.handleAnswers(d, pkt.Addr, &e.rxCompl)
+			}
 			if locked {
 				e.flushLocked()
 				e.mu.Unlock()
@@ -1618,6 +1656,7 @@ func (e *Engine) sendDeferredLocked() {
 	if !e.rxDeferred.Load() {
 		return
 	}
+	e.foldAnswers()
 	both := append(append(e.txBoth, e.txq...), e.rxOut...)
 	clear(e.txq)
 	e.txq = e.txq[:0]
