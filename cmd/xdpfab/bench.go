@@ -575,6 +575,14 @@ type phaseResult struct {
 	// TargetCPUPerOp is the target process's CPU time per op, ns
 	// (bench_kernel.go), for the pipelined fetch-add phases.
 	TargetCPUPerOp float64 `json:"target_cpu_ns_per_op,omitempty"`
+	// InitiatorUserPerOp and InitiatorSysPerOp are this process's (the
+	// initiator's) user and system CPU time per op during the phase, ns,
+	// for the same phases: what a rate costs the initiator, a figure that
+	// other work on the machine moves far less than the rate itself. On
+	// veth the system time includes the softirq work of the packets this
+	// process sends, the target's XDP program's among it.
+	InitiatorUserPerOp float64 `json:"initiator_user_ns_per_op,omitempty"`
+	InitiatorSysPerOp  float64 `json:"initiator_sys_ns_per_op,omitempty"`
 }
 
 // latency is a round-trip distribution in microseconds.

@@ -23,7 +23,10 @@ import (
 // fetch-adds at --depth in flight. The target publishes its process CPU
 // time (getrusage) in its ordinary region at benchCPUOff; the client reads
 // it around the two pipelined fetch-add phases, user-space and
-// kernel-resident, and reports the target's CPU time per op of each.
+// kernel-resident, and reports the target's CPU time per op of each, and
+// its own (the initiator's, getrusage around the phase): the initiator is
+// what bounds the kernel-resident rate, and its CPU time per op moves less
+// with other work on the machine than the rate does.
 const (
 	benchKernelLen = 4096
 	benchCPUOff    = benchWriteOff - 8 // uint64 ns of target CPU time, little-endian
@@ -78,7 +81,8 @@ func (c *benchClient) readTargetCPU() (uint64, error) {
 	return binary.LittleEndian.Uint64(buf), nil
 }
 
-// withTargetCPU runs a phase and records the target's CPU time per op.
+// withTargetCPU runs a phase and records the target's CPU time per op,
+// and the initiator's.
 // The target publishes it at least every 100 ms (its serve loop), so the
 // phase is followed by a pause that lets it catch up.
 func (c *benchClient) withTargetCPU(run func() (*phaseResult, error)) func() (*phaseResult, error) {
@@ -88,9 +92,15 @@ func (c *benchClient) withTargetCPU(run func() (*phaseResult, error)) func() (*p
 		if err != nil {
 			return nil, err
 		}
+		var ru0, ru1 unix.Rusage
+		_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 		r, err := run()
 		if err != nil || r == nil || r.Ops == 0 {
 			return r, err
+		}
+		if unix.Getrusage(unix.RUSAGE_SELF, &ru1) == nil {
+			r.InitiatorUserPerOp = float64(ru1.Utime.Nano()-ru0.Utime.Nano()) / float64(r.Ops)
+			r.InitiatorSysPerOp = float64(ru1.Stime.Nano()-ru0.Stime.Nano()) / float64(r.Ops)
 		}
 		time.Sleep(150 * time.Millisecond)
 		after, err := c.readTargetCPU()
@@ -165,6 +175,15 @@ func kernelRatios(w io.Writer, r *benchReport) {
 		if u.TargetCPUPerOp > 0 {
 			fmt.Fprintf(w, "  target process CPU per fetch-add: user space %.0f ns, XDP %.0f ns (%.3f×; softirq time is not the process's)\n",
 				u.TargetCPUPerOp, k.TargetCPUPerOp, k.TargetCPUPerOp/u.TargetCPUPerOp)
+		}
+	}
+	for _, k := range []struct {
+		name string
+		p    *phaseResult
+	}{{"user-space", r.FetchAddRate}, {"kernel-resident", r.KernelFetchAddRate}} {
+		if k.p != nil && k.p.InitiatorUserPerOp+k.p.InitiatorSysPerOp > 0 {
+			fmt.Fprintf(w, "  initiator CPU per %s fetch-add (%d in flight): user %.0f ns, system %.0f ns\n",
+				k.name, r.Depth, k.p.InitiatorUserPerOp, k.p.InitiatorSysPerOp)
 		}
 	}
 }
