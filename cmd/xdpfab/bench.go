@@ -583,6 +583,10 @@ type phaseResult struct {
 	// process sends, the target's XDP program's among it.
 	InitiatorUserPerOp float64 `json:"initiator_user_ns_per_op,omitempty"`
 	InitiatorSysPerOp  float64 `json:"initiator_sys_ns_per_op,omitempty"`
+	// PacketsPerOp is the request packets the initiator sent per op in
+	// the phase, retransmissions included (the same phases): each packet
+	// costs both ends a transmission and a reception, whatever it holds.
+	PacketsPerOp float64 `json:"packets_per_op,omitempty"`
 }
 
 // latency is a round-trip distribution in microseconds.

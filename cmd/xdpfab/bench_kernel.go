@@ -94,10 +94,13 @@ func (c *benchClient) withTargetCPU(run func() (*phaseResult, error)) func() (*p
 		}
 		var ru0, ru1 unix.Rusage
 		_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+		st0 := c.ep.Stats()
 		r, err := run()
 		if err != nil || r == nil || r.Ops == 0 {
 			return r, err
 		}
+		st1 := c.ep.Stats()
+		r.PacketsPerOp = float64(st1.TxRequests+st1.Retransmits-st0.TxRequests-st0.Retransmits) / float64(r.Ops)
 		if unix.Getrusage(unix.RUSAGE_SELF, &ru1) == nil {
 			r.InitiatorUserPerOp = float64(ru1.Utime.Nano()-ru0.Utime.Nano()) / float64(r.Ops)
 			r.InitiatorSysPerOp = float64(ru1.Stime.Nano()-ru0.Stime.Nano()) / float64(r.Ops)
@@ -182,8 +185,8 @@ func kernelRatios(w io.Writer, r *benchReport) {
 		p    *phaseResult
 	}{{"user-space", r.FetchAddRate}, {"kernel-resident", r.KernelFetchAddRate}} {
 		if k.p != nil && k.p.InitiatorUserPerOp+k.p.InitiatorSysPerOp > 0 {
-			fmt.Fprintf(w, "  initiator CPU per %s fetch-add (%d in flight): user %.0f ns, system %.0f ns\n",
-				k.name, r.Depth, k.p.InitiatorUserPerOp, k.p.InitiatorSysPerOp)
+			fmt.Fprintf(w, "  initiator CPU per %s fetch-add (%d in flight): user %.0f ns, system %.0f ns; %.3f request packets per op\n",
+				k.name, r.Depth, k.p.InitiatorUserPerOp, k.p.InitiatorSysPerOp, k.p.PacketsPerOp)
 		}
 	}
 }
