@@ -3,7 +3,6 @@ package fabric
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,25 +84,11 @@ type CQ struct {
 	// bound reserve enforces, so opening a CQ does not allocate and zero
 	// attr.Size slots (4096 x 144 bytes by default) that a CQ mostly never
 	// fills: that made fi_cq_open + fi_close cost 0.4-1.3 ms.
-	ring    []cqItem
-	head, n int
-	closed  bool
-	refs    int // endpoints bound
-
-	// Slot reservations (reserve) take no lock: reserved counts the slots
-	// promised to accepted, not yet completed operations, and used bounds
-	// count() from above (the completions queued in ring and sink as of
-	// the last refresh; the sink's readers outside Go only lower the true
-	// count). A reservation is a compare-and-swap of reserved while
-	// used+reserved < Size, so used+reserved never exceeds Size. Under mu,
-	// a queued completion adds to used before it gives its reservation
-	// back, and one read subtracts after it left, so the sum seen by a
-	// reserver that loads reserved first never falls short; a completion
-	// queued without a reservation (push, reserved false) takes one the
-	// same way first. A Close sets used beyond any Size: reservations
-	// then take the locked path, which fails.
-	reserved atomic.Int64
-	used     atomic.Int64
+	ring     []cqItem
+	head, n  int
+	reserved int // slots promised to accepted, not yet completed operations
+	closed   bool
+	refs     int // endpoints bound
 
 	progress progressSet // endpoints whose manual progress reads drive
 
@@ -210,48 +195,26 @@ func (cq *CQ) signal() {
 func (cq *CQ) Attr() CQAttr { return cq.attr }
 
 // reserve promises one slot to an operation being accepted; it fails with
-// FI_EAGAIN when every slot is taken or promised. It takes the lock only
-// when the slots look taken: the sink's readers may have freed some.
+// FI_EAGAIN when every slot is taken or promised.
 func (cq *CQ) reserve() error {
-	if cq.tryReserve() {
-		return nil
-	}
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.closed {
 		return fmt.Errorf("cq closed: %w", fi.EINVAL)
 	}
-	if !cq.reserveLocked() {
+	if cq.count()+cq.reserved >= cq.attr.Size {
 		return fi.EAGAIN
 	}
+	cq.reserved++
 	return nil
 }
 
-// tryReserve takes a slot while used+reserved < Size (see CQ.reserved).
-func (cq *CQ) tryReserve() bool {
-	for {
-		r := cq.reserved.Load() // before used: see CQ.reserved
-		if cq.used.Load()+r >= int64(cq.attr.Size) {
-			return false
-		}
-		if cq.reserved.CompareAndSwap(r, r+1) {
-			return true
-		}
-	}
-}
-
-// reserveLocked is tryReserve after refreshing used from count(). cq.mu
-// is held and the CQ is open.
-func (cq *CQ) reserveLocked() bool {
-	if cq.tryReserve() {
-		return true
-	}
-	cq.used.Store(int64(cq.count()))
-	return cq.tryReserve()
-}
-
 // unreserve returns a slot promised by reserve that will not be used.
-func (cq *CQ) unreserve() { cq.reserved.Add(-1) }
+func (cq *CQ) unreserve() {
+	cq.mu.Lock()
+	cq.reserved--
+	cq.mu.Unlock()
+}
 
 // complete queues a completion into a slot promised by reserve (reserved
 // true) or, for completions not tied to a posted operation, any free slot.
@@ -294,20 +257,15 @@ func (cq *CQ) pushReserved(items []cqItem) {
 // pushLocked queues it and reports whether it was (false: overrun, or the
 // CQ closed). cq.mu is held; the caller signals after releasing it.
 func (cq *CQ) pushLocked(it *cqItem, reserved bool) bool {
-	if !reserved && (cq.closed || !cq.reserveLocked()) {
-		// An unreserved completion with no room: libfabric's CQ overrun.
-		// It never takes a slot promised to an accepted operation.
+	if reserved {
+		cq.reserved--
+	}
+	if cq.closed || cq.count() >= cq.attr.Size || (!reserved && cq.count()+cq.reserved >= cq.attr.Size) {
+		// Closed under an in-flight op, or an unreserved completion with no
+		// room: libfabric's CQ overrun. An unreserved completion never
+		// takes a slot promised to an accepted operation.
 		return false
 	}
-	if cq.closed || cq.count() >= cq.attr.Size {
-		// Closed under an in-flight op.
-		cq.reserved.Add(-1)
-		return false
-	}
-	// Queued from here on, in the sink or the ring: counted in used
-	// before the reservation goes (see CQ.reserved).
-	cq.used.Add(1)
-	cq.reserved.Add(-1)
 	if !it.isErr { // fi_cq_err_entry carries every field whatever the format
 		cq.filter(&it.err.CQEntry)
 		if cq.sink != nil && cq.n == 0 {
@@ -320,7 +278,6 @@ func (cq *CQ) pushLocked(it *cqItem, reserved bool) bool {
 			if ok {
 				return true
 			}
-			// The sink is full: the ring takes it.
 		}
 	}
 	if cq.n == len(cq.ring) {
@@ -391,24 +348,13 @@ func (cq *CQ) readLocked(buf []CQEntry, src []fi.Addr) (int, error) {
 	if cq.sink != nil && len(buf) > 0 {
 		i = cq.readSink(buf, src) // older than anything in ring
 	}
-	if cq.n > 0 {
-		i = cq.readRing(buf, src, i)
-	}
-	cq.used.Add(-int64(i)) // after they left (see CQ.reserved)
-	switch {
-	case i > 0:
+	if cq.n == 0 {
+		if i == 0 {
+			return 0, fi.EAGAIN
+		}
 		return i, nil
-	case cq.n == 0:
-		return 0, fi.EAGAIN
-	case len(buf) > 0:
-		return 0, fi.EAVAIL
 	}
-	return 0, nil
-}
-
-// readRing moves success completions from the ring into buf from index i
-// on, up to an error completion, and returns the new i. cq.mu is held.
-func (cq *CQ) readRing(buf []CQEntry, src []fi.Addr, i int) int {
+	defer cq.held()
 	for i < len(buf) && cq.n > 0 {
 		it := &cq.ring[cq.head]
 		if it.isErr {
@@ -426,8 +372,10 @@ func (cq *CQ) readRing(buf []CQEntry, src []fi.Addr, i int) int {
 		cq.n--
 		i++
 	}
-	cq.held()
-	return i
+	if i == 0 && len(buf) > 0 {
+		return 0, fi.EAVAIL
+	}
+	return i, nil
 }
 
 // readSink moves up to len(buf) completions from sink into buf (and their
@@ -476,7 +424,6 @@ func (cq *CQ) ReadErr(flags fi.Flags) (CQErrEntry, error) {
 		cq.head = 0
 	}
 	cq.n--
-	cq.used.Add(-1)
 	cq.held()
 	return e, nil
 }
@@ -650,7 +597,6 @@ func (cq *CQ) Close() error {
 	}
 	cq.closed = true
 	cq.ring, cq.head, cq.n = nil, 0, 0
-	cq.used.Store(math.MaxInt32) // reserve fails from now on (see CQ.reserved)
 	cq.held()
 	cq.mu.Unlock()
 	if cq.obj != nil {
