@@ -12,10 +12,15 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${XDPFAB_FABTESTS:-${XDG_CACHE_HOME:-/var/cache}/xdpfab/fabtests}
 # ../shared beside the repository; for a git worktree, beside the main
-# checkout.
-builder=$root/../shared/third_party/build-fabtests.sh
+# checkout; for a clone of a local repository (CI clones main elsewhere),
+# beside the repository it was cloned from.
+rel=shared/third_party/build-fabtests.sh
+builder=$root/../$rel
 if [ ! -f "$builder" ] && common=$(git -C "$root" rev-parse --path-format=absolute --git-common-dir 2>/dev/null); then
-	builder=$(dirname "$common")/../shared/third_party/build-fabtests.sh
+	builder=$(dirname "$common")/../$rel
+fi
+if [ ! -f "$builder" ] && origin=$(git -C "$root" config --get remote.origin.url 2>/dev/null) && [ -d "$origin" ]; then
+	builder=$(cd "$origin" && pwd)/../$rel
 fi
 case ${1:-} in
 check) [ -x "$prefix/bin/fi_rdm_atomic" ]; exit ;;
