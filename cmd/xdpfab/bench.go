@@ -549,6 +549,9 @@ type benchReport struct {
 	KernelFetchAddLatency *phaseResult `json:"kernel_fetch_add_latency,omitempty"`
 	KernelCSwapLatency    *phaseResult `json:"kernel_cswap_latency,omitempty"`
 	KernelFetchAddRate    *phaseResult `json:"kernel_fetch_add_rate,omitempty"`
+	// KernelFetchAddBatchedRate is KernelFetchAddRate with each refill
+	// burst posted with FI_MORE.
+	KernelFetchAddBatchedRate *phaseResult `json:"kernel_fetch_add_batched_rate,omitempty"`
 	// Counter is the target's counter after the run and CounterAdded how
 	// far this run moved it; it equals FetchAdds unless another client
 	// was adding too.

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	fatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/mr"
 )
@@ -145,13 +146,42 @@ func (c *benchClient) kernelPhases(rep *benchReport,
 		return c.ep.CompareAtomic(c.one, 1, mr.Desc{}, zero, mr.Desc{}, c.results[slot], mr.Desc{}, c.peer, 8,
 			key, fatomic.UINT64, fatomic.CSWAP, c.ctxs[slot])
 	}
+	// Bursts posted with FI_MORE, as the user-space FI_MORE phase does:
+	// the engine packs a burst into full packets (16 fetch-adds each)
+	// instead of sending the first requests of every refill alone. The
+	// messages are made once, one per slot.
+	operand, desc := []fabric.IOC{{Buf: c.one, Count: 1}}, []mr.Desc{{}}
+	target := []fabric.RMAIOC{{Addr: 0, Count: 1, Key: key}}
+	type atomicMsg struct {
+		msg     fabric.MsgAtomic
+		res     []fabric.IOC
+		resDesc []mr.Desc
+	}
+	msgs := make([]atomicMsg, c.o.depth)
+	for i := range msgs {
+		msgs[i] = atomicMsg{
+			msg: fabric.MsgAtomic{MsgIOV: operand, Desc: desc, Addr: c.peer, RMAIOV: target,
+				Datatype: fatomic.UINT64, Op: fatomic.SUM, Context: c.ctxs[i]},
+			res: []fabric.IOC{{Buf: c.results[i], Count: 1}}, resDesc: []mr.Desc{{}},
+		}
+	}
+	fetchAddMore := func(slot int, more bool) error {
+		var flags fi.Flags
+		if more {
+			flags = fi.MORE
+		}
+		m := &msgs[slot]
+		return c.ep.FetchAtomicMsg(&m.msg, m.res, m.resDesc, flags)
+	}
 	lat := "kernel-resident fetch-add, 1 in flight"
 	cas := "kernel-resident CSWAP, 1 in flight"
 	rate := fmt.Sprintf("kernel-resident fetch-add, %d in flight", c.o.depth)
+	more := rate + ", FI_MORE"
 	return []kernelPhase{
 		{lat, &rep.KernelFetchAddLatency, pipe(lat, 1, 8, false, fetchAdd), false},
 		{cas, &rep.KernelCSwapLatency, pipe(cas, 1, 8, false, cswap), false},
 		{rate, &rep.KernelFetchAddRate, c.withTargetCPU(pipe(rate, c.o.depth, 8, false, fetchAdd)), false},
+		{more, &rep.KernelFetchAddBatchedRate, c.withTargetCPU(pipe(more, c.o.depth, 8, true, fetchAddMore)), false},
 	}
 }
 
@@ -159,6 +189,7 @@ func kernelRows(r *benchReport, row func(name string, p *phaseResult, unit, extr
 	row("kernel-resident fetch-add uint64, 1 in flight", r.KernelFetchAddLatency, "ops/s", rtt(r.KernelFetchAddLatency))
 	row("kernel-resident CSWAP uint64, 1 in flight", r.KernelCSwapLatency, "ops/s", rtt(r.KernelCSwapLatency))
 	row(fmt.Sprintf("kernel-resident fetch-add uint64, %d in flight", r.Depth), r.KernelFetchAddRate, "ops/s", "")
+	row(fmt.Sprintf("kernel-resident fetch-add uint64, %d in flight, FI_MORE", r.Depth), r.KernelFetchAddBatchedRate, "ops/s", "")
 }
 
 // kernelRatios prints the kernel-resident figures against their
@@ -175,6 +206,9 @@ func kernelRatios(w io.Writer, r *benchReport) {
 	}
 	if k, u := r.KernelFetchAddRate, r.FetchAddRate; k != nil && u != nil && u.OpsPerSec > 0 {
 		fmt.Fprintf(w, "  kernel-resident fetch-add rate = %.2f× user-space fetch-add rate (%d in flight)\n", k.OpsPerSec/u.OpsPerSec, r.Depth)
+		if m := r.KernelFetchAddBatchedRate; m != nil && k.OpsPerSec > 0 {
+			fmt.Fprintf(w, "  kernel-resident fetch-add rate with FI_MORE bursts = %.2f× without\n", m.OpsPerSec/k.OpsPerSec)
+		}
 		if u.TargetCPUPerOp > 0 {
 			fmt.Fprintf(w, "  target process CPU per fetch-add: user space %.0f ns, XDP %.0f ns (%.3f×; softirq time is not the process's)\n",
 				u.TargetCPUPerOp, k.TargetCPUPerOp, k.TargetCPUPerOp/u.TargetCPUPerOp)
@@ -183,7 +217,7 @@ func kernelRatios(w io.Writer, r *benchReport) {
 	for _, k := range []struct {
 		name string
 		p    *phaseResult
-	}{{"user-space", r.FetchAddRate}, {"kernel-resident", r.KernelFetchAddRate}} {
+	}{{"user-space", r.FetchAddRate}, {"kernel-resident", r.KernelFetchAddRate}, {"kernel-resident FI_MORE", r.KernelFetchAddBatchedRate}} {
 		if k.p != nil && k.p.InitiatorUserPerOp+k.p.InitiatorSysPerOp > 0 {
 			fmt.Fprintf(w, "  initiator CPU per %s fetch-add (%d in flight): user %.0f ns, system %.0f ns; %.3f request packets per op\n",
 				k.name, r.Depth, k.p.InitiatorUserPerOp, k.p.InitiatorSysPerOp, k.p.PacketsPerOp)
