@@ -38,7 +38,7 @@ func TestCompletionBatchOrder(t *testing.T) {
 				flags = 0
 			}
 			msg := &fabric.MsgAtomic{MsgIOV: []fabric.IOC{{Buf: one, Count: 1}}, Addr: a.peer,
-				RMAIOV: []fabric.RMAIOC{{Addr: uint64(8 * i), Count: 1, Key: key}},
+				RMAIOV:   []fabric.RMAIOC{{Addr: uint64(8 * i), Count: 1, Key: key}},
 				Datatype: fatomic.UINT64, Op: fatomic.SUM, Context: i}
 			require.NoError(t, a.ep.FetchAtomicMsg(msg, []fabric.IOC{{Buf: res[i], Count: 1}}, nil, flags),
 				"round %d, op %d", round, i)
