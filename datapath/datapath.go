@@ -99,6 +99,20 @@ type Pollable interface {
 	PollFDs(dst []unix.PollFd) (fds []unix.PollFd, ok bool)
 }
 
+// SharedPollable is implemented by transports that a process-wide
+// receive poller (datapath/rxpoll) may serve instead of a goroutine of
+// their own: PollFD is one descriptor, the same from Listen to Close,
+// that epoll reports readable (level triggered) whenever Receive without
+// waiting would return a datagram, and with EPOLLERR while a bounced
+// datagram waits to be reported as VerdictUnreachable. ok is false when
+// the transport cannot promise that (then it is not to be polled so).
+type SharedPollable interface {
+	PollFD() (fd int, ok bool)
+	// ErrorReady tells the transport that its descriptor reported
+	// EPOLLERR: the next Receive looks at the error queue.
+	ErrorReady()
+}
+
 // PathChecker is implemented by transports that choose a packet's
 // link-layer path themselves (the AF_XDP transport builds its frames for a
 // cached next hop) and so can keep sending into the void when that path

@@ -39,7 +39,7 @@ import (
 // the rates compare what many peers cost, not packing.
 
 const benchPeersUsage = `usage:
-  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--cpuprofile FILE] [-o text|json]
+  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--rx shared,own] [--cpuprofile FILE] [-o text|json]
 
 For each peer count: a fresh target (xdpfab bench serve on the kernel UDP socket, a
 child process) and that many initiator endpoints in this process, each doing --ops
@@ -48,7 +48,11 @@ fetch-adds (default 200; more where few peers, so that a phase does at least
 across all of them. Prints the aggregate rate and its ratio to the single-peer phase,
 the target's RSS growth over the phase and per peer, its CPU time per operation, and
 checks that every fetch-add executed exactly once (distinct fetched values, the final
-counter). --cpuprofile writes a pprof CPU profile of the initiators' process over
+counter). --rx shared (the default) has the process's shared receive poller serve
+every initiator's socket (reliable.Config.SharedPoll, udp.Options.SharedPoll); --rx
+own gives each initiator a receive goroutine of its own, its socket in Go's
+netpoller; --rx shared,own runs both for each peer count, one after the other, each
+row's ratio to the first phase of its own kind. --cpuprofile writes a pprof CPU profile of the initiators' process over
 the measured part of each phase (FILE.<peers> when there are several).
 `
 
@@ -59,6 +63,8 @@ type peersOptions struct {
 	inflight int
 	addr     netip.Addr
 	coalesce bool
+	ownRx    bool     // the phase's initiators have receive goroutines of their own
+	rxModes  []string // --rx, in order
 	out      string
 	key      uint64
 	profile  string
@@ -75,6 +81,7 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 	addr := fs.String("addr", "127.0.0.1", "loopback address for the target and the initiators")
 	fs.BoolVar(&o.coalesce, "coalesce", false, "let the engines pack requests (packets per op then differ between phases)")
 	fs.StringVar(&o.out, "o", "text", "output `FORMAT`: text or json")
+	rx := fs.String("rx", "shared", "initiators' receive side: shared (one poller), own (a goroutine each), or both, comma-separated")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write the initiators' CPU profile to `FILE`")
 	fs.Uint64Var(&o.key, "key", 0xbe7c4, "region key")
 	if err := fs.Parse(args); err != nil {
@@ -96,6 +103,12 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 	case o.out != "text" && o.out != "json":
 		return nil, fmt.Errorf("%w: -o takes text or json", errUsage)
 	}
+	for _, m := range strings.Split(*rx, ",") {
+		if m = strings.TrimSpace(m); m != "shared" && m != "own" {
+			return nil, fmt.Errorf("%w: --rx takes shared, own or both", errUsage)
+		}
+		o.rxModes = append(o.rxModes, strings.TrimSpace(m))
+	}
 	o.addr = a
 	return o, nil
 }
@@ -103,10 +116,11 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 // peersPhase is one row of the report.
 type peersPhase struct {
 	Peers     int     `json:"peers"`
+	Rx        string  `json:"rx"` // the initiators' receive side: shared or own
 	Ops       int     `json:"ops"`
 	Seconds   float64 `json:"seconds"`
 	Rate      float64 `json:"ops_per_sec"`
-	RateRatio float64 `json:"rate_vs_first"` // to the first phase (the single peer)
+	RateRatio float64 `json:"rate_vs_first"` // to the first phase of the same Rx (the single peer)
 	// RSSGrowth is the target's RSS after the phase minus before it;
 	// PerPeer that over the peers.
 	RSSGrowth   int64   `json:"target_rss_growth_bytes"`
@@ -131,34 +145,40 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 	done, release := interrupted(stop)
 	defer release()
 	var rows []peersPhase
+	first := map[string]float64{} // each receive side's first rate
 	for _, n := range o.peers {
-		select {
-		case <-done:
-			return errors.New("interrupted")
-		default:
+		for _, m := range o.rxModes {
+			select {
+			case <-done:
+				return errors.New("interrupted")
+			default:
+			}
+			fmt.Fprintf(stderr, "bench peers: %d peers x %d fetch-adds, rx %s...\n", n, o.ops, m)
+			po := *o
+			po.ownRx = m == "own"
+			r, err := runPeersPhase(&po, n, stderr)
+			if err != nil {
+				return fmt.Errorf("%d peers, rx %s: %w", n, m, err)
+			}
+			r.Rx = m
+			if f, ok := first[m]; ok && f > 0 {
+				r.RateRatio = r.Rate / f
+			} else {
+				first[m], r.RateRatio = r.Rate, 1
+			}
+			rows = append(rows, *r)
 		}
-		fmt.Fprintf(stderr, "bench peers: %d peers x %d fetch-adds...\n", n, o.ops)
-		r, err := runPeersPhase(o, n, stderr)
-		if err != nil {
-			return fmt.Errorf("%d peers: %w", n, err)
-		}
-		if len(rows) > 0 && rows[0].Rate > 0 {
-			r.RateRatio = r.Rate / rows[0].Rate
-		} else {
-			r.RateRatio = 1
-		}
-		rows = append(rows, *r)
 	}
 	if o.out == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (kernel UDP, loopback), %d fetch-adds per peer, %d in flight, coalescing %s\n",
+	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (kernel UDP, loopback), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, own: a receive goroutine each\n",
 		o.ops, o.inflight, onOff(o.coalesce))
-	fmt.Fprintf(stdout, "%8s %10s %12s %9s %14s %12s %12s %12s %8s %s\n", "peers", "ops", "ops/s", "vs 1st", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
+	fmt.Fprintf(stdout, "%8s %7s %10s %12s %9s %14s %12s %12s %12s %8s %s\n", "peers", "rx", "ops", "ops/s", "vs 1st", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "%8d %10d %12s %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %v\n", r.Peers, r.Ops, si(r.Rate), r.RateRatio,
+		fmt.Fprintf(stdout, "%8d %7s %10d %12s %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %v\n", r.Peers, r.Rx, r.Ops, si(r.Rate), r.RateRatio,
 			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.TargetCPUus, r.InitCPUus, r.Retransmits, r.ExactlyOnce)
 	}
 	for _, r := range rows {
@@ -416,13 +436,14 @@ func newPeersLoad(o *peersOptions, target netip.AddrPort, n, total int) (*peersL
 		coalesce = 0
 	}
 	for i := range n {
-		tr, err := udp.Listen(netip.AddrPortFrom(o.addr, 0), udp.Options{Batch: 8, SocketBuffer: 256 << 10})
+		tr, err := udp.Listen(netip.AddrPortFrom(o.addr, 0), udp.Options{Batch: 8, SocketBuffer: 256 << 10, SharedPoll: !o.ownRx})
 		if err != nil {
 			l.close()
 			return nil, fmt.Errorf("initiator %d: %w", i, err)
 		}
 		e, err := reliable.New(tr, reliable.Config{EndpointID: 1, OnComplete: l.onComplete,
-			MaxOps: slots, CoalesceAt: coalesce}) // a slow peer may have several
+			MaxOps: slots, CoalesceAt: coalesce, // a slow peer may have several
+			SharedPoll: !o.ownRx})
 		if err != nil {
 			tr.Close()
 			l.close()

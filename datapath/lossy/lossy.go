@@ -233,6 +233,22 @@ func (t *Transport) PollFDs(dst []unix.PollFd) ([]unix.PollFd, bool) {
 	return dst, false
 }
 
+// PollFD implements datapath.SharedPollable for an inner transport that
+// does (only sends are impaired).
+func (t *Transport) PollFD() (int, bool) {
+	if p, ok := t.inner.(datapath.SharedPollable); ok {
+		return p.PollFD()
+	}
+	return -1, false
+}
+
+// ErrorReady passes through.
+func (t *Transport) ErrorReady() {
+	if p, ok := t.inner.(datapath.SharedPollable); ok {
+		p.ErrorReady()
+	}
+}
+
 // BatchSize passes through.
 func (t *Transport) BatchSize() int { return t.inner.BatchSize() }
 

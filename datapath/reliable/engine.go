@@ -160,6 +160,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/rxpoll"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
 )
@@ -290,6 +291,13 @@ type Config struct {
 	// receive side with Progress (FI_PROGRESS_MANUAL), saving a goroutine
 	// hand-off per completion. Retransmission timers still run on their own.
 	ManualProgress bool
+	// SharedPoll receives on the process's shared poller (polled.go)
+	// instead of a receive goroutine of the engine's own, where the
+	// transport allows it (datapath.SharedPollable; else the engine
+	// keeps its goroutine): for processes with thousands of endpoints.
+	// Not with ManualProgress or BusyPoll; the engine cannot be assisted
+	// (BeginAssist reports false).
+	SharedPoll bool
 }
 
 func (c *Config) setDefaults() error {
@@ -330,6 +338,8 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("reliable: negative MoreHold %v: %w", c.MoreHold, fi.EINVAL)
 	case c.RetryInitial <= 0 || c.RetryMax < c.RetryInitial:
 		return fmt.Errorf("reliable: retry timeouts %v..%v: %w", c.RetryInitial, c.RetryMax, fi.EINVAL)
+	case c.SharedPoll && (c.ManualProgress || c.BusyPoll):
+		return fmt.Errorf("reliable: SharedPoll with manual progress or busy polling: %w", fi.EINVAL)
 	case c.InjectSize > c.MaxPacket-wire.HeaderLen-wire.OpDescLen:
 		return fmt.Errorf("reliable: inject size %d exceeds one packet: %w", c.InjectSize, fi.EINVAL)
 	}
@@ -531,6 +541,10 @@ type Engine struct {
 	lastAssist  atomic.Int64
 	assistTimer *time.Timer // receiveLoop's
 
+	// polled is the engine's registration with the shared poller
+	// (Config.SharedPoll), nil when it has a receive goroutine.
+	polled *rxpoll.Registration
+
 	pollMu  sync.Mutex
 	pollBuf []unix.PollFd // guarded by pollMu: see pollFDsLocked
 
@@ -584,7 +598,13 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	e.txq = make([]datapath.Packet, 0, batch)
 	e.txBoth = make([]datapath.Packet, 0, 2*batch)
 	timers.register()
-	if !cfg.ManualProgress {
+	if cfg.SharedPoll {
+		if err := e.joinPoller(); err != nil {
+			timers.unregister(e)
+			return nil, err
+		}
+	}
+	if !cfg.ManualProgress && e.polled == nil {
 		e.lastAssist.Store(-int64(time.Hour)) // never assisted
 		e.assistTimer = time.NewTimer(time.Hour)
 		e.assistTimer.Stop()
@@ -1396,7 +1416,7 @@ func (e *Engine) assisted() bool {
 // must not be called, when the engine cannot be assisted (manual progress,
 // BusyPoll, a transport that cannot be polled).
 func (e *Engine) BeginAssist() bool {
-	if e.cfg.ManualProgress || e.cfg.BusyPoll {
+	if e.cfg.ManualProgress || e.cfg.BusyPoll || e.polled != nil {
 		return false
 	}
 	if !e.pollable() {
@@ -1638,6 +1658,9 @@ func (e *Engine) Close() error {
 	e.closed = true
 	e.mu.Unlock()
 	close(e.done)
+	if e.polled != nil {
+		e.polled.Remove() // waits for a batch the poller is running
+	}
 	// Let a batch being processed finish and send its responses: a request
 	// the handler executed is answered, not left to the initiator's timer.
 	e.batchMu.Lock()

@@ -10,7 +10,10 @@
 // a blocking Receive parks the goroutine instead of an OS thread, and Close
 // wakes it. The system calls run inside syscall.RawConn callbacks that are
 // built once at Listen; the mmsghdr, iovec and sockaddr arrays are
-// preallocated, so once warm a Receive or Send allocates nothing.
+// preallocated, so once warm a Receive or Send allocates nothing. With
+// Options.SharedPoll the socket is left out of the netpoller instead: the
+// process's shared receive poller (datapath/rxpoll) watches it
+// (socket.go).
 //
 // The kernel neither resolves nor vets senders on this path: every
 // received packet carries datapath.NoMeta. Datagrams larger than the
@@ -63,6 +66,14 @@ type Options struct {
 	// peer (see the package doc). It opens netlink sockets in the calling
 	// thread's network namespace.
 	PathChecks bool
+	// SharedPoll leaves the socket out of Go's netpoller, for a transport
+	// whose receive side the process's shared poller serves
+	// (reliable.Config.SharedPoll, datapath/rxpoll): a netpoller
+	// registration beside the poller's would cost an epoll callback per
+	// datagram and wake an idle thread for nothing. A Receive that waits,
+	// and a Send that finds the socket buffer full, then block their OS
+	// thread in poll(2), 10 ms at a time (socket.go).
+	SharedPoll bool
 }
 
 // Stats are the transport's counters.
@@ -107,9 +118,8 @@ func newBatchState(n int) batchState {
 
 // Transport is a UDP socket driven with recvmmsg/sendmmsg.
 type Transport struct {
-	conn  *net.UDPConn
-	raw   syscall.RawConn
-	fd    int // the socket's descriptor, for PollFDs (valid until Close)
+	raw   socket // the descriptor, in Go's netpoller or not (socket.go)
+	fd    int    // the socket's descriptor, for PollFDs (valid until Close)
 	local netip.AddrPort
 	is4   bool // AF_INET socket: destinations must be IPv4
 	batch int
@@ -136,6 +146,8 @@ var (
 	_ datapath.Transport   = (*Transport)(nil)
 	_ datapath.Pollable    = (*Transport)(nil)
 	_ datapath.PathChecker = (*Transport)(nil)
+
+	_ datapath.SharedPollable = (*Transport)(nil)
 )
 
 // Listen opens a UDP socket bound to addr (port 0 picks a free port). An
@@ -159,13 +171,12 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 		network = "udp4"
 		addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
 	}
-	conn, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(addr))
-	if err != nil {
-		return nil, fmt.Errorf("udp listen %s: %w", addr, errnoOf(err))
+	listen := listenNet
+	if opts.SharedPoll {
+		listen = listenPlain
 	}
-	raw, err := conn.SyscallConn()
+	raw, err := listen(network, addr)
 	if err != nil {
-		conn.Close()
 		return nil, fmt.Errorf("udp listen %s: %w", addr, err)
 	}
 	sockFD := -1
@@ -184,8 +195,8 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 		}
 	})
 	t := &Transport{
-		conn: conn, raw: raw, fd: sockFD, batch: opts.Batch,
-		local: conn.LocalAddr().(*net.UDPAddr).AddrPort(),
+		raw: raw, fd: sockFD, batch: opts.Batch,
+		local: raw.LocalAddr(),
 		is4:   network == "udp4",
 		rx:    newBatchState(opts.Batch),
 		tx:    newBatchState(opts.Batch),
@@ -203,7 +214,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 	}
 	if opts.PathChecks {
 		if t.paths, err = nexthop.New(nexthop.Options{Src: t.local.Addr()}); err != nil {
-			conn.Close()
+			raw.Close()
 			return nil, fmt.Errorf("udp listen %s: %w", addr, err)
 		}
 	}
@@ -247,6 +258,19 @@ func (t *Transport) PollFDs(dst []unix.PollFd) ([]unix.PollFd, bool) {
 	return append(dst, unix.PollFd{Fd: int32(t.fd), Events: unix.POLLIN}), true
 }
 
+// PollFD implements datapath.SharedPollable: the socket, readable while a
+// datagram is queued, with EPOLLERR while its error queue holds one.
+func (t *Transport) PollFD() (int, bool) {
+	if t.closed.Load() || t.fd < 0 {
+		return -1, false
+	}
+	return t.fd, true
+}
+
+// ErrorReady implements datapath.SharedPollable: the next Receive that
+// finds no datagram reads the error queue.
+func (t *Transport) ErrorReady() { t.errPending.Store(true) }
+
 // Close closes the socket; a blocked Receive returns datapath.ErrClosed.
 func (t *Transport) Close() error {
 	if t.closed.Swap(true) {
@@ -255,7 +279,7 @@ func (t *Transport) Close() error {
 	if t.paths != nil {
 		t.paths.Close()
 	}
-	return t.conn.Close()
+	return t.raw.Close()
 }
 
 // Receive implements datapath.Transport.

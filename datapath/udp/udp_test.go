@@ -13,7 +13,7 @@ import (
 
 func listen(t testing.TB, addr string) *Transport {
 	t.Helper()
-	tr, err := Listen(netip.MustParseAddrPort(addr), Options{Batch: 16})
+	tr, err := Listen(netip.MustParseAddrPort(addr), Options{Batch: 16, SharedPoll: testSharedPoll})
 	if err != nil {
 		t.Fatal(err)
 	}
