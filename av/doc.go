@@ -51,7 +51,23 @@
 // Remove has returned no lookup finds the removed address
 // (TestLockFreeReadersConcurrent). The writer stores the words with
 // release stores (internal/memorder: a MOV on x86-64), not locked
-// instructions, so inserts pay nothing for it. The endpoint package binds endpoints with
+// instructions, so inserts pay nothing for it.
+//
+// Memory layout for the hot lookups. Entries are 24 bytes in chunks of
+// 1024; a table past 64 chunks (or opened with a count that large) takes
+// its chunks from 12 MiB slabs, and slabs and the hash index of a large
+// AV ask for transparent huge pages (MADV_HUGEPAGE, then MADV_COLLAPSE for
+// heap memory Go hands out again already faulted in small pages). A
+// lookup of a recently used peer of a large AV then finds its entry (and
+// for FIAddr its hash slot) in a TLB that covers the whole table, where
+// 4 KiB pages cost a page walk per lookup once the working set spans more
+// pages than the TLB holds. Failure modes: advice only, so with THP off
+// or no huge page free the memory stays in small pages (slower lookups,
+// same results); a slab's unused tail costs at most 12 MiB per AV, and
+// an AV below 64 chunks allocates none. AddrPort reads a live dense entry
+// in the one call it inlines to; anything else takes the longer path.
+//
+// The endpoint package binds endpoints with
 // AttachEndpoint / DetachEndpoint and EnableEndpoint / DisableEndpoint,
 // which make Close and removing an auth key answer FI_EBUSY.
 //

@@ -6,7 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// hugePage is the transparent huge page size madviseHuge rounds to.
+// hugePage is the transparent huge page size adviseHugeBytes rounds to.
 const hugePage = 2 << 20
 
 // adviseHuge asks the kernel to back the 2 MiB-aligned pages inside s's
@@ -17,16 +17,27 @@ const hugePage = 2 << 20
 // page walk costs more than the probe. Advice only: on failure, or with
 // THP off, the memory stays in small pages.
 func adviseHuge(s []word) {
-	n := uintptr(len(s)) * unsafe.Sizeof(word{})
+	adviseHugeBytes(unsafe.Pointer(unsafe.SliceData(s)), uintptr(len(s))*unsafe.Sizeof(word{}))
+}
+
+// adviseHugeBytes is adviseHuge for the n bytes at p (Go memory the
+// caller holds, not yet written).
+func adviseHugeBytes(p unsafe.Pointer, n uintptr) {
 	if n < 2*hugePage {
 		return
 	}
-	const w = unsafe.Sizeof(word{})
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
-	i := ((p+hugePage-1)&^(hugePage-1) - p) / w // first element on a huge page boundary
-	j := ((p+n)&^(hugePage-1) - p) / w          // past the last whole huge page
+	a := uintptr(p)
+	i := (a+hugePage-1)&^(hugePage-1) - a // first byte on a huge page boundary
+	j := (a+n)&^(hugePage-1) - a          // past the last whole huge page
 	if j <= i {
 		return
 	}
-	_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Pointer(&s[i])), (j-i)*w), unix.MADV_HUGEPAGE)
+	b := unsafe.Slice((*byte)(unsafe.Add(p, i)), j-i)
+	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	// Memory the Go heap hands out again (a freed hash index, say) may
+	// have been faulted in small pages already, and zeroing it again
+	// touched it: MADV_HUGEPAGE then only lets khugepaged collapse it
+	// some time later. MADV_COLLAPSE (Linux 6.1) makes the huge pages
+	// now (on fresh memory it faults them in, as the first writes would).
+	_ = unix.Madvise(b, unix.MADV_COLLAPSE)
 }

@@ -172,6 +172,29 @@ func (av *AV) AddrPort(fiAddr fi.Addr) (netip.AddrPort, bool) {
 // handle stays valid as long as the address does. For the data path: no
 // allocation, no lock unless the lookup overlaps a change of the AV.
 func (av *AV) AddrPortAuthKey(fiAddr fi.Addr) (netip.AddrPort, fi.Addr, bool) {
+	// The common case, a live dense entry, is read in place without a
+	// lock, in this one call (AddrPort inlines to it): readDense's body
+	// by hand. Anything else (a read that overlapped a change, a range
+	// member, a removed or stale handle, a miss) goes the long way.
+	a := fiAddr & av.idxMask
+	if a <= maxIndex || av.attr.Type == TypeMap && a < authKeyTag {
+		t := av.rt.Load()
+		s := t.seq.Load()
+		d := t.dir.Load()
+		if c := uint32(a) >> chunkShift; s&1 == 0 && d != nil && int(c) < len(d.c) {
+			if ch := d.c[c].Load(); ch != nil {
+				e := &ch.e[a&chunkMask]
+				m, w0, w1 := e.meta.Load(), e.ip0.Load(), e.ip1.Load()
+				if t.seq.Load() == s && metaState(m)&entryUsed != 0 && (av.attr.Type != TypeMap || fi.Addr(metaGen(m)) == a>>32) {
+					return addrPortOfWords(w0, w1, metaPort(m)), keyHandle(metaKey(m)), true
+				}
+			}
+		}
+	}
+	return av.addrPortAuthKeySlow(fiAddr)
+}
+
+func (av *AV) addrPortAuthKeySlow(fiAddr fi.Addr) (netip.AddrPort, fi.Addr, bool) {
 	ap, key, ok := av.addrPortAuthKey(fiAddr)
 	if !ok && av.shared != nil {
 		// Another process may have inserted it since this one caught up.

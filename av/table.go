@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"sort"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/memorder"
@@ -197,6 +198,8 @@ type table struct {
 	dir     atomic.Pointer[chunkDir]
 	hix     atomic.Pointer[hashIndex]
 	nchunks int       // chunks allocated
+	slab    []chunk   // chunks allocated ahead, handed out by newChunk
+	bigHint bool      // opened for slabAfter chunks or more: slabs from the start
 	live    int       // addresses stored
 	next    uint32    // lowest index never handed out
 	free    indexHeap // freed indices, handed out again lowest first
@@ -217,6 +220,7 @@ func newTable(countHint int, seed uint64, reuse bool) *table {
 		countHint = 1 << 20 // a hint, not a reason to allocate gigabytes up front
 	}
 	if countHint > 0 {
+		t.bigHint = countHint >= slabAfter*chunkLen
 		t.growHash(countHint)
 		t.dir.Store(newChunkDir((countHint + chunkLen - 1) / chunkLen))
 	}
@@ -414,11 +418,40 @@ func (t *table) slot(idx uint32) *entry {
 	}
 	ch := d.c[c].Load()
 	if ch == nil {
-		ch = new(chunk)
+		ch = t.newChunk()
 		d.c[c].Store(ch)
 		t.nchunks++
 	}
 	return &ch.e[idx&chunkMask]
+}
+
+// Chunks of a large table come from slabs of slabChunks chunks (12 MiB),
+// whose memory asks for transparent huge pages: the entries of 1M
+// addresses then span a dozen TLB entries rather than 6000 pages, so a
+// lookup of a recently used address (one of a hot set spread over the
+// AV) does not pay a page walk for its entry. A table takes slabs once it
+// holds slabAfter chunks (1.5 MiB of entries), or from the start when it
+// was opened for that many addresses (its hash index is sized for the
+// count at open too): a small AV keeps allocating 24 KiB chunks. A slab's
+// unused tail is at most slabChunks-1 chunks, 12 MiB per AV.
+const (
+	slabAfter  = 64
+	slabChunks = 512
+)
+
+// newChunk returns a zeroed chunk: a new one, or the next of the current
+// slab.
+func (t *table) newChunk() *chunk {
+	if t.nchunks < slabAfter && !t.bigHint {
+		return new(chunk)
+	}
+	if len(t.slab) == 0 {
+		t.slab = make([]chunk, slabChunks)
+		adviseHugeBytes(unsafe.Pointer(unsafe.SliceData(t.slab)), uintptr(len(t.slab))*unsafe.Sizeof(chunk{}))
+	}
+	ch := &t.slab[0]
+	t.slab = t.slab[1:]
+	return ch
 }
 
 // putH is put with ep's hash already computed.

@@ -54,6 +54,17 @@ type Cntr struct {
 
 // CntrOpen is fi_cntr_open.
 func (d *Domain) CntrOpen(attr CntrAttr, context any) (*Cntr, error) {
+	if err := d.hold("cntr open"); err != nil {
+		return nil, err
+	}
+	c, err := d.cntrOpen(attr, context)
+	if err != nil {
+		d.release()
+	}
+	return c, err
+}
+
+func (d *Domain) cntrOpen(attr CntrAttr, context any) (*Cntr, error) {
 	if attr.Events != CntrEventsComp {
 		return nil, fmt.Errorf("cntr open: events %d: %w", attr.Events, fi.EINVAL)
 	}
@@ -235,6 +246,7 @@ func (c *Cntr) Close() error {
 		c.set.Remove((*cntrMember)(c))
 	}
 	c.progress.close()
+	c.dom.release()
 	return nil
 }
 

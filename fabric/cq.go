@@ -114,8 +114,19 @@ type CQ struct {
 	signaled atomic.Bool
 }
 
-// CQOpen is fi_cq_open.
+// CQOpen is fi_cq_open. The domain cannot close while the CQ is open.
 func (d *Domain) CQOpen(attr CQAttr, context any) (*CQ, error) {
+	if err := d.hold("cq open"); err != nil {
+		return nil, err
+	}
+	cq, err := d.cqOpen(attr, context)
+	if err != nil {
+		d.release()
+	}
+	return cq, err
+}
+
+func (d *Domain) cqOpen(attr CQAttr, context any) (*CQ, error) {
 	if attr.Size < 0 || attr.Size > 1<<22 {
 		return nil, fmt.Errorf("cq open: size %d: %w", attr.Size, fi.EINVAL)
 	}
@@ -610,6 +621,7 @@ func (cq *CQ) Close() error {
 	// Readers sleeping in SRead's manual progress wake up and see the CQ
 	// closed; the set's eventfd goes.
 	cq.progress.close()
+	cq.dom.release()
 	return nil
 }
 

@@ -129,8 +129,10 @@ func TestCntrWaitSetAndControl(t *testing.T) {
 	require.NoError(t, a.ep.Enable())
 	link(t, a, b)
 	t.Cleanup(func() {
-		a.close(t)
+		// The endpoint releases the counter, the counter the domain.
+		require.NoError(t, a.ep.Close())
 		require.NoError(t, c.Close())
+		a.close(t)
 	})
 
 	var setFD, cntrFD int

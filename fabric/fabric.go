@@ -121,6 +121,36 @@
 // update until the next Read or ReadErr. FI_CNTR_EVENTS_COMP is the only
 // event kind (libfabric 1.17 has no other).
 //
+// fi_setname (Endpoint.SetAddr, setname.go) moves an endpoint that is not
+// enabled yet to another port, like bind(2); its IP address stays its
+// domain's (the domain chose interface, transport and packet size for
+// it), so another IP fails with FI_EADDRNOTAVAIL, and port 0 keeps the
+// port the endpoint has had since its open.
+//
+// Poll sets (fi_poll(3); poll.go). Domain.PollOpen is fi_poll_open, and
+// PollSet's Add, Del and Poll are fi_poll_add, fi_poll_del and fi_poll,
+// with the semantics of libfabric's util poll set (prov/util's
+// util_poll.c), which the page leaves loose: Poll first drives the manual
+// progress of each member, as reading it would, then reports a CQ while it
+// is not empty and a counter when its success or error count differs from
+// the set's checkpoint for it (0/0 when it joined; the checkpoint moves
+// when Poll reports the counter, so fi_cntr_set or fi_cntr_add by the
+// application count as changes, as in libfabric). A CQ reported by Poll
+// has a completion (or an error completion, FI_EAVAIL) for the next
+// fi_cq_read unless another thread reads it first: no false positives
+// from a lone reader, which fabtests' fi_poll counts on. Poll reads
+// counters without marking them seen, so a counter in both a poll set and
+// a wait set stays pending for fi_wait. Where libfabric is silent or lax
+// xdpfab chooses: only CQs and counters of the set's own domain join
+// (FI_EINVAL for EQs, as libfabric's domain poll sets, and anything else);
+// adding a member twice fails with FI_EALREADY and deleting a non-member
+// with FI_ENOENT (util returns 0 for both); add and del flags fail with
+// FI_EBADFLAGS; a counter that does not fit in the context array keeps its
+// checkpoint (util advances it and loses the event) and the next Poll
+// starts after the last member reported. Closing the set does not need
+// its members deleted first, and a member closed while in the set leaves
+// it at the next Poll, never reported (util would touch freed memory).
+//
 // fi_av_remove. fi_av(3) leaves operations in progress to a removed
 // address undefined and says all resources associated with it are
 // released. xdpfab releases them at once: av.Remove tells every endpoint
@@ -330,6 +360,7 @@ type Domain struct {
 	// Guarded by mu.
 	eps    int // open endpoints
 	avs    int // open AVs
+	queues int // open CQs, counters and poll sets (hold, release)
 	eqRef  *eq.EQ
 	closed bool
 }
@@ -475,17 +506,19 @@ func (d *Domain) QueryAtomic(dt fatomic.Datatype, op fatomic.Op, flags fi.Flags)
 	return d.sizes.atomics().Query(dt, op, flags)
 }
 
-// Close is fi_close: FI_EBUSY while endpoints or AVs opened on the domain
-// are open; otherwise its MR table closes (failing with FI_EBUSY while
-// regions are registered).
+// Close is fi_close: FI_EBUSY while endpoints, AVs, CQs, counters or poll
+// sets opened on the domain are open, as fi_domain(3) requires; otherwise
+// its MR table closes (failing with FI_EBUSY while regions are
+// registered).
 func (d *Domain) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return fmt.Errorf("domain close: already closed: %w", fi.EINVAL)
 	}
-	if d.eps > 0 || d.avs > 0 {
-		return fmt.Errorf("domain close: %d endpoint(s), %d AV(s) open: %w", d.eps, d.avs, fi.EBUSY)
+	if d.eps > 0 || d.avs > 0 || d.queues > 0 {
+		return fmt.Errorf("domain close: %d endpoint(s), %d AV(s), %d CQ(s), counter(s) or poll set(s) open: %w",
+			d.eps, d.avs, d.queues, fi.EBUSY)
 	}
 	if err := d.mrs.Close(); err != nil {
 		return fmt.Errorf("domain close: %w", err)
@@ -498,6 +531,26 @@ func (d *Domain) Close() error {
 	}
 	d.closed = true
 	return nil
+}
+
+// hold counts a CQ, counter or poll set being opened on the domain, so that
+// Close refuses while it is open; it fails with FI_EINVAL once the domain is
+// closed. Each successful hold is paired with one release.
+func (d *Domain) hold(op string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("%s: domain closed: %w", op, fi.EINVAL)
+	}
+	d.queues++
+	return nil
+}
+
+// release undoes hold, when the object's open failed or it closed.
+func (d *Domain) release() {
+	d.mu.Lock()
+	d.queues--
+	d.mu.Unlock()
 }
 
 // closeMRMirror unmaps the MR table once no region can write it.

@@ -59,7 +59,7 @@ func built(t testing.TB) string {
 		if buildLog, buildErr = cmd.CombinedOutput(); buildErr != nil {
 			return
 		}
-		for _, prog := range []string{"probe", "cqring", "reopen"} {
+		for _, prog := range []string{"probe", "cqring", "reopen", "waitpoll", "setname"} {
 			cmd := exec.Command("gcc", "-O1", "-Wall", "-Werror", "-o", filepath.Join(buildDir, prog),
 				filepath.Join("testdata", prog+".c"), "-lfabric", "-ldl", "-lpthread")
 			var out []byte

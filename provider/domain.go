@@ -269,6 +269,10 @@ func goObject(h C.uintptr_t) fi.FID {
 		return w.m
 	case *provEP:
 		return w.ep
+	case *provWait:
+		return w.s
+	case *provPoll:
+		return w.p
 	}
 	return nil
 }

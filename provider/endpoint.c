@@ -87,7 +87,11 @@ static struct fi_ops_ep xf_ep_ops = {
 
 /* ---- cm ---- */
 
-static int xf_cm_setname(fid_t fid, void *addr, size_t addrlen) { return -FI_ENOSYS; }
+static int xf_cm_setname(fid_t fid, void *addr, size_t addrlen)
+{
+	XF_GUARD();
+	return xfgo_ep_setname(EP(fid)->h, addr, addrlen);
+}
 
 static int xf_cm_getname(fid_t fid, void *addr, size_t *addrlen)
 {

@@ -39,7 +39,8 @@ static int xf_fabric_eq_open(struct fid_fabric *f, struct fi_eq_attr *attr, stru
 
 static int xf_fabric_wait_open(struct fid_fabric *f, struct fi_wait_attr *attr, struct fid_wait **waitset)
 {
-	return -FI_ENOSYS;
+	XF_GUARD();
+	return xfgo_wait_open(XF_CONTAINER(f, struct xf_fabric, fabric)->h, attr, waitset);
 }
 
 static int xf_fabric_trywait(struct fid_fabric *f, struct fid **fids, int count)

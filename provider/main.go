@@ -29,12 +29,18 @@
 // FI_AV_UNSPEC and, for a named AV, map_addr: the address of the AV's
 // fi_addr array in this process (av.AddrArrayPath: slot i holds the
 // fi_addr of index i, as the sockets provider lays a shared AV out and
-// fabtests' fi_rdm_shared_av reads it). -FI_ENOSYS: fi_setname and fi_getpeer
-// (an RDM endpoint's address is fixed at open and it has no peer),
-// connection management, scalable endpoints and tx/rx contexts, shared
-// contexts, fi_rx/tx_size_left, collectives and AV sets, and fid_wait
-// and fid_poll (fi_wait_open, fi_poll_open), which the C side does not
-// map yet; queues are opened with their own wait objects.
+// fabtests' fi_rdm_shared_av reads it). Wait sets (fi_wait_open: a
+// fid_wait over wait.Set, with fi_wait, fi_trywait, FI_GETWAIT and
+// FI_GETWAITOBJ; EQs, CQs and counters join one with FI_WAIT_SET and
+// attr.wait_set, which is ignored for other wait objects; closing a set
+// with members fails with FI_EBUSY) and poll sets (fi_poll_open: a
+// fid_poll over fabric.PollSet, with fi_poll_add, fi_poll_del and fi_poll
+// writing the members' fid contexts) are wait.go and poll.go, their C
+// fids waitpoll.c. fi_setname before fi_enable moves an endpoint to
+// another port of its own address (fabric.Endpoint.SetAddr; setname.go).
+// -FI_ENOSYS: fi_getpeer (an RDM endpoint has no peer), connection
+// management, scalable endpoints and tx/rx contexts, shared
+// contexts, fi_rx/tx_size_left, collectives and AV sets.
 //
 // Unknown peers. Every endpoint is opened with fabric's AcceptUnknown:
 // an RDM endpoint serves peers that are not in its AV, as fabtests and

@@ -1,6 +1,7 @@
 /*
  * The fids of domains, AVs, EQs, CQs, counters and MRs, and their ops
- * tables. Each op is one call into Go (xfgo_*), after the fork guard.
+ * tables (wait and poll sets: waitpoll.c). Each op is one call into Go
+ * (xfgo_*), after the fork guard.
  */
 #include "xdpfab.h"
 #include "_cgo_export.h"
@@ -67,7 +68,8 @@ static int xf_cntr_open(struct fid_domain *d, struct fi_cntr_attr *attr, struct 
 
 static int xf_poll_open(struct fid_domain *d, struct fi_poll_attr *attr, struct fid_poll **pollset)
 {
-	return -FI_ENOSYS;
+	XF_GUARD();
+	return xfgo_poll_open(DOM(d)->h, attr, pollset);
 }
 
 static int xf_stx_ctx(struct fid_domain *d, struct fi_tx_attr *attr, struct fid_stx **stx, void *context)
@@ -659,7 +661,7 @@ uintptr_t xf_fid_handle(struct fid *fid)
 		return MR(fid)->h;
 	if (fid->ops == &xf_ep_fi_ops)
 		return XF_CONTAINER(fid, struct xf_ep, ep.fid)->h;
-	return 0;
+	return xf_waitpoll_handle(fid);
 }
 
 uintptr_t xf_desc_handle(void *desc)

@@ -79,6 +79,18 @@ func waitControl(control func(wait.Command, any) error, command C.int, arg unsaf
 	return -C.FI_ENOSYS
 }
 
+// waitSetAttr reads the wait_obj and wait_set of an EQ, CQ or counter
+// attr: the set to join for FI_WAIT_SET (ok false when wait_set is not
+// one of xdpfab's wait sets), nil otherwise (wait_set is ignored then, as
+// the pages say).
+func waitSetAttr(obj C.enum_fi_wait_obj, w *C.struct_fid_wait) (*wait.Set, bool) {
+	if obj != C.FI_WAIT_SET {
+		return nil, true
+	}
+	s := waitSetOf(w)
+	return s, s != nil
+}
+
 // ---- EQ ----
 
 // provEQ is the Go side of a struct xf_eq.
@@ -95,14 +107,12 @@ func xfgo_fabric_eq_open(h C.uintptr_t, attr *C.struct_fi_eq_attr, out **C.struc
 	if pf == nil || attr == nil || out == nil {
 		return -C.FI_EINVAL
 	}
-	if attr.wait_obj == C.FI_WAIT_SET || attr.wait_set != nil {
-		return -C.FI_EINVAL // xdpfab has no fid_wait (fi_wait_open is FI_ENOSYS)
-	}
-	if attr.size > eq.MaxSize {
+	set, ok := waitSetAttr(attr.wait_obj, attr.wait_set)
+	if !ok || attr.size > eq.MaxSize {
 		return -C.FI_EINVAL
 	}
 	q, err := pf.f.EQOpen(eq.Attr{Size: int(attr.size), Flags: fi.Flags(attr.flags), WaitObj: fi.WaitObj(attr.wait_obj),
-		SignalingVector: int(attr.signaling_vector)}, ctxOf(context))
+		SignalingVector: int(attr.signaling_vector), WaitSet: set}, ctxOf(context))
 	if err != nil {
 		return errno[C.int](err)
 	}
@@ -236,15 +246,13 @@ func xfgo_cq_open(h C.uintptr_t, attr *C.struct_fi_cq_attr, out **C.struct_fid_c
 	if pd == nil || attr == nil || out == nil {
 		return -C.FI_EINVAL
 	}
-	if attr.wait_obj == C.FI_WAIT_SET || attr.wait_set != nil {
-		return -C.FI_EINVAL
-	}
-	if attr.size > 1<<22 {
+	set, ok := waitSetAttr(attr.wait_obj, attr.wait_set)
+	if !ok || attr.size > 1<<22 {
 		return -C.FI_EINVAL
 	}
 	q, err := pd.d.CQOpen(fabric.CQAttr{Size: int(attr.size), Flags: fi.Flags(attr.flags), Format: fabric.CQFormat(attr.format),
 		WaitObj: fi.WaitObj(attr.wait_obj), SignalingVector: int(attr.signaling_vector),
-		WaitCond: fabric.CQWaitCond(attr.wait_cond)}, ctxOf(context))
+		WaitCond: fabric.CQWaitCond(attr.wait_cond), WaitSet: set}, ctxOf(context))
 	if err != nil {
 		return errno[C.int](err)
 	}
@@ -422,11 +430,12 @@ func xfgo_cntr_open(h C.uintptr_t, attr *C.struct_fi_cntr_attr, out **C.struct_f
 	if pd == nil || attr == nil || out == nil {
 		return -C.FI_EINVAL
 	}
-	if attr.wait_obj == C.FI_WAIT_SET || attr.wait_set != nil {
+	set, ok := waitSetAttr(attr.wait_obj, attr.wait_set)
+	if !ok {
 		return -C.FI_EINVAL
 	}
 	c, err := pd.d.CntrOpen(fabric.CntrAttr{Events: fabric.CntrEvents(attr.events), WaitObj: fi.WaitObj(attr.wait_obj),
-		Flags: fi.Flags(attr.flags)}, ctxOf(context))
+		Flags: fi.Flags(attr.flags), WaitSet: set}, ctxOf(context))
 	if err != nil {
 		return errno[C.int](err)
 	}
@@ -458,7 +467,15 @@ func xfgo_cntr_close(h C.uintptr_t) (ret C.int) {
 //export xfgo_cntr_control
 func xfgo_cntr_control(h C.uintptr_t, command C.int, arg unsafe.Pointer) (ret C.int) {
 	defer catch(&ret)
-	return -C.FI_ENOSYS // Go's Cntr hands out no wait object yet
+	pc := handleOf[provCntr](h)
+	if pc == nil {
+		return -C.FI_EINVAL
+	}
+	if command == C.FI_GETWAITOBJ && arg != nil { // as the CQ's: FI_WAIT_SET for a set's member
+		*(*C.enum_fi_wait_obj)(arg) = C.enum_fi_wait_obj(pc.c.Attr().WaitObj)
+		return 0
+	}
+	return waitControl(pc.c.Control, command, arg)
 }
 
 //export xfgo_cntr_read

@@ -99,6 +99,17 @@ struct xf_mr {
 	uintptr_t h;
 };
 
+/* A wait set (fi_wait_open) and a poll set (fi_poll_open): waitpoll.c. */
+struct xf_wait {
+	struct fid_wait wait;
+	uintptr_t h;
+};
+
+struct xf_poll {
+	struct fid_poll poll;
+	uintptr_t h;
+};
+
 struct fid_fabric *xf_fabric_new(uintptr_t h, void *context);
 void xf_fabric_free(struct fid_fabric *f);
 struct fid_domain *xf_domain_new(uintptr_t h, void *context);
@@ -110,11 +121,15 @@ struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format, struct xf_cqrin
 struct fid_cntr *xf_cntr_new(uintptr_t h, void *context);
 struct fid_mr *xf_mr_new(uintptr_t h, void *context, uint64_t key);
 void xf_mr_set_key(struct fid_mr *mr, uint64_t key);
+struct fid_wait *xf_wait_new(uintptr_t h);
+struct fid_poll *xf_poll_new(uintptr_t h);
 void xf_free(void *p);
 
-/* The Go handle of one of xdpfab's fids (0 for anything else) and its
- * class. */
+/* The Go handle of one of xdpfab's fids (0 for anything else). */
 uintptr_t xf_fid_handle(struct fid *fid);
+/* The same for wait and poll sets (waitpoll.c), which xf_fid_handle
+ * consults. */
+uintptr_t xf_waitpoll_handle(struct fid *fid);
 /* The Go handle of an MR descriptor (fi_mr_desc), 0 for NULL or foreign. */
 uintptr_t xf_desc_handle(void *desc);
 

@@ -51,6 +51,13 @@
 // set's wait object there, and its fi_wait returns. Signals are remembered
 // by their owner until a blocking wait takes them; neither fi_trywait nor a
 // zero-timeout wait consumes one.
+// A member whose entries come only while the application calls in
+// (FI_PROGRESS_MANUAL, a Driver) is driven by Set.Wait, as libfabric's wait
+// sets poll their members' CQs: Wait runs its progress, spins for 100 µs
+// and then sleeps on the set's object in 1 ms steps, driving again after
+// each, so a manual-progress set sees its traffic while the application
+// waits (a sleep on the exported fd or condition variable does not drive
+// anything: with manual progress only calls into xdpfab do).
 // Set.Close fails with FI_EBUSY while a member is attached. Set attributes
 // reject flags (they are reserved and must be 0) with FI_EBADFLAGS and
 // FI_WAIT_POLLFD with FI_ENOSYS. Control knows FI_GETWAIT and

@@ -2,6 +2,7 @@ package wait
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,20 @@ type Member interface {
 type SignalTaker interface {
 	Member
 	TakeSignal() bool
+}
+
+// Driver is implemented by a Member whose entries come only while the
+// application calls in (FI_PROGRESS_MANUAL: a queue whose reads process
+// its endpoints' packets). Wait drives such members itself, as reading
+// them would, since fi_wait is the application's call in: without it a
+// Wait on a set of manual-progress queues would sleep until its timeout
+// however much traffic arrived.
+type Driver interface {
+	Member
+	// Drive runs the member's manual progress once without blocking and
+	// reports whether it has any (false: its entries come by
+	// themselves, and Wait need not wake up for it).
+	Drive() bool
 }
 
 // TryWaiter is an object fi_trywait accepts: an EQ, CQ, counter or Set.
@@ -181,7 +196,12 @@ func (s *Set) Wait(timeout int) error {
 	if timeout == 0 { // a poll, not a blocking wait: signals stay pending
 		ready = s.pending
 	}
-	err := s.obj.Wait(d, ready)
+	var err error
+	if s.drive() {
+		err = s.waitDriving(d, ready)
+	} else {
+		err = s.obj.Wait(d, ready)
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -191,6 +211,58 @@ func (s *Set) Wait(timeout int) error {
 		return fmt.Errorf("wait: set closed: %w", fi.EINVAL)
 	}
 	return fmt.Errorf("wait: %w", err)
+}
+
+// driveSpin is how long Wait keeps driving manual-progress members
+// without sleeping, and driveSlice how long it then sleeps between drives:
+// a reply within driveSpin is seen at once, a later one within
+// driveSlice, and an idle Wait wakes up 1000 times a second at most.
+const (
+	driveSpin  = 100 * time.Microsecond
+	driveSlice = time.Millisecond
+)
+
+// drive runs the manual progress of the members that have some (Driver)
+// and reports whether any had.
+func (s *Set) drive() bool {
+	some := false
+	for _, m := range *s.members.Load() {
+		if d, ok := m.(Driver); ok && d.Drive() {
+			some = true
+		}
+	}
+	return some
+}
+
+// waitDriving is Wait for a set with manual-progress members: it drives
+// them between checks, spinning for driveSpin and then sleeping on the
+// wait object in driveSlice steps (a member made ready by another
+// goroutine still wakes it at once).
+func (s *Set) waitDriving(d time.Duration, ready func() bool) error {
+	start := time.Now()
+	for {
+		if ready() {
+			return nil
+		}
+		left := time.Duration(-1)
+		if d >= 0 {
+			if left = d - time.Since(start); left <= 0 {
+				return fi.ETIMEDOUT
+			}
+		}
+		if time.Since(start) < driveSpin {
+			runtime.Gosched()
+		} else {
+			step := driveSlice
+			if left >= 0 && left < step {
+				step = left
+			}
+			if err := s.obj.Wait(step, ready); err != fi.ETIMEDOUT {
+				return err
+			}
+		}
+		s.drive()
+	}
 }
 
 // TryWait is fi_trywait on the set: it re-arms the set's wait object and

@@ -1,6 +1,8 @@
 package ktable_test
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"testing"
 
@@ -244,6 +246,59 @@ func BenchmarkPutDelete(b *testing.B) {
 					b.Fatal(err)
 				}
 				tab.Delete(&k)
+			}
+		})
+	}
+}
+
+// BenchmarkFill1M is an AV's insert of 1,000,000 keys into its owned
+// table sized for them, PutMany 64 keys a call as av's TableMirror
+// writes them: "create" is making and mapping the table (the kernel
+// zeroes and maps it), "fill" the writes.
+func BenchmarkFill1M(b *testing.B) {
+	testenv.RequirePriv(b)
+	const n = 1_000_000
+	keys := make([]ktable.Key, n)
+	vals := make([]ktable.Value, n)
+	for i := range keys {
+		keys[i] = ktable.Key{0xffff00000000 | uint64(i+1)<<32, 0x1d1b0000000a, 0}
+		vals[i] = ktable.Value{uint64(i), 0}
+	}
+	sorted := make([]ktable.Key, n)
+	copy(sorted, keys)
+	mask := uint64(ktable.Buckets(n) - 1)
+	slices.SortFunc(sorted, func(a, b ktable.Key) int {
+		return cmp.Compare(ktable.Hash(1, &a)&mask, ktable.Hash(1, &b)&mask)
+	})
+	for _, part := range []string{"create", "fill", "fillsorted"} {
+		b.Run(part, func(b *testing.B) {
+			for b.Loop() {
+				if part == "fill" {
+					b.StopTimer()
+				}
+				tab, err := ktable.Create(spec(), ktable.Buckets(n), 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tab.Own()
+				if part == "create" {
+					b.StopTimer()
+				} else {
+					b.StartTimer()
+					ks := keys
+					if part == "fillsorted" {
+						ks = sorted
+					}
+					for lo := 0; lo < n; lo += 64 {
+						hi := min(lo+64, n)
+						if _, err := tab.PutMany(ks[lo:hi], vals[lo:hi]); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StopTimer()
+				}
+				tab.Close()
+				b.StartTimer()
 			}
 		})
 	}

@@ -56,6 +56,8 @@ type fabtestCase struct {
 // (fi_rdm_tagged_peek takes it and ignores it). fi_rdm_atomic -o all
 // runs every op and datatype 100 times (-I 100) instead of its default
 // 1000: 1000 take over 3 minutes per transport on two shared cores.
+// fi_poll (-t queue: CQs, -t counter: counters) runs its transfers
+// through a poll set, reading only what fi_poll names.
 var cases = []fabtestCase{
 	{name: "fi_getinfo_test", unit: true},
 	{name: "fi_eq_test", unit: true},
@@ -91,6 +93,8 @@ var cases = []fabtestCase{
 	{name: "fi_unexpected_msg", args: []string{"-e", "rdm"}},
 	{name: "fi_unexpected_msg", args: []string{"-e", "rdm", "-I", "10000"}},
 	{name: "fi_resmgmt_test"},
+	{name: "fi_poll", args: []string{"-t", "queue"}},
+	{name: "fi_poll", args: []string{"-t", "counter"}},
 }
 
 func (c fabtestCase) id() string { return strings.Join(append([]string{c.name}, c.args...), " ") }
@@ -371,7 +375,12 @@ func runCase(p *pair, c fabtestCase) (error, string) {
 		defer close(done)
 		srvOut, srvErr = run(ctx, p.provDir, p.a, filepath.Join(p.bin, c.name), srvArgs...)
 	}()
-	time.Sleep(500 * time.Millisecond) // the server binds its port
+	if !awaitServerPort(ctx, p.a, serverPort) {
+		cancel()
+		<-done
+		return fmt.Errorf("server: port %d not bound within %v", serverPort, serverReadyTimeout),
+			"--- server\n" + srvOut
+	}
 	cliOut, cliErr := run(ctx, p.provDir, p.b, filepath.Join(p.bin, c.name), cliArgs...)
 	if cliErr != nil {
 		cancel() // a failed client leaves the server waiting

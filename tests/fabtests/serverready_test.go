@@ -1,0 +1,51 @@
+package fabtests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/xdpfab/xdpfab/internal/testenv"
+)
+
+// serverReadyTimeout bounds the wait for a fabtests server's port.
+const serverReadyTimeout = 10 * time.Second
+
+// awaitServerPort waits until a UDP socket is bound to port in ns (the
+// fabtests server opened its endpoint), ctx ends or serverReadyTimeout
+// passes, and reports whether the port was seen. A client started
+// earlier sends its first message to a closed port: the ICMP refusal
+// fails that send, which a test waiting on a counter (fi_poll -t counter,
+// fi_rdm_cntr_pingpong) never notices, so both sides would wait forever
+// instead of failing; a fixed head start is too short on a loaded host.
+func awaitServerPort(ctx context.Context, ns *testenv.Netns, port int) bool {
+	want := fmt.Sprintf(":%04X", port)
+	deadline := time.Now().Add(serverReadyTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		bound := false
+		_ = ns.Do(func() error {
+			// thread-self: /proc/net is the netns of the process's
+			// main thread, not of this one.
+			for _, f := range []string{"/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"} {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					continue
+				}
+				for _, line := range strings.Split(string(b), "\n")[1:] {
+					fields := strings.Fields(line)
+					if len(fields) > 1 && strings.HasSuffix(fields[1], want) {
+						bound = true
+					}
+				}
+			}
+			return nil
+		})
+		if bound {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
