@@ -11,7 +11,7 @@
 // (per-op errno and data), and keeps each response until the initiator
 // acknowledges it so a retransmitted request is answered from the cache
 // and never executed twice. Completions are reported through
-// Config.OnComplete.
+// Config.OnComplete (or Config.OnCompleteBatch, a batch at a time).
 //
 // Provider choices, documented here because libfabric leaves them to us:
 //
@@ -245,8 +245,16 @@ type Config struct {
 	// Handler executes incoming requests; nil answers every op with
 	// FI_EOPNOTSUPP.
 	Handler Handler
-	// OnComplete receives every completion. Required.
+	// OnComplete receives every completion. Required unless
+	// OnCompleteBatch is set.
 	OnComplete func(Completion)
+	// OnCompleteBatch, if set, receives the completions instead of
+	// OnComplete, all those a received batch (a timer run, Close,
+	// ForgetPeer) finished in one call, oldest first: a consumer that
+	// takes a lock per completion (a CQ, its op pool) takes it once per
+	// call instead. The slice is the engine's; it is valid only during
+	// the call.
+	OnCompleteBatch func([]Completion)
 	// Admit decides whether a source may open a session (nil admits all).
 	Admit func(p Peer, meta datapath.Meta) bool
 
@@ -320,7 +328,7 @@ func (c *Config) setDefaults() error {
 		c.RetryMax = 200 * time.Millisecond
 	}
 	switch {
-	case c.OnComplete == nil:
+	case c.OnComplete == nil && c.OnCompleteBatch == nil:
 		return fmt.Errorf("reliable: OnComplete is required: %w", fi.EINVAL)
 	case c.Window < 64 || c.Window > 4096 || c.Window&(c.Window-1) != 0:
 		return fmt.Errorf("reliable: window %d not a power of two in 64..4096: %w", c.Window, fi.EINVAL)
@@ -1077,6 +1085,14 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 }
 
 func (e *Engine) deliver(out *[]Completion) {
+	if f := e.cfg.OnCompleteBatch; f != nil {
+		if len(*out) > 0 {
+			f(*out)
+			clear(*out)
+			*out = (*out)[:0]
+		}
+		return
+	}
 	for i := range *out {
 		e.cfg.OnComplete((*out)[i])
 		(*out)[i] = Completion{}
