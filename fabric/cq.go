@@ -240,6 +240,34 @@ func (cq *CQ) completeErr(e *CQErrEntry, reserved bool) {
 
 func (cq *CQ) push(it cqItem, reserved bool) {
 	cq.mu.Lock()
+	queued := cq.pushLocked(&it, reserved)
+	cq.mu.Unlock()
+	if queued {
+		cq.signal()
+	}
+}
+
+// pushReserved queues completions of operations that reserved their
+// slots, in order, under one lock and with one wake-up: the batched
+// counterpart of complete (complete_batch.go). The items are the
+// caller's scratch; they are copied.
+func (cq *CQ) pushReserved(items []cqItem) {
+	queued := false
+	cq.mu.Lock()
+	for i := range items {
+		if cq.pushLocked(&items[i], true) {
+			queued = true
+		}
+	}
+	cq.mu.Unlock()
+	if queued {
+		cq.signal()
+	}
+}
+
+// pushLocked queues it and reports whether it was (false: overrun, or the
+// CQ closed). cq.mu is held; the caller signals after releasing it.
+func (cq *CQ) pushLocked(it *cqItem, reserved bool) bool {
 	if reserved {
 		cq.reserved--
 	}
@@ -247,8 +275,7 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 		// Closed under an in-flight op, or an unreserved completion with no
 		// room: libfabric's CQ overrun. An unreserved completion never
 		// takes a slot promised to an accepted operation.
-		cq.mu.Unlock()
-		return
+		return false
 	}
 	if !it.isErr { // fi_cq_err_entry carries every field whatever the format
 		cq.filter(&it.err.CQEntry)
@@ -260,9 +287,7 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 			ok := cq.sink.Push(&cq.sinkEntry, it.src)
 			cq.sinkEntry = CQEntry{}
 			if ok {
-				cq.mu.Unlock()
-				cq.signal()
-				return
+				return true
 			}
 		}
 	}
@@ -273,11 +298,10 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 	if tail >= len(cq.ring) {
 		tail -= len(cq.ring)
 	}
-	cq.ring[tail] = it
+	cq.ring[tail] = *it
 	cq.n++
 	cq.held()
-	cq.mu.Unlock()
-	cq.signal()
+	return true
 }
 
 // initialRing is the ring a CQ starts with; it doubles up to Size as
@@ -323,8 +347,16 @@ func (cq *CQ) ReadFrom(buf []CQEntry, src []fi.Addr) (int, error) {
 		return 0, fmt.Errorf("cq readfrom: %d source slots for %d entries: %w", len(src), len(buf), fi.EINVAL)
 	}
 	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	return cq.readLocked(buf, src)
+	n, err := cq.readLocked(buf, src)
+	cq.mu.Unlock()
+	if err == fi.EAGAIN && cq.progress.poll() > 0 { //nolint:errorlint // readLocked returns it bare
+		// Auto progress, nothing queued: the packets this reader polled
+		// for itself may have completed something (progressSet.poll).
+		cq.mu.Lock()
+		n, err = cq.readLocked(buf, src)
+		cq.mu.Unlock()
+	}
+	return n, err
 }
 
 func (cq *CQ) readLocked(buf []CQEntry, src []fi.Addr) (int, error) {

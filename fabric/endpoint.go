@@ -376,8 +376,10 @@ func (ep *Endpoint) Enable() error {
 	eng, err := reliable.New(ep.tr, reliable.Config{
 		EndpointID: endpointID,
 		Handler:    ep,
-		OnComplete: ep.onComplete,
-		Admit:      ep.admit,
+		// A batch at a time: one CQ lock and one op-pool lock per batch
+		// (complete_batch.go).
+		OnCompleteBatch: ep.onCompleteBatch,
+		Admit:           ep.admit,
 		// The user's operations take at most TxSize; the rest is
 		// headroom for the rendezvous protocol's own requests (a push
 		// per iovec of a send, a CTS per receive), which otherwise

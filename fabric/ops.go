@@ -100,7 +100,11 @@ func (ep *Endpoint) begin(r *reliable.Request, dest fi.Addr, flags fi.Flags, kin
 		return nil, fmt.Errorf("destination %v is bound to auth key %#x, inserted after the endpoint was enabled: %w",
 			dest, uint64(keyH), fi.EACCES)
 	}
-	*o = txOp{idx: idx, ctx: ctx, cqFlags: cqFlags, cntr: kind, dest: dest, cq: cq, scratch: o.scratch}
+	// Field by field, not *o = txOp{...}: that zeroed the whole op, its
+	// result iovecs included, on every post. A free op has no result
+	// iovecs (finishOp and abort clear them) and keeps its scratch.
+	o.idx, o.ctx, o.cqFlags, o.cntr, o.dest, o.cq = idx, ctx, cqFlags, kind, dest, cq
+	o.reserved, o.result, o.nres, o.elemSize, o.rndv = false, nil, 0, 0, false
 	// A completion is written unless the CQ is selective and the op did
 	// not ask for one; the inject calls never generate one. Errors always
 	// do when a CQ is bound, so a slot is reserved whenever a CQ is.
@@ -162,7 +166,9 @@ func (ep *Endpoint) abort(o *txOp) {
 	if o.reserved {
 		o.cq.unreserve()
 	}
-	o.ctx, o.nres = nil, 0
+	o.ctx, o.result = nil, nil
+	clear(o.resultV[:o.nres])
+	o.nres = 0
 	ep.freeOp(o)
 }
 
@@ -170,6 +176,15 @@ func (ep *Endpoint) abort(o *txOp) {
 // updates: of the user's operations, and of the requests the rendezvous
 // protocol makes (rendezvous.go).
 func (ep *Endpoint) onComplete(c reliable.Completion) {
+	ep.completeOne(c)
+	if ep.ctlPending.Load() > 0 {
+		ep.kickCtl()
+	}
+}
+
+// completeOne is onComplete without the control queue's kick, which
+// onCompleteBatch makes once per batch.
+func (ep *Endpoint) completeOne(c reliable.Completion) {
 	switch x := c.Context.(type) {
 	case *txOp:
 		if x.rndv {
@@ -181,9 +196,6 @@ func (ep *Endpoint) onComplete(c reliable.Completion) {
 		ep.pushDone(x, c.Err)
 	case *rxMsg:
 		ep.rx.ctsDone(x, c.Err)
-	}
-	if ep.ctlPending.Load() > 0 {
-		ep.kickCtl()
 	}
 }
 

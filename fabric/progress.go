@@ -23,8 +23,11 @@ const (
 	// be polled, no busy polling): it sleeps in poll(2) on their sockets
 	// and processes what arrives itself, so the packet that completes its
 	// operation wakes its thread directly instead of the receive
-	// goroutine's, which would then have to wake it. The receive goroutine
-	// resumes within about 1 ms after the last such reader returns.
+	// goroutine's, which would then have to wake it. So does a Read that
+	// finds the CQ empty, without waiting (Engine.Poll): a reader
+	// spinning on its CQ receives its completions itself. The receive
+	// goroutine resumes within about 1 ms after the last such reader
+	// returns or stops reading.
 	ProgressAuto
 	// ProgressManual (FI_PROGRESS_MANUAL): no receive goroutine; reading a
 	// CQ or counter (Read, ReadFrom, SRead, Cntr.Read, Cntr.Wait) processes
@@ -230,9 +233,34 @@ func (s *progressSet) run() int {
 	return s.drive()
 }
 
+// poll is run for a reader of an auto-progress CQ that found it empty
+// (fi_cq_read in a loop): each endpoint's Engine.Poll, so a spinning
+// reader receives for the endpoints itself (no wake-up of the receive
+// goroutine per packet) and gets what completes at once.
+func (s *progressSet) poll() int {
+	if !s.auto {
+		return 0
+	}
+	return s.each((*reliable.Engine).Poll)
+}
+
 // drive runs every endpoint once without waiting: Progress for manual
 // progress, Assist (when no other goroutine receives) for auto.
 func (s *progressSet) drive() int {
+	if s.auto {
+		return s.each((*reliable.Engine).Assist)
+	}
+	return s.each(progressOnce)
+}
+
+// progressOnce is Engine.Progress without waiting, as each wants it.
+func progressOnce(eng *reliable.Engine) int {
+	n, _ := eng.Progress(false)
+	return n
+}
+
+// each calls f for every endpoint's engine and returns the sum.
+func (s *progressSet) each(f func(*reliable.Engine) int) int {
 	if s.n.Load() == 0 {
 		return 0
 	}
@@ -246,14 +274,8 @@ func (s *progressSet) drive() int {
 		}
 		s.mu.Unlock()
 		for _, ep := range chunk[:k] {
-			eng := ep.engine()
-			switch {
-			case eng == nil:
-			case s.auto:
-				total += eng.Assist()
-			default:
-				n, _ := eng.Progress(false)
-				total += n
+			if eng := ep.engine(); eng != nil {
+				total += f(eng)
 			}
 		}
 		if k < len(chunk) {

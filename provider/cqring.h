@@ -1,10 +1,10 @@
 /*
  * The completion ring of a CQ: memory C reads without entering Go, so that
- * fi_cq_read on a CQ with completions (and, with automatic progress, on an
- * empty one) costs no call into Go. The Go side (cqring.go, the CQ's
- * fabric.CQSink) writes success completions into it in the CQ's format;
- * errors, and what follows an error until it is read, stay in the Go CQ,
- * read through Go (held says so).
+ * fi_cq_read on a CQ with completions costs no call into Go (an empty
+ * one calls Go to drive or poll progress: xf_cq.manual). The Go side
+ * (cqring.go, the CQ's fabric.CQSink) writes success completions into
+ * it in the CQ's format; errors, and what follows an error until it is
+ * read, stay in the Go CQ, read through Go (held says so).
  *
  * Protocol. prod and cons count slots from 0 and never wrap (64 bits).
  * One producer at a time (the Go CQ's lock): it fills slot[prod & mask]

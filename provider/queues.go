@@ -258,10 +258,11 @@ func xfgo_cq_open(h C.uintptr_t, attr *C.struct_fi_cq_attr, out **C.struct_fid_c
 	}
 	pc := &provCQ{q: q}
 	format := C.int(q.Attr().Format)
-	manual := C.int(0)
-	if pd.d.Info().DomainAttr.Progress == fabric.ProgressManual {
-		manual = 1
-	}
+	// An empty read goes through Go with either progress: manual drives
+	// the endpoints, auto polls them (fabric's CQ.ReadFrom: a reader
+	// spinning on fi_cq_read receives for its endpoints itself, without a
+	// receive goroutine's wake-up per packet).
+	manual := C.int(1)
 	if pc.ring = newCQRing(q.Attr().Size, format); pc.ring == nil || q.SetSink(pc.ring) != nil {
 		q.Close()
 		if pc.ring != nil {

@@ -78,13 +78,13 @@ struct xf_eq {
 
 /* ring holds the CQ's success completions (cqring.h): fi_cq_read takes
  * them without entering Go, and enters Go only when the ring is empty and
- * the Go CQ holds something (an error) or progress is manual (the read
- * drives it). NULL: every read goes through Go. */
+ * the Go CQ holds something (an error) or manual is set (the read drives
+ * or polls progress). NULL: every read goes through Go. */
 struct xf_cq {
 	struct fid_cq cq;
 	uintptr_t h;
 	int format;
-	int manual; /* FI_PROGRESS_MANUAL: an empty read drives progress in Go */
+	int manual; /* an empty read calls Go (manual progress: drives it; auto: polls, Engine.Poll) */
 	size_t entry_size;
 	struct xf_cqring *ring;
 };

@@ -18,6 +18,11 @@
 #   udp;ofi_rxd    libfabric's RDM over UDP
 #   tcp;ofi_rxm    libfabric's RDM over TCP
 #
+# A subset runs with ROWS (an extended regular expression over the row
+# names, e.g. ROWS='pingpong|rma_bw'), METHODS (default "spin sread")
+# and CONFIGS (default "xdpfab xdpfab-manual udp;ofi_rxd tcp;ofi_rxm");
+# the ratio columns need the configurations they compare.
+#
 # Every cell is the median of REPS runs (default 3), the configurations
 # interleaved run by run so that a burst of load elsewhere on the machine
 # hits them alike; the ratio columns say how many times better xdpfab is
@@ -104,7 +109,12 @@ tagged_bw 8 B (k msgs/s)|fi_rdm_tagged_bw -S 8 -I 5000|Mxfers/sec|high
 rma_bw write 4 KiB (MB/s)|fi_rma_bw -e rdm -o write -S 4096 -I 2000|MB/sec|high
 atomic sum uint64 (usec)|fi_rdm_atomic -o sum -z uint64 -I 500|usec/xfer|low
 atomic cswap uint64 (usec)|fi_rdm_atomic -o cswap -z uint64 -I 500|usec/xfer|low"
-configs="xdpfab xdpfab-manual udp;ofi_rxd tcp;ofi_rxm"
+if [ -n "${ROWS:-}" ]; then
+	tests=$(echo "$tests" | awk -F'|' -v re="$ROWS" '$1 ~ re')
+	[ -n "$tests" ] || { echo "bench-fabtests: ROWS=$ROWS matches no row" >&2; exit 2; }
+fi
+configs=${CONFIGS:-"xdpfab xdpfab-manual udp;ofi_rxd tcp;ofi_rxm"}
+methods=${METHODS:-"spin sread"}
 
 # listening: is something in ns A bound to the test port yet?
 listening() {
@@ -156,7 +166,7 @@ rep=1
 while [ "$rep" -le "$REPS" ]; do
 	echo "== round $rep of $REPS" >&2
 	echo "$tests" | while IFS='|' read -r name args field _; do
-		for method in spin sread; do
+		for method in $methods; do
 			for cfg in $configs; do
 				line=$(one "$cfg" "$method" "$args")
 				v=$(echo "$line" | tr ',{}' '\n\n\n' | awk -F': ' -v f="$field" '$1 ~ f"$" { print $2 }')
@@ -170,7 +180,7 @@ while [ "$rep" -le "$REPS" ]; do
 done
 
 # The table: medians, and xdpfab's advantage over the others.
-table=$(awk -F'|' -v tests="$tests" -v configs="$configs" '
+table=$(awk -F'|' -v tests="$tests" -v configs="$configs" -v methods="$methods" '
 function median(key,   n, i, j, t, a) {
 	n = cnt[key]
 	if (n == 0) return "-"
@@ -193,6 +203,9 @@ function ratio(x, o, better) {
 END {
 	nc = split(configs, cf, " ")
 	nt = split(tests, tl, "\n")
+	nm = split(methods, ml, " ")
+	# The ratio columns by name: xdpfab, xdpfab-manual against rxd, rxm.
+	for (c = 1; c <= nc; c++) col[cf[c]] = c
 	printf "| %-28s | %-5s |", "test", "comp"
 	for (c = 1; c <= nc; c++) printf " %13s |", cf[c]
 	printf " %-17s | %-17s | %-17s | %-17s |\n", "xdpfab/rxd", "xdpfab/rxm", "manual/rxd", "manual/rxm"
@@ -202,12 +215,14 @@ END {
 	for (t = 1; t <= nt; t++) {
 		split(tl[t], parts, "|")
 		name = parts[1]; better = parts[4]
-		for (m = 1; m <= 2; m++) {
-			method = m == 1 ? "spin" : "sread"
+		for (m = 1; m <= nm; m++) {
+			method = ml[m]
 			printf "| %-28s | %-5s |", name, method
-			for (c = 1; c <= nc; c++) { med[c] = median(name SUBSEP method SUBSEP cf[c]); printf " %13s |", fmt(med[c]) }
-			printf " %-17s | %-17s | %-17s | %-17s |\n", ratio(med[1], med[3], better), ratio(med[1], med[4], better),
-				ratio(med[2], med[3], better), ratio(med[2], med[4], better)
+			for (c = 1; c <= nc; c++) { med[cf[c]] = median(name SUBSEP method SUBSEP cf[c]); printf " %13s |", fmt(med[cf[c]]) }
+			x = med["xdpfab"]; xm = med["xdpfab-manual"]; rd = med["udp;ofi_rxd"]; rm = med["tcp;ofi_rxm"]
+			printf " %-17s | %-17s | %-17s | %-17s |\n", ratio(x, rd, better), ratio(x, rm, better),
+				ratio(xm, rd, better), ratio(xm, rm, better)
+			delete med
 		}
 	}
 }' "$results")

@@ -549,6 +549,9 @@ type benchReport struct {
 	KernelFetchAddLatency *phaseResult `json:"kernel_fetch_add_latency,omitempty"`
 	KernelCSwapLatency    *phaseResult `json:"kernel_cswap_latency,omitempty"`
 	KernelFetchAddRate    *phaseResult `json:"kernel_fetch_add_rate,omitempty"`
+	// KernelFetchAddBatchedRate is KernelFetchAddRate with each refill
+	// burst posted with FI_MORE.
+	KernelFetchAddBatchedRate *phaseResult `json:"kernel_fetch_add_batched_rate,omitempty"`
 	// Counter is the target's counter after the run and CounterAdded how
 	// far this run moved it; it equals FetchAdds unless another client
 	// was adding too.
@@ -575,6 +578,18 @@ type phaseResult struct {
 	// TargetCPUPerOp is the target process's CPU time per op, ns
 	// (bench_kernel.go), for the pipelined fetch-add phases.
 	TargetCPUPerOp float64 `json:"target_cpu_ns_per_op,omitempty"`
+	// InitiatorUserPerOp and InitiatorSysPerOp are this process's (the
+	// initiator's) user and system CPU time per op during the phase, ns,
+	// for the same phases: what a rate costs the initiator, a figure that
+	// other work on the machine moves far less than the rate itself. On
+	// veth the system time includes the softirq work of the packets this
+	// process sends, the target's XDP program's among it.
+	InitiatorUserPerOp float64 `json:"initiator_user_ns_per_op,omitempty"`
+	InitiatorSysPerOp  float64 `json:"initiator_sys_ns_per_op,omitempty"`
+	// PacketsPerOp is the request packets the initiator sent per op in
+	// the phase, retransmissions included (the same phases): each packet
+	// costs both ends a transmission and a reception, whatever it holds.
+	PacketsPerOp float64 `json:"packets_per_op,omitempty"`
 }
 
 // latency is a round-trip distribution in microseconds.

@@ -58,9 +58,10 @@ func progressUntil(t *testing.T, e *Engine, cond func() bool) {
 }
 
 // TestDeferredResponses: the response to a delivered message waits for
-// the target's next request and leaves in the same Send, behind it (a
-// ping-pong pays one send per message); with no next request, the next
-// Progress call sends it, whether a packet arrives or not.
+// the target's next request and rides on it (wire.HdrAnswers: a
+// ping-pong pays one send and one frame per message); with no next
+// request, the next Progress call sends it, whether a packet arrives or
+// not.
 func TestDeferredResponses(t *testing.T) {
 	checkGoroutines(t)
 	ca, cb := newCompletions(), newCompletions()
@@ -84,8 +85,8 @@ func TestDeferredResponses(t *testing.T) {
 		if err := b.Submit(&Request{Peer: pa, Opcode: wire.OpMsg, Payload: []byte("pong"), Context: round}); err != nil {
 			t.Fatal(err)
 		}
-		if got := lb.last(); len(got) != 2 || got[0] != wire.TypeReq || got[1] != wire.TypeResp {
-			t.Fatalf("round %d: b's pong went out as %v, want [REQ RESP] in one send", round, got)
+		if got := lb.last(); len(got) != 1 || got[0] != wire.TypeReq {
+			t.Fatalf("round %d: b's pong went out as %v, want [REQ] answering the ping", round, got)
 		}
 		// a gets the pong and the completion of its ping, and answers
 		// with the next ping (or, in the last round, nothing).
@@ -113,11 +114,13 @@ func TestDeferredResponses(t *testing.T) {
 			t.Fatalf("pong completion %+v, want round %d", cp, round)
 		}
 	}
-	if st := a.Stats(); st.Delivered != 3 {
-		t.Fatalf("a delivered %d requests, want 3", st.Delivered)
+	// Every ping's response rode on the pong, and every pong's but the
+	// last on the next ping (the last went out by itself).
+	if st := a.Stats(); st.Delivered != 3 || st.AnswersSent != 2 {
+		t.Fatalf("a delivered %d requests, answered %d on requests; want 3, 2", st.Delivered, st.AnswersSent)
 	}
-	if st := b.Stats(); st.Delivered != 3 {
-		t.Fatalf("b delivered %d requests, want 3", st.Delivered)
+	if st := b.Stats(); st.Delivered != 3 || st.AnswersSent != 3 {
+		t.Fatalf("b delivered %d requests, answered %d on requests; want 3, 3", st.Delivered, st.AnswersSent)
 	}
 }
 

@@ -11,7 +11,7 @@
 // (per-op errno and data), and keeps each response until the initiator
 // acknowledges it so a retransmitted request is answered from the cache
 // and never executed twice. Completions are reported through
-// Config.OnComplete.
+// Config.OnComplete (or Config.OnCompleteBatch, a batch at a time).
 //
 // Provider choices, documented here because libfabric leaves them to us:
 //
@@ -38,7 +38,11 @@
 //     completions, together with the next request Submit sends (one
 //     transport send for both, the request first), or at the start of the
 //     next batch, or by a timer run within RetryInitial, whichever comes
-//     first (deferRx). A ping-pong thus costs one send per message.
+//     first (deferRx). A deferred response that says only "delivered,
+//     succeeded" (a message's, a write's) rides on that request
+//     (wire.HdrAnswers, answers.go: a delayed acknowledgement, as TCP's)
+//     instead of travelling as a packet of its own. A ping-pong thus
+//     costs one send and one datagram per message.
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
@@ -241,8 +245,16 @@ type Config struct {
 	// Handler executes incoming requests; nil answers every op with
 	// FI_EOPNOTSUPP.
 	Handler Handler
-	// OnComplete receives every completion. Required.
+	// OnComplete receives every completion. Required unless
+	// OnCompleteBatch is set.
 	OnComplete func(Completion)
+	// OnCompleteBatch, if set, receives the completions instead of
+	// OnComplete, all those a received batch (a timer run, Close,
+	// ForgetPeer) finished in one call, oldest first: a consumer that
+	// takes a lock per completion (a CQ, its op pool) takes it once per
+	// call instead. The slice is the engine's; it is valid only during
+	// the call.
+	OnCompleteBatch func([]Completion)
 	// Admit decides whether a source may open a session (nil admits all).
 	Admit func(p Peer, meta datapath.Meta) bool
 
@@ -316,7 +328,7 @@ func (c *Config) setDefaults() error {
 		c.RetryMax = 200 * time.Millisecond
 	}
 	switch {
-	case c.OnComplete == nil:
+	case c.OnComplete == nil && c.OnCompleteBatch == nil:
 		return fmt.Errorf("reliable: OnComplete is required: %w", fi.EINVAL)
 	case c.Window < 64 || c.Window > 4096 || c.Window&(c.Window-1) != 0:
 		return fmt.Errorf("reliable: window %d not a power of two in 64..4096: %w", c.Window, fi.EINVAL)
@@ -505,6 +517,7 @@ type Engine struct {
 	rxOut   []datapath.Packet // target-side packets (responses, acks) queued for sending
 	rxDec   wire.Packet
 	rxDec2  wire.Packet
+	rxAns   wire.Packet // a response an answering request stands for (answers.go)
 	rxIn    Incoming
 	rxBld   wire.Builder
 	rxAcks  []*rxPeer
@@ -1072,6 +1085,14 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 }
 
 func (e *Engine) deliver(out *[]Completion) {
+	if f := e.cfg.OnCompleteBatch; f != nil {
+		if len(*out) > 0 {
+			f(*out)
+			clear(*out)
+			*out = (*out)[:0]
+		}
+		return
+	}
 	for i := range *out {
 		e.cfg.OnComplete((*out)[i])
 		(*out)[i] = Completion{}
@@ -1224,6 +1245,11 @@ func (e *Engine) rttSample(p *txPeer, rtt int64) {
 // retransmit resends slot s with a fresh Ack field. e.mu is held.
 func (e *Engine) retransmit(p *txPeer, s *txSlot) {
 	s.buf[3] |= wire.HdrRetransmit
+	if s.buf[3]&wire.HdrAnswers != 0 {
+		// What the first transmission answered was answered then, or
+		// its initiator asks again and gets the cached responses.
+		wire.ClearAnswer(s.buf)
+	}
 	binary.LittleEndian.PutUint32(s.buf[28:], p.base)
 	e.stats.retransmits.Add(1)
 	e.queueTx(s.buf[:s.n], p.peer.Addr)
@@ -1430,6 +1456,26 @@ func (e *Engine) Assist() int {
 	return n
 }
 
+// Poll is Assist for a reader that polls the engine's completions without
+// waiting (an fi_cq_read that found its CQ empty, in a loop, under auto
+// progress): it counts as assisting for assistHold, so the receive
+// goroutine leaves the transport to such readers (once the batch it may
+// be waiting for has come), and processes one batch if no other
+// goroutine is receiving at the moment, never waiting for one that is. A
+// reader that spins on its CQ then receives its completions itself,
+// without the receive goroutine's wake-up per packet (libfabric's rxd
+// and rxm progress this way); one that stops reading leaves arriving
+// packets to the receive goroutine again within about assistHold (twice
+// it at worst). It does nothing for manual progress (Progress) and
+// BusyPoll engines.
+func (e *Engine) Poll() int {
+	if e.cfg.ManualProgress || e.cfg.BusyPoll {
+		return 0
+	}
+	e.lastAssist.Store(e.now())
+	return e.Assist()
+}
+
 // busyPollSpin is how long a BusyPoll receive goroutine keeps polling after
 // the last packet before it blocks again.
 const busyPollSpin = 200 * time.Microsecond
@@ -1533,6 +1579,14 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 			continue
 		}
 		if d.Type == wire.TypeReq {
+			if d.Flags&wire.HdrAnswers != 0 {
+				// The answers first: they are to earlier requests of ours.
+				if !locked {
+					e.mu.Lock()
+					locked = true
+				}
+				e.handleAnswers(d, pkt.Addr, &e.rxCompl)
+			}
 			if locked {
 				e.flushLocked()
 				e.mu.Unlock()
@@ -1618,6 +1672,7 @@ func (e *Engine) sendDeferredLocked() {
 	if !e.rxDeferred.Load() {
 		return
 	}
+	e.foldAnswers()
 	both := append(append(e.txBoth, e.txq...), e.rxOut...)
 	clear(e.txq)
 	e.txq = e.txq[:0]

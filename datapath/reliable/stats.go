@@ -65,6 +65,7 @@ type counters struct {
 	held              atomic.Uint64
 	replayedFromCache atomic.Uint64
 	acksSent          atomic.Uint64
+	answersSent       atomic.Uint64
 	sessionResets     atomic.Uint64
 	peersUnreachable  atomic.Uint64
 	peersEvicted      atomic.Uint64
@@ -107,12 +108,16 @@ type Stats struct {
 	Held              uint64                 // request packets held for in-order delivery
 	ReplayedFromCache uint64                 // duplicate requests answered from the response cache
 	AcksSent          uint64
-	SessionResets     uint64
-	PeersUnreachable  uint64 // peers declared unreachable (ops failed with FI_ETIMEDOUT)
-	PeersEvicted      uint64 // idle target-side peer states dropped for a new peer
-	PeersRefused      uint64 // peers whose port was unreachable (ops failed with FI_ECONNREFUSED)
-	EAgain            uint64 // Submits refused with FI_EAGAIN
-	RxErrors          uint64 // transport receive errors
+	// AnswersSent counts responses that did not go out as packets of
+	// their own: a request to the same peer carried them (wire.HdrAnswers,
+	// answers.go).
+	AnswersSent      uint64
+	SessionResets    uint64
+	PeersUnreachable uint64 // peers declared unreachable (ops failed with FI_ETIMEDOUT)
+	PeersEvicted     uint64 // idle target-side peer states dropped for a new peer
+	PeersRefused     uint64 // peers whose port was unreachable (ops failed with FI_ECONNREFUSED)
+	EAgain           uint64 // Submits refused with FI_EAGAIN
+	RxErrors         uint64 // transport receive errors
 	// TxErrors counts transport Send calls that failed. What they carried
 	// is sent again like a lost datagram (a request by its retransmission
 	// timer, a response when the initiator asks again); Submit never
@@ -210,7 +215,7 @@ func (e *Engine) Stats() Stats {
 	s := Stats{TxRequests: c.txRequests.Load(), Retransmits: c.retransmits.Load(),
 		FastRetransmits: c.fastRetransmits.Load(), RxResponses: c.rxResponses.Load(),
 		Delivered: c.delivered.Load(), Held: c.held.Load(), ReplayedFromCache: c.replayedFromCache.Load(),
-		AcksSent: c.acksSent.Load(), SessionResets: c.sessionResets.Load(),
+		AcksSent: c.acksSent.Load(), AnswersSent: c.answersSent.Load(), SessionResets: c.sessionResets.Load(),
 		PeersUnreachable: c.peersUnreachable.Load(), PeersEvicted: c.peersEvicted.Load(),
 		PeersRefused: c.peersRefused.Load(), EAgain: c.eagain.Load(), RxErrors: c.rxErrors.Load(),
 		TxErrors: c.txErrors.Load(), Timeouts: c.timeouts.Load(), InFlight: c.inflight.Load(),

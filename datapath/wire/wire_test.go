@@ -143,6 +143,13 @@ func TestDecodeRejects(t *testing.T) {
 		{"bad opcode", mut(func(p []byte) []byte { p[HeaderLen] = 0x77; return p }), ErrOpcode},
 		{"access mismatch", mut(func(p []byte) []byte { p[HeaderLen+1] = AccessRead; return p }), ErrReserved},
 		{"reserved flag", mut(func(p []byte) []byte { p[3] = 0x80; return p }), ErrReserved},
+		{"answers without a count", mut(func(p []byte) []byte { p[3] |= HdrAnswers; return p }), ErrReserved},
+		{"answer count without the flag", mut(func(p []byte) []byte { p[6] = 1; return p }), ErrReserved},
+		{"answers on a response", mut(func(p []byte) []byte {
+			PutAnswer(p, 1, 2, 1)
+			p[2] = uint8(TypeResp)
+			return p
+		}), ErrReserved},
 		{"ack with ops", mut(func(p []byte) []byte { p[2] = uint8(TypeAck); return p }), ErrNumOps},
 	}
 	var p Packet
@@ -153,6 +160,41 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	if err := Decode(good, &p); err != nil {
 		t.Fatalf("good packet: %v", err)
+	}
+}
+
+// TestAnswerRoundTrip: a request carries answers to its receiver's
+// requests (HdrAnswers) through Decode, and ClearAnswer restores the
+// request as it was.
+func TestAnswerRoundTrip(t *testing.T) {
+	buf := make([]byte, 1500)
+	var b Builder
+	h := testHeader(TypeReq)
+	h.Sack = 0
+	b.Reset(buf, h)
+	_ = b.AddOp(OpDesc{Opcode: OpMsg}, []byte("pong"), nil)
+	plain := append([]byte{}, b.Finish()...)
+	pkt := append([]byte{}, plain...)
+	PutAnswer(pkt, 0xabcdef01, 0xfffffffe, 3)
+	var p Packet
+	if err := Decode(pkt, &p); err != nil {
+		t.Fatal(err)
+	}
+	if s, last, n := p.Answer(); s != 0xabcdef01 || last != 0xfffffffe || n != 3 {
+		t.Fatalf("Answer() = %#x %#x %d", s, last, n)
+	}
+	if p.Seq != h.Seq || p.Ack != h.Ack || string(p.Payload(0)) != "pong" {
+		t.Fatalf("answers changed the request: %+v", p.Header)
+	}
+	ClearAnswer(pkt)
+	if !bytes.Equal(pkt, plain) {
+		t.Fatal("ClearAnswer did not restore the request")
+	}
+	if err := Decode(pkt, &p); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, n := p.Answer(); n != 0 {
+		t.Fatalf("a plain request answers %d", n)
 	}
 }
 
