@@ -151,6 +151,9 @@ func TestSharedPollConfig(t *testing.T) {
 // engines on the shared poller allocates nothing (as
 // TestSteadyStateAllocs for engines with their own receive goroutine).
 func TestSharedPollSteadyStateAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates; make test runs the allocation guards without it")
+	}
 	checkPollerStops(t)
 	c := newCompletions()
 	target := newEngine(t, listenTransport(t, plain, 0), Config{EndpointID: 2, SharedPoll: true}, newTestTarget(4096), nil)
