@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
 )
 
@@ -52,46 +51,62 @@ type segment struct {
 	va    uint64 // virtual address of buf[0]
 }
 
-// doneChan is the done channel of synchronous registrations: closed.
-var doneChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// MR is a registered memory region (struct fid_mr).
+// MR is a registered memory region (struct fid_mr). Every registration
+// allocates one, so it holds only what every region needs (one
+// allocation, 176 bytes): what few regions have lives in side objects —
+// bindings, made on the first Bind, and an own authorization key or the
+// done channel of an asynchronous registration (regionExtra).
 type MR struct {
 	// Read by Lookup on every request, so they share cache lines. Except
 	// state, they are set at registration and read-only after.
 	key          uint64
 	state        atomic.Uint32 // st* bits; written under mu (or before done closes)
+	authDigest   uint32        // AuthDigest(authKey): what LookupAuth compares
 	access       fi.Flags
 	base, length uint64 // remote extent: [base, base+length)
 	segs         []segment
-	authDigest   uint32 // AuthDigest(authKey): what LookupAuth compares
-	authKey      []byte
 	table        *Table
 
 	fi.FIDBase
 
 	// Set at registration, then read-only.
-	regFlags       fi.Flags
 	size           uint64 // bytes registered
 	regionID       uint32
-	explicitEnable bool          // created disabled: needs Enable
-	done           chan struct{} // closed once the registration completed or failed
-	inlineSegs     [1]segment    // segs of a single-buffer region, saving an allocation
+	explicitEnable bool         // created disabled: needs Enable
+	rmaEvent       bool         // registered with FI_RMA_EVENT
+	closed         bool         // Close has run (or is past its checks); guarded by mu
+	extra          *regionExtra // nil: domain's auth key, synchronous registration
+	inlineSegs     [1]segment   // segs of a single-buffer region, saving an allocation
 
-	// counters bound with FI_REMOTE_WRITE, read by CountRemoteWrite without
-	// locks; replaced (copy on write) under mu.
-	counters atomic.Pointer[[]Counter]
-	// endpoints bound, read by BoundTo without locks; replaced under mu.
-	endpoints atomic.Pointer[[]Endpoint]
+	// binds holds the counters and endpoints bound, nil until the first
+	// Bind. CountRemoteWrite and BoundTo read it without locks; Bind
+	// replaces it (copy on write) under mu.
+	binds atomic.Pointer[bindings]
 
 	mu sync.Mutex
-	// The fields below are guarded by mu (before done is closed they belong
-	// to the registering goroutine).
-	mirrorKey   bpf.XdpfabMrKey // scratch of mirror calls, so they do not allocate
-	mirrorValue bpf.XdpfabMrValue
-	eps         []Endpoint
-	cntrs       []Counter
-	closed      bool // Close has run (or is past its checks)
+}
+
+// regionExtra holds what a region has only when registered with its own
+// authorization key or asynchronously. Set at registration, then
+// read-only.
+type regionExtra struct {
+	authKey []byte        // the region's own key (nil: the domain's)
+	done    chan struct{} // asynchronous: closed once the registration completed or failed
+}
+
+// bindings are the objects bound to a region. A bindings is never
+// modified once stored in MR.binds.
+type bindings struct {
+	cntrs []Counter  // bound with FI_REMOTE_WRITE
+	eps   []Endpoint // bound with flags 0
+}
+
+// bound returns the region's bindings, the zero bindings when it has none.
+func (m *MR) bound() bindings {
+	if b := m.binds.Load(); b != nil {
+		return *b
+	}
+	return bindings{}
 }
 
 // Desc is a local memory descriptor (fi_mr_desc's void *). The zero Desc
@@ -128,7 +143,12 @@ func (m *MR) Base() uint64 { return m.base }
 func (m *MR) RegionID() uint32 { return m.regionID }
 
 // AuthKey returns the authorization key of the region (nil: none).
-func (m *MR) AuthKey() []byte { return m.authKey }
+func (m *MR) AuthKey() []byte {
+	if e := m.extra; e != nil && e.authKey != nil {
+		return e.authKey
+	}
+	return m.table.authKey
+}
 
 // AuthDigest returns AuthDigest of the region's authorization key: the
 // value a request's header must carry for LookupAuth to serve the region
@@ -201,16 +221,16 @@ func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
 			return fmt.Errorf("mr bind: counting remote reads is not supported: %w", fi.ENOSYS)
 		case flags == 0:
 			return fmt.Errorf("mr bind: counter needs FI_REMOTE_WRITE: %w", fi.EINVAL)
-		case m.table.mode&ModeRMAEvent != 0 && m.regFlags&fi.RMA_EVENT == 0:
+		case m.table.mode&ModeRMAEvent != 0 && !m.rmaEvent:
 			return fmt.Errorf("mr bind: FI_MR_RMA_EVENT: region not registered with FI_RMA_EVENT: %w", fi.EINVAL)
 		case c.Closed():
 			return fmt.Errorf("mr bind: counter closed: %w", fi.EINVAL)
-		case slices.Contains(m.cntrs, c):
+		case slices.Contains(m.bound().cntrs, c):
 			return fmt.Errorf("mr bind: counter already bound: %w", fi.EALREADY)
 		}
-		m.cntrs = append(m.cntrs, c)
-		cs := slices.Clone(m.cntrs)
-		m.counters.Store(&cs)
+		b := m.bound()
+		b.cntrs = append(slices.Clip(b.cntrs), c)
+		m.binds.Store(&b)
 	case fi.ClassEP:
 		ep, ok := obj.(Endpoint)
 		if !ok {
@@ -221,12 +241,12 @@ func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
 			return fmt.Errorf("mr bind: endpoint flags %#x, want 0: %w", uint64(flags), fi.EBADFLAGS)
 		case ep.Closed():
 			return fmt.Errorf("mr bind: endpoint closed: %w", fi.EINVAL)
-		case slices.Contains(m.eps, ep):
+		case slices.Contains(m.bound().eps, ep):
 			return fmt.Errorf("mr bind: endpoint already bound: %w", fi.EALREADY)
 		}
-		m.eps = append(m.eps, ep)
-		es := slices.Clone(m.eps)
-		m.endpoints.Store(&es)
+		b := m.bound()
+		b.eps = append(slices.Clip(b.eps), ep)
+		m.binds.Store(&b)
 	default:
 		return fmt.Errorf("mr bind: binding to %v is not supported: %w", obj.Class(), fi.ENOSYS)
 	}
@@ -237,8 +257,8 @@ func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
 // one. The target datapath calls it after a remote RMA write or atomic
 // modified the region. It does not allocate.
 func (m *MR) CountRemoteWrite() {
-	if cs := m.counters.Load(); cs != nil {
-		for _, c := range *cs {
+	if b := m.binds.Load(); b != nil {
+		for _, c := range b.cntrs {
 			_ = c.Add(1) // a counter's Add does not fail for a valid value
 		}
 	}
@@ -249,8 +269,8 @@ func (m *MR) CountRemoteWrite() {
 // that arrived on an endpoint the region is not bound to (as an unknown
 // key). It takes no locks and does not allocate.
 func (m *MR) BoundTo(ep fi.FID) bool {
-	if es := m.endpoints.Load(); es != nil {
-		for _, e := range *es {
+	if b := m.binds.Load(); b != nil {
+		for _, e := range b.eps {
 			if fi.FID(e) == ep {
 				return true
 			}
@@ -273,7 +293,7 @@ func (m *MR) Enable() error {
 	if st&stEnabled != 0 {
 		return nil
 	}
-	if m.table.mode&ModeEndpoint != 0 && !slices.ContainsFunc(m.eps, func(ep Endpoint) bool { return !ep.Closed() }) {
+	if m.table.mode&ModeEndpoint != 0 && !slices.ContainsFunc(m.bound().eps, func(ep Endpoint) bool { return !ep.Closed() }) {
 		return fmt.Errorf("mr enable: FI_MR_ENDPOINT: region not bound to an open endpoint: %w", fi.EOPBADSTATE)
 	}
 	if err := m.table.mirrorUpdate(m, st&stStale == 0); err != nil {
@@ -350,12 +370,13 @@ func (m *MR) Close() error {
 		m.state.Store(st | stClosed)
 		return nil
 	}
-	for _, ep := range m.eps {
+	b := m.bound()
+	for _, ep := range b.eps {
 		if !ep.Closed() {
 			return fmt.Errorf("mr close: bound endpoint still open: %w", fi.EBUSY)
 		}
 	}
-	for _, c := range m.cntrs {
+	for _, c := range b.cntrs {
 		if !c.Closed() {
 			return fmt.Errorf("mr close: bound counter still open: %w", fi.EBUSY)
 		}
@@ -377,8 +398,8 @@ func (m *MR) Close() error {
 // registration is complete when m is returned: no channel operation (a
 // receive locks the channel, even a closed one).
 func (m *MR) waitDone() {
-	if m.done != doneChan {
-		<-m.done
+	if e := m.extra; e != nil && e.done != nil {
+		<-e.done
 	}
 }
 

@@ -41,7 +41,7 @@
 // changing its pages call Refresh. After Close the Table drops the region,
 // but the buffers stay reachable for as long as the caller holds the *MR.
 //
-// Each registration allocates its MR (one object, ~350 bytes); MR objects
+// Each registration allocates its MR (one object, 176 bytes); MR objects
 // are deliberately not pooled: a closed *MR the caller still holds (a
 // second Close, a Desc kept in a pending operation, a target-side lookup
 // racing Close) would otherwise name the next region registered, and
@@ -164,6 +164,7 @@ type Table struct {
 	mode       Mode // effective (FI_MR_BASIC resolved)
 	domainID   uint32
 	mirror     Mirror
+	mapMirror  *MapMirror // mirror, when it is one: called without the interface
 	authKey    []byte
 	authDigest uint32 // AuthDigest(authKey), computed once
 	owner      fi.FID
@@ -211,6 +212,7 @@ func NewTable(cfg Config) (*Table, error) {
 		keySeed:    binary.LittleEndian.Uint64(seed[:]),
 		mapped:     map[uint64]int{},
 	}
+	t.mapMirror, _ = cfg.Mirror.(*MapMirror)
 	if t.maxRegions == 0 {
 		t.maxRegions = DefaultMaxRegions
 	}
@@ -342,9 +344,8 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 		FIDBase:  fi.NewFIDBase(fi.ClassMR, context),
 		table:    t,
 		access:   a.Access,
-		regFlags: flags,
+		rmaEvent: flags&fi.RMA_EVENT != 0,
 		regionID: nextRegionID.Add(1),
-		done:     doneChan,
 	}
 	if m.regionID == 0 { // wrapped: 0 is reserved
 		m.regionID = nextRegionID.Add(1)
@@ -383,10 +384,10 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 			}
 		}
 	}
-	m.authKey, m.authDigest = t.authKey, t.authDigest
+	m.authDigest = t.authDigest
 	if len(a.AuthKey) > 0 {
-		m.authKey = append([]byte(nil), a.AuthKey...)
-		m.authDigest = AuthDigest(m.authKey)
+		m.extra = &regionExtra{authKey: append([]byte(nil), a.AuthKey...)}
+		m.authDigest = AuthDigest(m.extra.authKey)
 	}
 	// Regions associated with RMA events or endpoints start disabled.
 	m.explicitEnable = t.mode&ModeEndpoint != 0 || (t.mode&ModeRMAEvent != 0 && flags&fi.RMA_EVENT != 0)
@@ -411,7 +412,10 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 	}
 	q := t.events
 	if q != nil {
-		m.done = make(chan struct{})
+		if m.extra == nil {
+			m.extra = new(regionExtra)
+		}
+		m.extra.done = make(chan struct{})
 	}
 	t.insert(m)
 	t.mu.Unlock()
@@ -425,7 +429,7 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 	// Asynchronous: the handle is complete before the event can exist.
 	go func() {
 		err := t.publish(m)
-		close(m.done)
+		close(m.extra.done)
 		if err != nil {
 			// The EQ reports what the call could not; if the EQ is
 			// overrun or closed there is nobody left to tell.
@@ -459,17 +463,36 @@ func (t *Table) mirrorKey(m *MR) bpf.XdpfabMrKey {
 	return bpf.XdpfabMrKey{DomainId: t.domainID, Key: m.key}
 }
 
+// mirrorEntry is the key and value of one mirror call. Mirror's methods
+// take pointers, which escape through the interface, so they are taken
+// from mirrorScratch, not allocated per call; a *MapMirror is called
+// directly with pointers to the stack.
+type mirrorEntry struct {
+	key   bpf.XdpfabMrKey
+	value bpf.XdpfabMrValue
+}
+
+var mirrorScratch = sync.Pool{New: func() any { return new(mirrorEntry) }}
+
 func (t *Table) mirrorUpdate(m *MR, enabled bool) error {
 	if t.mirror == nil {
 		return nil
 	}
-	k, v := &m.mirrorKey, &m.mirrorValue
-	*k = t.mirrorKey(m)
-	*v = bpf.XdpfabMrValue{Base: m.base, Len: m.length, Access: uint32(m.access), RegionId: m.regionID}
+	v := bpf.XdpfabMrValue{Base: m.base, Len: m.length, Access: uint32(m.access), RegionId: m.regionID}
 	if enabled {
 		v.Flags = RegionEnabled
 	}
-	if err := t.mirror.Update(k, v); err != nil {
+	var err error
+	if mm := t.mapMirror; mm != nil {
+		k := t.mirrorKey(m)
+		err = mm.Update(&k, &v)
+	} else {
+		e := mirrorScratch.Get().(*mirrorEntry)
+		e.key, e.value = t.mirrorKey(m), v
+		err = t.mirror.Update(&e.key, &e.value)
+		mirrorScratch.Put(e)
+	}
+	if err != nil {
 		return mirrorError("update", err)
 	}
 	return nil
@@ -479,9 +502,17 @@ func (t *Table) mirrorDelete(m *MR) error {
 	if t.mirror == nil {
 		return nil
 	}
-	k := &m.mirrorKey
-	*k = t.mirrorKey(m)
-	if err := t.mirror.Delete(k); err != nil {
+	var err error
+	if mm := t.mapMirror; mm != nil {
+		k := t.mirrorKey(m)
+		err = mm.Delete(&k)
+	} else {
+		e := mirrorScratch.Get().(*mirrorEntry)
+		e.key = t.mirrorKey(m)
+		err = t.mirror.Delete(&e.key)
+		mirrorScratch.Put(e)
+	}
+	if err != nil {
 		return mirrorError("delete", err)
 	}
 	return nil
