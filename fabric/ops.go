@@ -200,40 +200,45 @@ func (ep *Endpoint) completeOne(c reliable.Completion) {
 }
 
 // finishOp writes the CQ entry or error entry and counter updates the op
-// asked for, and frees it.
+// asked for, and frees it. The op slot goes back before the entry is
+// queued (as opBatch.flush does): an application that reads the entry and
+// posts again at once finds its slot free, never FI_EAGAIN from an
+// operation it already saw complete.
 func (ep *Endpoint) finishOp(o *txOp, errno fi.Errno, n int) {
 	var cntr *Cntr
 	if o.cntr >= 0 {
 		cntr = ep.enabledCntr[o.cntr]
 	}
-	cq := o.cq
-	if errno == fi.SUCCESS {
-		if o.nres > 0 {
-			scatter(o.resultV[:o.nres], o.result, o.elemSize)
-		}
-		if cntr != nil {
-			cntr.Add(1)
-		}
-		if o.wantComp {
-			e := CQEntry{Context: o.ctx, Flags: o.cqFlags, Len: n}
-			cq.complete(&e, o.dest, true)
-		} else if o.reserved {
-			cq.unreserve()
-		}
-	} else {
-		if cntr != nil {
-			cntr.AddErr(1)
-		}
-		if o.reserved {
-			e := CQErrEntry{CQEntry: CQEntry{Context: o.ctx, Flags: o.cqFlags}, Err: errno,
-				ProvErrno: int(errno), Src: o.dest}
-			cq.completeErr(&e, true)
-		}
+	if errno == fi.SUCCESS && o.nres > 0 {
+		scatter(o.resultV[:o.nres], o.result, o.elemSize)
 	}
+	// What the entry needs, read before the slot can be taken again.
+	cq, ctx, flags, dest := o.cq, o.ctx, o.cqFlags, o.dest
+	wantComp, reserved := o.wantComp, o.reserved
 	o.ctx, o.result = nil, nil
 	clear(o.resultV[:o.nres])
 	o.nres = 0
 	ep.freeOp(o)
+	if errno == fi.SUCCESS {
+		if cntr != nil {
+			cntr.Add(1)
+		}
+		if wantComp {
+			e := CQEntry{Context: ctx, Flags: flags, Len: n}
+			cq.complete(&e, dest, true)
+		} else if reserved {
+			cq.unreserve()
+		}
+		return
+	}
+	if cntr != nil {
+		cntr.AddErr(1)
+	}
+	if reserved {
+		e := CQErrEntry{CQEntry: CQEntry{Context: ctx, Flags: flags}, Err: errno,
+			ProvErrno: int(errno), Src: dest}
+		cq.completeErr(&e, true)
+	}
 }
 
 // scatter copies the gathered result back into the caller's result
