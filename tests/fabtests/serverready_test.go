@@ -14,7 +14,8 @@ import (
 const serverReadyTimeout = 10 * time.Second
 
 // awaitServerPort waits until a UDP socket is bound to port in ns (the
-// fabtests server opened its endpoint), ctx ends or serverReadyTimeout
+// fabtests server opened its endpoint) or a TCP socket listens in ns (the
+// server awaits its out-of-band exchange), ctx ends or serverReadyTimeout
 // passes, and reports whether the port was seen. A client started
 // earlier sends its first message to a closed port: the ICMP refusal
 // fails that send, which a test waiting on a counter (fi_poll -t counter,
@@ -28,14 +29,22 @@ func awaitServerPort(ctx context.Context, ns *testenv.Netns, port int) bool {
 		_ = ns.Do(func() error {
 			// thread-self: /proc/net is the netns of the process's
 			// main thread, not of this one.
-			for _, f := range []string{"/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"} {
-				b, err := os.ReadFile(f)
+			// The endpoint's UDP port, or any listening TCP socket
+			// (state 0A): fabtests' out-of-band exchange (FT_OPT_OOB_*:
+			// fi_multi_ep, fi_multi_recv, fi_unexpected_msg) listens on
+			// its own port (3000) before the endpoint opens, and the
+			// namespace is the test's own.
+			for _, f := range []string{"udp", "udp6", "tcp", "tcp6"} {
+				b, err := os.ReadFile("/proc/thread-self/net/" + f)
 				if err != nil {
 					continue
 				}
 				for _, line := range strings.Split(string(b), "\n")[1:] {
 					fields := strings.Fields(line)
-					if len(fields) > 1 && strings.HasSuffix(fields[1], want) {
+					switch {
+					case len(fields) < 4:
+					case strings.HasPrefix(f, "udp") && strings.HasSuffix(fields[1], want),
+						strings.HasPrefix(f, "tcp") && fields[3] == "0A":
 						bound = true
 					}
 				}
