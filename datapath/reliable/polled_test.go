@@ -189,7 +189,12 @@ func TestSharedPollSteadyStateAllocs(t *testing.T) {
 		run()
 	}
 	runtime.ReadMemStats(&after)
-	if n := after.Mallocs - before.Mallocs; n >= 50 {
+	// The count is the whole process's: with other packages' tests on the
+	// cores (make test's guard pass), the runtime's own allocations for
+	// contended mutexes and sync.Pool refills after a goroutine moved
+	// between Ps reach about one per twenty requests. One allocation per
+	// request or per packet is 2000 or more.
+	if n := after.Mallocs - before.Mallocs; n >= 200 {
 		t.Fatalf("%d allocations in 2000 requests", n)
 	}
 }
