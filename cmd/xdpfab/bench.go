@@ -709,29 +709,7 @@ func (c *benchClient) runPhases(rep *benchReport) error {
 	}
 	// The batched fetch-add's messages, one per slot, made once: posting
 	// allocates nothing per operation.
-	type atomicMsg struct {
-		msg     fabric.MsgAtomic
-		res     []fabric.IOC
-		resDesc []mr.Desc
-	}
-	operand, desc := []fabric.IOC{{Buf: c.one, Count: 1}}, []mr.Desc{{}}
-	target := []fabric.RMAIOC{{Addr: benchCounterOff, Count: 1, Key: c.o.key}}
-	msgs := make([]atomicMsg, c.o.depth)
-	for i := range msgs {
-		msgs[i] = atomicMsg{
-			msg: fabric.MsgAtomic{MsgIOV: operand, Desc: desc, Addr: c.peer, RMAIOV: target,
-				Datatype: fatomic.UINT64, Op: fatomic.SUM, Context: c.ctxs[i]},
-			res: []fabric.IOC{{Buf: c.results[i], Count: 1}}, resDesc: []mr.Desc{{}},
-		}
-	}
-	fetchAddMore := func(slot int, more bool) error {
-		var flags fi.Flags
-		if more {
-			flags = fi.MORE
-		}
-		m := &msgs[slot]
-		return c.ep.FetchAtomicMsg(&m.msg, m.res, m.resDesc, flags)
-	}
+	fetchAddMore := c.fetchAddMsgs(benchCounterOff, c.o.key)
 	msg := make([]byte, benchMsgSize)
 	send := func(slot int, _ bool) error { return c.ep.Send(msg, mr.Desc{}, c.peer, c.ctxs[slot]) }
 	block := make([]byte, benchWriteSize)
@@ -1322,4 +1300,34 @@ func (c *benchClient) udpErr(err error) error {
 			c.udpPeer, err)
 	}
 	return fmt.Errorf("UDP to %s: %w", c.udpPeer, err)
+}
+
+// fetchAddMsgs returns a post function for the FI_MORE phases: a fetch-add
+// of 1 to the uint64 at off under key, as fi_fetch_atomicmsg with FI_MORE
+// while more of the burst follows. The messages are made once, one per
+// slot, so posting allocates nothing.
+func (c *benchClient) fetchAddMsgs(off, key uint64) func(slot int, more bool) error {
+	type atomicMsg struct {
+		msg     fabric.MsgAtomic
+		res     []fabric.IOC
+		resDesc []mr.Desc
+	}
+	operand, desc := []fabric.IOC{{Buf: c.one, Count: 1}}, []mr.Desc{{}}
+	target := []fabric.RMAIOC{{Addr: off, Count: 1, Key: key}}
+	msgs := make([]atomicMsg, c.o.depth)
+	for i := range msgs {
+		msgs[i] = atomicMsg{
+			msg: fabric.MsgAtomic{MsgIOV: operand, Desc: desc, Addr: c.peer, RMAIOV: target,
+				Datatype: fatomic.UINT64, Op: fatomic.SUM, Context: c.ctxs[i]},
+			res: []fabric.IOC{{Buf: c.results[i], Count: 1}}, resDesc: []mr.Desc{{}},
+		}
+	}
+	return func(slot int, more bool) error {
+		var flags fi.Flags
+		if more {
+			flags = fi.MORE
+		}
+		m := &msgs[slot]
+		return c.ep.FetchAtomicMsg(&m.msg, m.res, m.resDesc, flags)
+	}
 }

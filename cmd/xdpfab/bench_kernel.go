@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	fatomic "github.com/xdpfab/xdpfab/atomic"
-	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/mr"
 )
@@ -149,30 +148,8 @@ func (c *benchClient) kernelPhases(rep *benchReport,
 	// Bursts posted with FI_MORE, as the user-space FI_MORE phase does:
 	// the engine packs a burst into full packets (16 fetch-adds each)
 	// instead of sending the first requests of every refill alone. The
-	// messages are made once, one per slot.
-	operand, desc := []fabric.IOC{{Buf: c.one, Count: 1}}, []mr.Desc{{}}
-	target := []fabric.RMAIOC{{Addr: 0, Count: 1, Key: key}}
-	type atomicMsg struct {
-		msg     fabric.MsgAtomic
-		res     []fabric.IOC
-		resDesc []mr.Desc
-	}
-	msgs := make([]atomicMsg, c.o.depth)
-	for i := range msgs {
-		msgs[i] = atomicMsg{
-			msg: fabric.MsgAtomic{MsgIOV: operand, Desc: desc, Addr: c.peer, RMAIOV: target,
-				Datatype: fatomic.UINT64, Op: fatomic.SUM, Context: c.ctxs[i]},
-			res: []fabric.IOC{{Buf: c.results[i], Count: 1}}, resDesc: []mr.Desc{{}},
-		}
-	}
-	fetchAddMore := func(slot int, more bool) error {
-		var flags fi.Flags
-		if more {
-			flags = fi.MORE
-		}
-		m := &msgs[slot]
-		return c.ep.FetchAtomicMsg(&m.msg, m.res, m.resDesc, flags)
-	}
+	// messages are made once, one per slot (fetchAddMsgs).
+	fetchAddMore := c.fetchAddMsgs(0, key)
 	lat := "kernel-resident fetch-add, 1 in flight"
 	cas := "kernel-resident CSWAP, 1 in flight"
 	rate := fmt.Sprintf("kernel-resident fetch-add, %d in flight", c.o.depth)
