@@ -291,8 +291,8 @@ func (s *progressSet) each(f func(*reliable.Engine) int) int {
 // (negative: forever) or interrupt is called; it reports whether done
 // held. It yields the processor once per spinYieldInterval so that
 // goroutines waiting for this P (the application's, the engine's timer)
-// run, and once its adaptive polling time (spinpark.go) has passed
-// without a packet it sleeps in poll(2) until a packet or a wake-up comes
+// run, and once its adaptive polling time (spinpark.go; spinBeforeSleep
+// after a packet came) has passed without a packet it sleeps in poll(2) until a packet or a wake-up comes
 // (when every endpoint's transport can be polled; else it keeps
 // spinning). A round that finds nothing offers the thread's processor to
 // other threads (yieldThread) and looks at the clock; while packets come
@@ -308,6 +308,10 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 	if timeoutMs >= 0 {
 		deadline = start.Add(time.Duration(timeoutMs) * time.Millisecond)
 	}
+	// Until a packet comes the reader polls for its adaptive time; once
+	// packets come (it serves a target's requests too) for
+	// spinBeforeSleep after the last one, so that traffic in flight is
+	// served without a wake-up per request.
 	budget := s.est.budget()
 	intr0 := s.intr.Load()
 	lastYield, lastBusy := start, start
@@ -315,6 +319,7 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 	for i := 1; ; i++ {
 		if s.run() > 0 {
 			busy = true
+			budget = spinBeforeSleep
 		}
 		if done() {
 			if i > 1 {
