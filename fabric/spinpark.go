@@ -19,16 +19,18 @@ import (
 // endpoints for a while first, as MPI implementations do in their
 // blocking calls, and sleeps in poll(2) only when that finds nothing.
 //
-// How long it polls adapts to what it waits for: each CQ and counter keeps
-// a moving average of how long its blocking reads waited (those that had
-// to wait at all), and a reader polls for twice that (plus spinFloor),
-// at most spinBeforeSleep. A reader whose waits are longer than
-// spinBeforeSleep (a peer that answers after a computation, an idle
-// target) does not poll at all, and so costs no CPU: polling would only
-// postpone the sleep it ends in. The average moves a quarter of the way
-// to each new wait, so it follows a change of pace within a few reads,
-// and one wait counts at most spinSampleCap: after an idle phase the
-// reader polls again within about ten reads.
+// How long it polls adapts to what it waits for. Each CQ and counter
+// keeps a moving average of the polling time that would have caught its
+// recent waits (those that had to wait at all): for a wait of d up to
+// spinBeforeSleep that is twice d plus spinFloor (at most
+// spinBeforeSleep), for a longer one none, since polling would only have
+// postponed the sleep it ended in. The average moves a quarter of the way
+// to each new wait's, so a reader whose waits are mostly long (a peer
+// that answers after a computation, an idle target, a timeout) soon does
+// not poll at all and costs no CPU, one wait much longer than the rest
+// (the peer descheduled for a while) shortens the polling of the next
+// ones by a quarter only, and a reader whose waits become short again
+// polls again within a few reads. Below spinMin a reader does not poll.
 //
 // While it polls without finding anything, the reader gives up its
 // processor to any other runnable thread (sched_yield(2)) between polls:
@@ -36,39 +38,44 @@ import (
 // produce the completion, runs instead of waiting for the poller's time
 // slice to end. On an idle processor the call returns at once.
 
-// spinFloor is the least a reader that polls at all polls for.
+// spinFloor is the margin added to twice a wait: what a wait of next to
+// nothing asks to poll for.
 const spinFloor = 10 * time.Microsecond
 
-// spinSampleCap bounds what one wait adds to the average.
-const spinSampleCap = 4 * spinBeforeSleep
+// spinMin is the shortest polling time a reader bothers with.
+const spinMin = 2 * time.Microsecond
 
-// spinEstimate is the moving average of how long one CQ's or counter's
-// blocking reads waited. Readers update it without a lock: concurrent
-// readers may lose an update, which only delays the adaptation.
+// spinEstimate is the moving average of the polling time that would have
+// caught one CQ's or counter's recent blocking waits. Readers update it
+// without a lock: concurrent readers may lose an update, which only
+// delays the adaptation.
 type spinEstimate struct {
-	ns atomic.Int64 // average wait in nanoseconds, plus 1 (0: no wait yet)
+	ns atomic.Int64 // the polling time in nanoseconds, plus 1 (0: no wait yet)
 }
 
 // budget is how long a reader polls before it sleeps.
 func (e *spinEstimate) budget() time.Duration {
-	w := e.ns.Load() - 1
-	if w < 0 {
+	v := e.ns.Load()
+	switch {
+	case v == 0:
 		return spinBeforeSleep // nothing known yet: poll as long as allowed
-	}
-	if w > int64(spinBeforeSleep) {
+	case time.Duration(v-1) < spinMin:
 		return 0
 	}
-	return min(spinBeforeSleep, 2*time.Duration(w)+spinFloor)
+	return time.Duration(v - 1)
 }
 
 // record adds a wait of d to the average.
 func (e *spinEstimate) record(d time.Duration) {
-	d = min(max(d, 0), spinSampleCap)
+	var target int64
+	if d <= spinBeforeSleep {
+		target = int64(min(spinBeforeSleep, 2*max(d, 0)+spinFloor))
+	}
 	old := e.ns.Load() - 1
 	if old < 0 {
-		old = int64(d)
+		old = int64(spinBeforeSleep)
 	}
-	e.ns.Store(old + (int64(d)-old)/4 + 1)
+	e.ns.Store(old + (target-old)/4 + 1)
 }
 
 // yieldThread offers the processor to other runnable threads
