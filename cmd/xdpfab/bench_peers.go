@@ -40,7 +40,7 @@ import (
 // the rates compare what many peers cost, not packing.
 
 const benchPeersUsage = `usage:
-  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--rx shared,spin,spinall,own] [--spin D] [--cpuprofile FILE] [-o text|json]
+  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--rx shared,spin,tgtspin,spinall,own] [--spin D] [--cpuprofile FILE] [-o text|json]
 
 For each peer count: a fresh target (xdpfab bench serve on the kernel UDP socket, a
 child process) and that many initiator endpoints in this process, each doing --ops
@@ -55,8 +55,9 @@ own gives each initiator a receive goroutine of its own, its socket in Go's
 netpoller; --rx spin is shared with the poller spinning --spin (default 50us) for
 the next ready socket before it parks (rxpoll.SetSpin); --rx shared,spin,own runs
 them all for each peer count, one after the other, each row's ratio to the first
-phase of its own kind; --rx spinall is spin with the target's endpoint on its
-process's shared poller spinning too (bench serve --shared-poll --poll-spin). --cpuprofile writes a pprof CPU profile of the initiators' process over
+phase of its own kind; --rx tgtspin is shared with the target's endpoint on its
+process's shared poller, spinning (bench serve --shared-poll --poll-spin), and
+--rx spinall both spinning. --cpuprofile writes a pprof CPU profile of the initiators' process over
 the measured part of each phase (FILE.<peers> when there are several).
 `
 
@@ -70,7 +71,7 @@ type peersOptions struct {
 	ownRx    bool // the phase's initiators have receive goroutines of their own
 	spin     time.Duration
 	spinRx   bool     // the phase's shared poller spins (--rx spin)
-	spinTgt  bool     // and the target's (--rx spinall)
+	spinTgt  bool     // the target's endpoint on its process's shared poller, spinning (--rx tgtspin, spinall)
 	rxModes  []string // --rx, in order
 	out      string
 	key      uint64
@@ -112,8 +113,8 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 		return nil, fmt.Errorf("%w: -o takes text or json", errUsage)
 	}
 	for _, m := range strings.Split(*rx, ",") {
-		if m = strings.TrimSpace(m); m != "shared" && m != "spin" && m != "spinall" && m != "own" {
-			return nil, fmt.Errorf("%w: --rx takes shared, spin, spinall and own", errUsage)
+		if m = strings.TrimSpace(m); m != "shared" && m != "spin" && m != "tgtspin" && m != "spinall" && m != "own" {
+			return nil, fmt.Errorf("%w: --rx takes shared, spin, tgtspin, spinall and own", errUsage)
 		}
 		o.rxModes = append(o.rxModes, strings.TrimSpace(m))
 	}
@@ -163,7 +164,7 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 			}
 			fmt.Fprintf(stderr, "bench peers: %d peers x %d fetch-adds, rx %s...\n", n, o.ops, m)
 			po := *o
-			po.ownRx, po.spinRx, po.spinTgt = m == "own", m == "spin" || m == "spinall", m == "spinall"
+			po.ownRx, po.spinRx, po.spinTgt = m == "own", m == "spin" || m == "spinall", m == "tgtspin" || m == "spinall"
 			r, err := runPeersPhase(&po, n, stderr)
 			if err != nil {
 				return fmt.Errorf("%d peers, rx %s: %w", n, m, err)
@@ -182,7 +183,7 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (kernel UDP, loopback), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, spin: the poller spinning %v before it parks, own: a receive goroutine each\n",
+	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (kernel UDP, loopback), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, spin: the poller spinning %v before it parks, tgtspin: the target's, spinall: both, own: a receive goroutine each\n",
 		o.ops, o.inflight, onOff(o.coalesce), o.spin)
 	fmt.Fprintf(stdout, "%8s %7s %10s %12s %9s %14s %12s %12s %12s %8s %s\n", "peers", "rx", "ops", "ops/s", "vs 1st", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
 	for _, r := range rows {
