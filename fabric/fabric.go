@@ -44,7 +44,11 @@
 // it when its domain has DomainAttr.SharedPoll, or when it is opened
 // while the process already has SharedPollAuto (64) endpoints on the
 // kernel socket (auto progress without BusyPoll only; AF_XDP endpoints
-// keep their own receive goroutine).
+// keep their own receive goroutine). rxpoll.SetSpin makes the poller look
+// for the next datagram a while before it parks: a busy target endpoint
+// serving thousands of peers then sleeps and is woken far less often, at
+// the price of a core spinning while traffic flows (`xdpfab bench peers
+// --rx tgtspin`).
 //
 // Authorization keys. Every request presents one key, as its digest in the
 // wire header (mr.AuthDigest, docs/protocol.md): the key of its

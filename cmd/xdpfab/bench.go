@@ -72,6 +72,7 @@ const (
 
 const benchUsage = `usage:
   xdpfab [-n NETNS] bench serve --addr IP[:PORT] [--key K] [--transport auto|udp|xdp] [--busy-poll] [--manual-progress] [--duration D]
+                              [--shared-poll [--poll-spin D]]
   xdpfab [-n NETNS] bench run --peer IP[:PORT] [--addr LOCAL_IP] [--key K] [--transport auto|udp|xdp] [--busy-poll] [--manual-progress]
                               [--duration D] [--depth N] [--count N] [-o text|json]
   xdpfab bench local [--addr IP] [--transport auto|udp|xdp] [--busy-poll] [--duration D] [--depth N] [--count N] [-o text|json]
@@ -92,6 +93,9 @@ the peer uses. --transport auto takes AF_XDP where xdpfab is attached on the
 address's interface (xdpfab attach), else the kernel UDP socket; --busy-poll makes
 each endpoint's receive goroutine spin while traffic flows (a core per endpoint;
 completion readers still wait in fi_cq_sread), and the UDP ping-pong spins too.
+--shared-poll serves the endpoints' kernel UDP sockets from the process's shared
+receive poller (DomainAttr.SharedPoll), which with --poll-spin D looks for the next
+datagram for D before it parks (rxpoll.SetSpin; bench peers --rx tgtspin).
 `
 
 // benchOptions are the flags serve, run and local share.
