@@ -62,9 +62,11 @@ func xfgo_wait_close(h C.uintptr_t) (ret C.int) {
 	if pw == nil {
 		return -C.FI_EINVAL
 	}
+	mc := ownMutexCond(pw.s.Attr().WaitObj, pw.s.Control)
 	if err := pw.s.Close(); err != nil {
 		return errno[C.int](err)
 	}
+	releaseMutexCond(mc)
 	unregister(pw.s, h, unsafe.Pointer(pw.c))
 	return 0
 }
