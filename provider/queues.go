@@ -100,9 +100,10 @@ func waitSetAttr(obj C.enum_fi_wait_obj, w *C.struct_fid_wait) (*wait.Set, bool)
 
 // provEQ is the Go side of a struct xf_eq.
 type provEQ struct {
-	q   *eq.EQ
-	c   *C.struct_fid_eq
-	err errData
+	q      *eq.EQ
+	c      *C.struct_fid_eq
+	err    errData
+	parent *provFabric
 }
 
 //export xfgo_fabric_eq_open
@@ -121,13 +122,14 @@ func xfgo_fabric_eq_open(h C.uintptr_t, attr *C.struct_fi_eq_attr, out **C.struc
 	if err != nil {
 		return errno[C.int](err)
 	}
-	pe := &provEQ{q: q}
+	pe := &provEQ{q: q, parent: pf}
 	p, _ := register(q, pe, func(h C.uintptr_t) unsafe.Pointer { return unsafe.Pointer(C.xf_eq_new(h, context)) })
 	if p == nil {
 		q.Close()
 		return -C.FI_ENOMEM
 	}
 	pe.c = (*C.struct_fid_eq)(p)
+	pf.children.Add(1)
 	*out = pe.c
 	return 0
 }
@@ -146,6 +148,7 @@ func xfgo_eq_close(h C.uintptr_t) (ret C.int) {
 	releaseMutexCond(mc)
 	pe.err.free()
 	unregister(pe.q, h, unsafe.Pointer(pe.c))
+	pe.parent.children.Add(-1)
 	return 0
 }
 

@@ -18,6 +18,7 @@
  * gives each its own struct fi_mutex_cond, and (auto progress) C sleeps
  * on its receive CQ's cond, checking with fi_trywait under the mutex, until
  * a send from B, made by another thread only once C sleeps, wakes it.
+ * A fabric with a domain, EQ or wait set open refuses fi_close (FI_EBUSY).
  *
  * Prints "ok" and exits 0, or says what is wrong and exits 1.
  */
@@ -258,6 +259,7 @@ static void mutex_cond_phase(struct side *b, int manual)
 		EXPECT(strcmp(c.buf + BUF, "to c") == 0, "C received %.8s", c.buf + BUF);
 		read_one(b->txcq, "B send to C");
 	}
+	ERRNO(fi_close(&c.fabric->fid), FI_EBUSY); /* its domain and EQ are open */
 	close_side(&c);
 	CHECK(fi_close(&c.fabric->fid));
 	fi_freeinfo(c.info);
@@ -382,6 +384,7 @@ int main(void)
 	mutex_cond_phase(&b, manual);
 
 	close_side(&a);
+	ERRNO(fi_close(&a.fabric->fid), FI_EBUSY); /* the wait set is open */
 	CHECK(fi_close(&ws->fid)); /* its members are gone */
 	CHECK(fi_close(&a.fabric->fid));
 	close_side(&b);
