@@ -108,9 +108,11 @@ func (d *Domain) AVOpen(attr av.Attr, context any) (*av.AV, error) {
 // SharedPollAuto is how many endpoints on the kernel UDP socket a
 // process has open before its next ones are served by the shared receive
 // poller without DomainAttr.SharedPoll (see "Many endpoints" in the
-// package doc): below it a receive goroutine per endpoint, which its CQ
-// readers can relieve, wakes readers sooner; beyond it the goroutines'
-// wake-ups and empty receives cost more than the poller's hand-off.
+// package doc). Below it a receive goroutine per endpoint, which its CQ
+// readers can relieve, wakes readers sooner; with thousands of endpoints
+// the goroutines' wake-ups and empty receives cost more than the poller's
+// hand-off (bench peers at 10,000). 64 is a round number above what an
+// MPI rank or a fabtests program opens, not a measured crossover.
 const SharedPollAuto = 64
 
 // udpEndpoints counts the process's open endpoints on the kernel UDP
