@@ -367,7 +367,6 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 		m.segs[i] = segment{buf: b[:len(b):len(b)], start: off, va: va}
 		off += uint64(len(b))
 	}
-	m.size = off
 	if t.mode&ModeVirtAddr != 0 {
 		for i := range m.segs {
 			m.segs[i].start = m.segs[i].va
@@ -484,8 +483,14 @@ func (t *Table) mirrorUpdate(m *MR, enabled bool) error {
 	}
 	var err error
 	if mm := t.mapMirror; mm != nil {
+		// m's mirror calls are serialized (registration, then m.mu),
+		// so m.kref is only touched by one goroutine at a time.
 		k := t.mirrorKey(m)
-		err = mm.Update(&k, &v)
+		if m.kref == 0 {
+			m.kref, err = mm.add(&k, &v)
+		} else {
+			m.kref, err = mm.setAt(m.kref, &k, &v)
+		}
 	} else {
 		e := mirrorScratch.Get().(*mirrorEntry)
 		e.key, e.value = t.mirrorKey(m), v
@@ -505,7 +510,8 @@ func (t *Table) mirrorDelete(m *MR) error {
 	var err error
 	if mm := t.mapMirror; mm != nil {
 		k := t.mirrorKey(m)
-		err = mm.Delete(&k)
+		mm.deleteAt(m.kref, &k)
+		m.kref = 0
 	} else {
 		e := mirrorScratch.Get().(*mirrorEntry)
 		e.key = t.mirrorKey(m)

@@ -472,6 +472,125 @@ func (t *Table) uncounted() {
 	atomic.AddUint64(&t.hdr.val[0], d)
 }
 
+// Ref names the slot holding a key, as Add returned it, so that the
+// key's writer can rewrite or delete it there (SetAt, DeleteAt) without
+// hashing the key and searching its two buckets (16 slot lines). 0 is no
+// slot.
+type Ref uint32
+
+// slotOf returns the slot r names, nil when r is out of range.
+func (t *Table) slotOf(r Ref) *slot {
+	bi, i := uint64(r)/Ways, int(r%Ways)
+	if bi == 0 || bi > t.nb {
+		return nil
+	}
+	return &t.buckets[bi][i]
+}
+
+// Add enters k, which the caller knows is not in the table because it is
+// k's only writer (an MR table's keys carry its domain_id, which one
+// process owns), and returns its slot; ErrFull if both of k's buckets are
+// full. It skips the search Put makes for k: a registration then costs
+// the claim of a free slot, not a read of both buckets.
+func (t *Table) Add(k *Key, v *Value) (Ref, error) {
+	h := Hash(t.seed, k)
+	if t.tags != nil {
+		return t.ownAdd(k, v, h)
+	}
+	n1, n2 := t.homesOf(h)
+	b1, b2 := &t.buckets[n1], &t.buckets[n2]
+	for {
+		s, seq, state := emptier(b1, b2)
+		if s == nil {
+			return 0, ErrFull
+		}
+		if !atomic.CompareAndSwapUint32(&s.seq, seq, seq+1) {
+			continue
+		}
+		fill(s, seq, k, v)
+		t.counted(state)
+		return t.refOf(s), nil
+	}
+}
+
+// ownAdd is Add on an owned table.
+func (t *Table) ownAdd(k *Key, v *Value, h uint64) (Ref, error) {
+	return t.ownPutH(k, v, h, false)
+}
+
+// refOf returns the Ref of slot s of t.
+func (t *Table) refOf(s *slot) Ref {
+	off := uintptr(unsafe.Pointer(s)) - uintptr(unsafe.Pointer(&t.buckets[0][0]))
+	return Ref(off / SlotSize)
+}
+
+// held returns the slot r names when it holds k (in use, seq even), with
+// its seq; nil otherwise. Only k's writer changes such a slot, so what it
+// finds stays true until that writer changes it.
+func (t *Table) held(r Ref, k *Key) (*slot, uint32) {
+	s := t.slotOf(r)
+	if s == nil {
+		return nil, 0
+	}
+	seq := atomic.LoadUint32(&s.seq)
+	if seq&1 != 0 || atomic.LoadUint32(&s.state) != stateUsed || atomic.LoadUint64(&s.key[0]) != k[0] ||
+		atomic.LoadUint64(&s.key[1]) != k[1] || atomic.LoadUint64(&s.key[2]) != k[2] {
+		return nil, 0
+	}
+	return s, seq
+}
+
+// SetAt sets the value of k, which Add put at r, and returns where k is
+// now: r, or, if r no longer holds k (the caller's bookkeeping is wrong,
+// or the table was rebuilt), whatever Put found. A slot holding k in use
+// is written only by k's writer (others claim free or dead slots only,
+// with compare-and-swap), so the caller marks it odd with a plain store.
+func (t *Table) SetAt(r Ref, k *Key, v *Value) (Ref, error) {
+	s, seq := t.held(r, k)
+	if s == nil {
+		if err := t.Put(k, v); err != nil {
+			return 0, err
+		}
+		return t.find(k), nil
+	}
+	memorder.StoreRelease32(&s.seq, seq+1)
+	s.val = *v
+	memorder.StoreRelease32(&s.seq, seq+2)
+	return r, nil
+}
+
+// DeleteAt removes k, which Add put at r (Delete's search when r no
+// longer holds k); it reports whether k was there. On a table writers
+// share, the count's atomic add after the slot's stores makes them
+// visible to every CPU before DeleteAt returns.
+func (t *Table) DeleteAt(r Ref, k *Key) bool {
+	s, seq := t.held(r, k)
+	if s == nil {
+		return t.Delete(k)
+	}
+	memorder.StoreRelease32(&s.seq, seq+1)
+	kill(s, seq)
+	if t.tags != nil {
+		bi, i := uint64(r)/Ways, r%Ways
+		t.tags[bi-1] &^= 0xff << (8 * i)
+	}
+	t.uncounted()
+	return true
+}
+
+// find returns the Ref of the slot holding k, 0 if none.
+func (t *Table) find(k *Key) Ref {
+	b1, b2 := t.homes(k)
+	s, _ := find(b1, k)
+	if s == nil {
+		s, _ = find(b2, k)
+	}
+	if s == nil {
+		return 0
+	}
+	return t.refOf(s)
+}
+
 // Own makes the caller the table's only writer, in this process and any
 // other, until Close: Put, Insert and Delete then keep tags (see Table)
 // and no longer read the two buckets of a key to find its slot or a free
@@ -548,7 +667,8 @@ func (t *Table) ownFind(k *Key, b1, b2 uint64, g uint8) (uint64, int, bool) {
 
 // ownPut is Put (search) or Insert (k known absent) on an owned table.
 func (t *Table) ownPut(k *Key, v *Value, search bool) error {
-	return t.ownPutH(k, v, Hash(t.seed, k), search)
+	_, err := t.ownPutH(k, v, Hash(t.seed, k), search)
+	return err
 }
 
 // PutMany is Put of keys[i] -> values[i] for each i in order, prefetching
@@ -593,7 +713,7 @@ func (t *Table) PutMany(keys []Key, values []Value) (int, error) {
 		}
 		prefetch(&pf[0], n)
 		for i := range n {
-			if err := t.ownPutH(&keys[lo+i], &values[lo+i], hs[i], true); err != nil {
+			if _, err := t.ownPutH(&keys[lo+i], &values[lo+i], hs[i], true); err != nil {
 				return lo + i, err
 			}
 		}
@@ -602,7 +722,7 @@ func (t *Table) PutMany(keys []Key, values []Value) (int, error) {
 }
 
 // ownPutH is ownPut with k's hash h.
-func (t *Table) ownPutH(k *Key, v *Value, h uint64, search bool) error {
+func (t *Table) ownPutH(k *Key, v *Value, h uint64, search bool) (Ref, error) {
 	b1, b2 := t.homesOf(h)
 	g := tagOf(h)
 	if search {
@@ -612,7 +732,7 @@ func (t *Table) ownPutH(k *Key, v *Value, h uint64, search bool) error {
 			memorder.StoreRelease32(&s.seq, seq+1)
 			s.val = *v
 			memorder.StoreRelease32(&s.seq, seq+2)
-			return nil
+			return Ref(bi*Ways + uint64(i)), nil
 		}
 	}
 	f1, f2 := freeSlots(t.tags[b1-1]), freeSlots(t.tags[b2-1])
@@ -621,7 +741,7 @@ func (t *Table) ownPutH(k *Key, v *Value, h uint64, search bool) error {
 		bi, f = b2, f2
 	}
 	if f == 0 {
-		return ErrFull
+		return 0, ErrFull
 	}
 	i := bits.TrailingZeros64(f) / 8
 	s := &t.buckets[bi][i]
@@ -631,7 +751,7 @@ func (t *Table) ownPutH(k *Key, v *Value, h uint64, search bool) error {
 	fill(s, seq, k, v)
 	t.tags[bi-1] |= uint64(g) << (8 * i)
 	t.counted(state)
-	return nil
+	return Ref(bi*Ways + uint64(i)), nil
 }
 
 // ownDelete is Delete on an owned table.

@@ -303,3 +303,73 @@ func BenchmarkFill1M(b *testing.B) {
 		})
 	}
 }
+
+// TestRefs: Add enters keys and names their slots, SetAt and DeleteAt
+// write there (read back through a second mapping, as XDP or another
+// process reads), in a table writers share and in an owned one; a Ref
+// that no longer holds its key falls back to the search by key, and a
+// deleted slot is taken again by a later Add.
+func TestRefs(t *testing.T) {
+	testenv.RequirePriv(t)
+	for _, owned := range []bool{false, true} {
+		tab, err := ktable.Create(spec(), ktable.Buckets(200), 42)
+		require.NoError(t, err)
+		defer tab.Close()
+		if owned {
+			tab.Own()
+		}
+		other, err := ktable.Open(tab.Map(), 0)
+		require.NoError(t, err)
+		defer other.Close()
+
+		refs := make([]ktable.Ref, 200)
+		for i := range refs {
+			k, v := key(i), value(i)
+			refs[i], err = tab.Add(&k, &v)
+			require.NoError(t, err)
+			require.NotZero(t, refs[i])
+		}
+		require.Equal(t, 200, tab.Len())
+		for i := range refs {
+			k, v := key(i), value(1000+i)
+			r, err := tab.SetAt(refs[i], &k, &v)
+			require.NoError(t, err)
+			require.Equal(t, refs[i], r, "rewritten in place")
+			got, ok := other.Get(&k)
+			require.True(t, ok)
+			require.Equal(t, value(1000+i), got)
+		}
+		// A wrong Ref (another key's slot, out of range, none) is found
+		// by key instead.
+		k, v := key(3), value(3)
+		r, err := tab.SetAt(refs[4], &k, &v)
+		require.NoError(t, err)
+		require.Equal(t, refs[3], r)
+		r, err = tab.SetAt(ktable.Ref(1<<30), &k, &v)
+		require.NoError(t, err)
+		require.Equal(t, refs[3], r)
+		require.True(t, tab.DeleteAt(0, &k), "Ref 0: by key")
+		_, ok := other.Get(&k)
+		require.False(t, ok)
+		require.False(t, tab.DeleteAt(refs[3], &k), "gone")
+		for i := range refs {
+			if i == 3 {
+				continue
+			}
+			k := key(i)
+			require.True(t, tab.DeleteAt(refs[i], &k))
+			_, ok := other.Get(&k)
+			require.False(t, ok, "entry %d deleted", i)
+		}
+		require.Zero(t, tab.Len())
+		require.Equal(t, 200, tab.Dead())
+		// Tombstones are reused.
+		for i := range refs {
+			k, v := key(i), value(i)
+			_, err := tab.Add(&k, &v)
+			require.NoError(t, err)
+		}
+		require.Equal(t, 200, tab.Len())
+		require.Zero(t, tab.Dead())
+	}
+}
