@@ -15,6 +15,7 @@ import (
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/prefetch"
 )
 
 const insertFlags = fi.MORE | fi.SYNC_ERR | fi.AV_USER_ID | fi.AUTH_KEY
@@ -529,6 +530,7 @@ type block struct {
 	eps    [blockLen]endpoint
 	errs   [blockLen]fi.Errno
 	hashes [blockLen]uint64
+	homes  [blockLen]uintptr // addresses of the hashes' home slots, to prefetch
 }
 
 // run inserts the job's addresses; wmu held.
@@ -552,12 +554,13 @@ func (av *AV) runRange(j *insertJob, from, to int) {
 			sc.eps[k], sc.errs[k] = j.src.at(base + k)
 		}
 		av.lock()
-		var touched uint64
 		for k := range m {
 			sc.hashes[k] = av.t.hashOf(&sc.eps[k])
-			touched += av.t.touch(sc.hashes[k])
+			sc.homes[k] = av.t.homeAddr(sc.hashes[k])
 		}
-		av.touched = touched // keeps the loads
+		// The block's home slots of a large hash index are cache
+		// misses: requested together, ahead of the probes.
+		prefetch.Addrs(&sc.homes[0], m)
 		for k := range m {
 			// Each source checked the family against the AV's format.
 			errno := sc.errs[k]

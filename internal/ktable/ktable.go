@@ -53,6 +53,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/internal/memorder"
+	"github.com/xdpfab/xdpfab/internal/prefetch"
 )
 
 // Layout constants of bpf/xdpfab.h.
@@ -701,7 +702,7 @@ func (t *Table) PutMany(keys []Key, values []Value) (int, error) {
 			pf[2*i] = uintptr(unsafe.Pointer(&t.tags[b1-1]))
 			pf[2*i+1] = uintptr(unsafe.Pointer(&t.tags[b2-1]))
 		}
-		prefetch(&pf[0], 2*n)
+		prefetch.Addrs(&pf[0], 2*n)
 		for i := range n {
 			b1, b2 := t.homesOf(hs[i])
 			w1, w2 := t.tags[b1-1], t.tags[b2-1]
@@ -711,7 +712,7 @@ func (t *Table) PutMany(keys []Key, values []Value) (int, error) {
 			}
 			pf[i] = uintptr(unsafe.Pointer(&t.buckets[b1][bits.TrailingZeros64(f|1<<63)/8]))
 		}
-		prefetch(&pf[0], n)
+		prefetch.Addrs(&pf[0], n)
 		for i := range n {
 			if _, err := t.ownPutH(&keys[lo+i], &values[lo+i], hs[i], true); err != nil {
 				return lo + i, err
