@@ -24,7 +24,13 @@
 // BPF_F_MMAPABLE array map that each process mmaps and writes with plain
 // stores under a per-slot seqlock. A registration or close costs memory
 // writes (~0.1 µs) where a BPF hash map update and delete cost two bpf(2)
-// calls (~3 µs). Failure modes: a key whose two buckets are full is
+// calls (~3 µs). A Table is the only writer of its domain_id's entries
+// (the attachment hands a domain_id to one process, and the Table checks
+// its keys), so a registration claims a free slot without searching the
+// key's two buckets for it (ktable Add), the region remembers that slot
+// (MR.kref), and Enable, Refresh and Close write or kill the entry there,
+// without hashing the key (SetAt, DeleteAt; both fall back to the search
+// should the slot no longer hold the key). Failure modes: a key whose two buckets are full is
 // refused with FI_ENOMR (the table holds up to 262144 keys; at 75% load a
 // refusal is rare, at 95% common); a slot held by a writer is answered
 // busy (MR_VET_BUSY), never read half-written; a process killed while it
