@@ -30,8 +30,8 @@
 // key's two buckets for it (ktable Add), the region remembers that slot
 // (MR.kref), and Enable, Refresh and Close write or kill the entry there,
 // without hashing the key (SetAt, DeleteAt; both fall back to the search
-// should the slot no longer hold the key). Failure modes: a key whose two buckets are full is
-// refused with FI_ENOMR (the table holds up to 262144 keys; at 75% load a
+// should the slot no longer hold the key). Failure modes: a key whose two
+// buckets are full is refused with FI_ENOMR (the table holds up to 262144 keys; at 75% load a
 // refusal is rare, at 95% common); a slot held by a writer is answered
 // busy (MR_VET_BUSY), never read half-written; a process killed while it
 // held a slot leaves that slot busy until the interface is re-attached;
