@@ -728,7 +728,7 @@ func (av *AV) kick() {
 	b := p.cur
 	p.cur = nil
 	if maxInflight == 0 {
-		b.n, b.err = av.mirror.Update(b.keys, b.vals)
+		b.n, b.err = av.writeNew(b.keys, b.vals)
 		av.applyResult(b) // failures are recorded in the jobs and av.lost
 		p.spare = append(p.spare, b)
 		return
@@ -736,12 +736,24 @@ func (av *AV) kick() {
 	b.done = make(chan struct{})
 	p.inflight = append(p.inflight, b)
 	go func() {
-		b.n, b.err = av.mirror.Update(b.keys, b.vals)
+		b.n, b.err = av.writeNew(b.keys, b.vals)
 		close(b.done)
 	}()
 	for len(p.inflight) > maxInflight {
 		av.settle()
 	}
+}
+
+// writeNew makes pending kernel writes: entries of addresses the AV did
+// not hold when they were inserted, which its own kernel table does not
+// hold either (a removal deletes from it before the address can be
+// inserted again), so a TableMirror enters them without looking for
+// them first.
+func (av *AV) writeNew(keys []bpf.XdpfabAvKey, vals []bpf.XdpfabAvValue) (int, error) {
+	if tm, ok := av.mirror.(*TableMirror); ok {
+		return tm.Insert(keys, vals)
+	}
+	return av.mirror.Update(keys, vals)
 }
 
 // settle waits for the oldest batch in flight and applies its outcome.
@@ -766,7 +778,7 @@ func (av *AV) flush() (lost []fi.Addr, err error) {
 	if b := p.cur; b != nil {
 		p.cur = nil
 		if len(b.ops) > 0 {
-			b.n, b.err = av.mirror.Update(b.keys, b.vals)
+			b.n, b.err = av.writeNew(b.keys, b.vals)
 			b.done = nil
 			av.applyResult(b)
 		}

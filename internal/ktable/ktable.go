@@ -24,7 +24,11 @@
 // marks slots odd with a plain store instead of a compare-and-swap and
 // counts in Go, so a write is one cache line and no locked instruction;
 // PutMany prefetches a group of keys' tags, then the slots they will
-// take, so that their cache misses (and page walks) overlap. Measured (BenchmarkPutDelete, put+delete of one key):
+// take, so that their cache misses (and page walks) overlap; InsertMany,
+// for keys known to be new, skips the search, reads a key's second
+// bucket's tags only when its first is nearly full, and runs groups of
+// keys through a pipeline so that each group's misses were asked for a
+// step before they are needed (BenchmarkFill1M: ~30% less CPU). Measured (BenchmarkPutDelete, put+delete of one key):
 // shared ~70 ns, owned ~45 ns, on a loaded 2-core VM.
 //
 // A key's only writer can also keep where its key is: Add enters a key
@@ -728,6 +732,105 @@ func (t *Table) PutMany(keys []Key, values []Value) (int, error) {
 		}
 	}
 	return len(keys), nil
+}
+
+// InsertMany is Insert of keys[i] -> values[i] for each i in order: keys
+// the caller knows are not in the table (and not twice among keys), as
+// an AV's new addresses are. It returns how many it entered before an
+// error (ErrFull). On an owned table it reads a key's second bucket's
+// tags only when its first bucket has insertSpill free slots or fewer
+// (Put reads both, to find the key): the tags are 8 bytes a bucket, met
+// at random, so the second tag word is a cache miss of its own. Readers
+// look in both buckets whatever the placement, and a table still fills
+// until both of a key's buckets are full. Groups of keys go through a
+// pipeline, one step apart: while a group's slots are chosen from its
+// tags (prefetched a step earlier), the next group's tags are prefetched
+// and the previous group's slots (prefetched a step earlier) written.
+func (t *Table) InsertMany(keys []Key, values []Value) (int, error) {
+	if t.tags == nil {
+		for i := range keys {
+			if err := t.Insert(&keys[i], &values[i]); err != nil {
+				return i, err
+			}
+		}
+		return len(keys), nil
+	}
+	// insertSpill: with at most this many free slots in the first bucket
+	// the emptier of the two takes the key.
+	const insertSpill = 2
+	var st [3]insertStage
+	var pf [insertGroup]uintptr
+	ngroups := (len(keys) + insertGroup - 1) / insertGroup
+	for g := -1; g <= ngroups; g++ {
+		if next := g + 1; next < ngroups { // hash, prefetch the first buckets' tags
+			s := &st[next%3]
+			s.lo = next * insertGroup
+			s.n = min(insertGroup, len(keys)-s.lo)
+			for i := range s.n {
+				h := Hash(t.seed, &keys[s.lo+i])
+				s.hs[i] = h
+				b1, _ := t.homesOf(h)
+				pf[i] = uintptr(unsafe.Pointer(&t.tags[b1-1]))
+			}
+			prefetch.Addrs(&pf[0], s.n)
+		}
+		var err error
+		if g >= 0 && g < ngroups { // choose and claim the slots, prefetch them
+			s := &st[g%3]
+			for i := range s.n {
+				b1, b2 := t.homesOf(s.hs[i])
+				bi, f := b1, freeSlots(t.tags[b1-1])
+				if bits.OnesCount64(f) <= insertSpill {
+					if f2 := freeSlots(t.tags[b2-1]); bits.OnesCount64(f2) > bits.OnesCount64(f) {
+						bi, f = b2, f2
+					}
+				}
+				if f == 0 {
+					s.n, err = i, ErrFull
+					break
+				}
+				w := bits.TrailingZeros64(f) / 8
+				// Claimed in the tags now, so that keys of the group
+				// sharing a bucket take different slots.
+				t.tags[bi-1] |= uint64(tagOf(s.hs[i])) << (8 * w)
+				s.at[i] = uint32(bi*Ways) + uint32(w)
+				pf[i] = uintptr(unsafe.Pointer(&t.buckets[bi][w]))
+			}
+			prefetch.Addrs(&pf[0], s.n)
+		}
+		if prev := g - 1; prev >= 0 {
+			t.writeChosen(&st[prev%3], keys, values)
+		}
+		if err != nil { // the keys before the full one are claimed: write them
+			s := &st[g%3]
+			t.writeChosen(s, keys, values)
+			return s.lo + s.n, err
+		}
+	}
+	return len(keys), nil
+}
+
+// insertGroup is how many keys InsertMany moves through each step.
+const insertGroup = 32
+
+// insertStage is a group of keys in InsertMany's pipeline: keys[lo:lo+n],
+// their hashes and the slots chosen for them (bucket*Ways + way).
+type insertStage struct {
+	lo, n int
+	hs    [insertGroup]uint64
+	at    [insertGroup]uint32
+}
+
+// writeChosen writes the keys of s into the slots chosen for them.
+func (t *Table) writeChosen(s *insertStage, keys []Key, values []Value) {
+	for i := range s.n {
+		sl := &t.buckets[s.at[i]/Ways][s.at[i]%Ways]
+		seq := sl.seq &^ 1 // even unless a dead writer left it odd: ours to fix
+		state := sl.state
+		memorder.StoreRelease32(&sl.seq, seq+1)
+		fill(sl, seq, &keys[s.lo+i], &values[s.lo+i])
+		t.counted(state)
+	}
 }
 
 // ownPutH is ownPut with k's hash h.
