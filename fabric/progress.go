@@ -37,9 +37,10 @@ const (
 	// It saves the cross-thread wake-up of every completion: the lowest
 	// latency when the application polls its CQ. A blocking read (SRead,
 	// Cntr.Wait) spins while packets come and, after an adaptive polling
-	// time with none (at most 100 µs, spinpark.go), sleeps in poll(2) on the endpoints' sockets (AF_XDP and kernel) until
-	// a packet, a completion or counter change from another goroutine,
-	// fi_cq_signal or its timeout: an idle reader costs no CPU.
+	// time with none (at most 100 µs, spinpark.go), sleeps in poll(2) on
+	// the endpoints' sockets (AF_XDP and kernel) until a packet, a
+	// completion or counter change from another goroutine, fi_cq_signal
+	// or its timeout: an idle reader costs no CPU.
 	ProgressManual
 )
 
@@ -292,9 +293,9 @@ func (s *progressSet) each(f func(*reliable.Engine) int) int {
 // held. It yields the processor once per spinYieldInterval so that
 // goroutines waiting for this P (the application's, the engine's timer)
 // run, and once its adaptive polling time (spinpark.go; spinBeforeSleep
-// after a packet came) has passed without a packet it sleeps in poll(2) until a packet or a wake-up comes
-// (when every endpoint's transport can be polled; else it keeps
-// spinning). A round that finds nothing offers the thread's processor to
+// after a packet came) has passed without a packet it sleeps in poll(2)
+// until a packet or a wake-up comes (when every endpoint's transport can
+// be polled; else it keeps spinning). A round that finds nothing offers the thread's processor to
 // other threads (yieldThread) and looks at the clock; while packets come
 // it looks every 64 rounds only.
 //
