@@ -37,7 +37,7 @@ type kserveEnv struct {
 	next   uint32
 }
 
-func newKserveEnv(t *testing.T, peer netip.AddrPort, port uint16) *kserveEnv {
+func newKserveEnv(t testing.TB, peer netip.AddrPort, port uint16) *kserveEnv {
 	t.Helper()
 	objs := loadTestObjects(t)
 	for p, a := range map[uint16]netip.Addr{portKS4: self4, portKS6: self6} {
