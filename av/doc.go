@@ -241,7 +241,11 @@
 //     if needed) holding its entries and metadata. Names are per network
 //     namespace (that of the thread calling Open or Unlink): an AV holds
 //     addresses of one namespace, and 10.0.0.1:7471 names another peer in
-//     another one. It lives until Unlink, like a file. Every process opening
+//     another one. It lives until Unlink, like a file, or until its
+//     namespace is gone: the first named Open of a process removes the AVs
+//     of namespaces that no longer exist (stale.go), and a later namespace
+//     given a dead one's inode number does not see them (a namespace's
+//     directory carries its netns cookie). Every process opening
 //     the name gets the same handles, whatever map_addr it gives. The
 //     map_addr Attr reports (and fi_av_open returns) is this process's
 //     mapping of the AV's fi_addr array, shared memory in which slot i

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -45,16 +44,6 @@ func PinPath(name string) string { return filepath.Join(pinDir(), name) }
 // (IP, UDP port) of one namespace, and the same address names another
 // peer in another namespace (as xdpfab's XDP pins are per namespace).
 func pinDir() string { return bpffs.Path("av", netnsID()) }
-
-// netnsID is the inode number of the calling thread's network namespace
-// ("0" if /proc cannot tell).
-func netnsID() string {
-	var st unix.Stat_t
-	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
-		return "0"
-	}
-	return strconv.FormatUint(st.Ino, 10)
-}
 
 // Unlink removes the named AV name: its pin goes, the kernel frees the map
 // once no process holds it open. Opening the name afterwards creates a new
@@ -125,6 +114,7 @@ func (av *AV) openShared() error {
 	if err := validName(name); err != nil {
 		return err
 	}
+	pruneGoneNamespaces()
 	dir, err := bpffs.Ensure(pinDir())
 	if err != nil {
 		return errnoOfSys(err)

@@ -20,8 +20,9 @@ import (
 
 // provDomain is the Go side of a struct xf_domain.
 type provDomain struct {
-	d *fabric.Domain
-	c *C.struct_fid_domain
+	d      *fabric.Domain
+	c      *C.struct_fid_domain
+	parent *provFabric
 }
 
 // cFIDs maps the Go objects the provider opened to their C fids, for the
@@ -99,13 +100,14 @@ func xfgo_fabric_domain(h C.uintptr_t, info *C.struct_fi_info, out **C.struct_fi
 	if err != nil {
 		return errno[C.int](err)
 	}
-	pd := &provDomain{d: d}
+	pd := &provDomain{d: d, parent: pf}
 	p, _ := register(d, pd, func(h C.uintptr_t) unsafe.Pointer { return unsafe.Pointer(C.xf_domain_new(h, context)) })
 	if p == nil {
 		d.Close()
 		return -C.FI_ENOMEM
 	}
 	pd.c = (*C.struct_fid_domain)(p)
+	pf.children.Add(1)
 	*out = pd.c
 	return 0
 }
@@ -121,6 +123,7 @@ func xfgo_domain_close(h C.uintptr_t) (ret C.int) {
 		return errno[C.int](err)
 	}
 	unregister(pd.d, h, unsafe.Pointer(pd.c))
+	pd.parent.children.Add(-1)
 	return 0
 }
 

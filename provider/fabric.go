@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"runtime/cgo"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/xdpfab/xdpfab/fabric"
@@ -17,6 +18,10 @@ import (
 type provFabric struct {
 	f *fabric.Fabric
 	c *C.struct_fid_fabric
+	// children counts the domains, EQs and wait sets open on the fabric:
+	// fi_close fails with FI_EBUSY while any is (as libfabric's util
+	// fabric does), since they keep using the fabric's fid.
+	children atomic.Int32
 }
 
 // handleOf returns the object behind a C handle, or nil when h is not a
@@ -57,6 +62,9 @@ func xfgo_fabric_close(h C.uintptr_t) (ret C.int) {
 	pf := handleOf[provFabric](h)
 	if pf == nil {
 		return -C.FI_EINVAL
+	}
+	if pf.children.Load() > 0 {
+		return -C.FI_EBUSY
 	}
 	if err := pf.f.Close(); err != nil {
 		return errno[C.int](err)

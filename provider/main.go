@@ -36,7 +36,9 @@
 // with members fails with FI_EBUSY) and poll sets (fi_poll_open: a
 // fid_poll over fabric.PollSet, with fi_poll_add, fi_poll_del and fi_poll
 // writing the members' fid contexts) are wait.go and poll.go, their C
-// fids waitpoll.c. fi_setname before fi_enable moves an endpoint to
+// fids waitpoll.c. FI_GETWAIT on an object opened with FI_WAIT_MUTEX_COND
+// gives a pthread mutex and cond the provider broadcasts on every signal
+// (mutexcond.go). fi_setname before fi_enable moves an endpoint to
 // another port of its own address (fabric.Endpoint.SetAddr; setname.go).
 // -FI_ENOSYS: fi_getpeer (an RDM endpoint has no peer), connection
 // management, scalable endpoints and tx/rx contexts, shared

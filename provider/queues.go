@@ -54,8 +54,8 @@ func (e *errData) free() {
 	e.mu.Unlock()
 }
 
-// waitControl answers FI_GETWAIT (an fd) and FI_GETWAITOBJ for an object
-// with a Go Control.
+// waitControl answers FI_GETWAIT (an fd, or a struct fi_mutex_cond:
+// mutexcond.go) and FI_GETWAITOBJ for an object with a Go Control.
 func waitControl(control func(wait.Command, any) error, command C.int, arg unsafe.Pointer) C.int {
 	if arg == nil {
 		return -C.FI_EINVAL
@@ -69,6 +69,11 @@ func waitControl(control func(wait.Command, any) error, command C.int, arg unsaf
 		*(*C.enum_fi_wait_obj)(arg) = C.enum_fi_wait_obj(w)
 		return 0
 	case C.FI_GETWAIT:
+		// A MutexCond answers with its pair (the object's own or, for a
+		// queue in a wait set, the set's); anything else with an fd.
+		if control(wait.GetWait, &wait.MutexCond{}) == nil {
+			return getMutexCond(control, arg)
+		}
 		var fd int
 		if err := control(wait.GetWait, &fd); err != nil {
 			return errno[C.int](err)
@@ -95,9 +100,10 @@ func waitSetAttr(obj C.enum_fi_wait_obj, w *C.struct_fid_wait) (*wait.Set, bool)
 
 // provEQ is the Go side of a struct xf_eq.
 type provEQ struct {
-	q   *eq.EQ
-	c   *C.struct_fid_eq
-	err errData
+	q      *eq.EQ
+	c      *C.struct_fid_eq
+	err    errData
+	parent *provFabric
 }
 
 //export xfgo_fabric_eq_open
@@ -116,13 +122,14 @@ func xfgo_fabric_eq_open(h C.uintptr_t, attr *C.struct_fi_eq_attr, out **C.struc
 	if err != nil {
 		return errno[C.int](err)
 	}
-	pe := &provEQ{q: q}
+	pe := &provEQ{q: q, parent: pf}
 	p, _ := register(q, pe, func(h C.uintptr_t) unsafe.Pointer { return unsafe.Pointer(C.xf_eq_new(h, context)) })
 	if p == nil {
 		q.Close()
 		return -C.FI_ENOMEM
 	}
 	pe.c = (*C.struct_fid_eq)(p)
+	pf.children.Add(1)
 	*out = pe.c
 	return 0
 }
@@ -134,11 +141,14 @@ func xfgo_eq_close(h C.uintptr_t) (ret C.int) {
 	if pe == nil {
 		return -C.FI_EINVAL
 	}
+	mc := ownMutexCond(pe.q.Attr().WaitObj, pe.q.Control)
 	if err := pe.q.Close(); err != nil {
 		return errno[C.int](err)
 	}
+	releaseMutexCond(mc)
 	pe.err.free()
 	unregister(pe.q, h, unsafe.Pointer(pe.c))
+	pe.parent.children.Add(-1)
 	return 0
 }
 
@@ -290,9 +300,11 @@ func xfgo_cq_close(h C.uintptr_t) (ret C.int) {
 	if pc == nil {
 		return -C.FI_EINVAL
 	}
+	mc := ownMutexCond(pc.q.Attr().WaitObj, pc.q.Control)
 	if err := pc.q.Close(); err != nil {
 		return errno[C.int](err)
 	}
+	releaseMutexCond(mc)
 	pc.err.free()
 	unregister(pc.q, h, unsafe.Pointer(pc.c))
 	pc.ring.free()
@@ -458,9 +470,11 @@ func xfgo_cntr_close(h C.uintptr_t) (ret C.int) {
 	if pc == nil {
 		return -C.FI_EINVAL
 	}
+	mc := ownMutexCond(pc.c.Attr().WaitObj, pc.c.Control)
 	if err := pc.c.Close(); err != nil {
 		return errno[C.int](err)
 	}
+	releaseMutexCond(mc)
 	unregister(pc.c, h, unsafe.Pointer(pc.cc))
 	return 0
 }

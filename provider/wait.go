@@ -15,8 +15,9 @@ import (
 // provWait is the Go side of a struct xf_wait: a wait set (fi_wait_open)
 // that EQs, CQs and counters opened with FI_WAIT_SET join.
 type provWait struct {
-	s *wait.Set
-	c *C.struct_fid_wait
+	s      *wait.Set
+	c      *C.struct_fid_wait
+	parent *provFabric
 }
 
 // waitSetOf is the wait set behind one of xdpfab's struct fid_wait, nil
@@ -42,13 +43,14 @@ func xfgo_wait_open(h C.uintptr_t, attr *C.struct_fi_wait_attr, out **C.struct_f
 	if err != nil {
 		return errno[C.int](err)
 	}
-	pw := &provWait{s: s}
+	pw := &provWait{s: s, parent: pf}
 	p, _ := register(s, pw, func(h C.uintptr_t) unsafe.Pointer { return unsafe.Pointer(C.xf_wait_new(h)) })
 	if p == nil {
 		s.Close()
 		return -C.FI_ENOMEM
 	}
 	pw.c = (*C.struct_fid_wait)(p)
+	pf.children.Add(1)
 	*out = pw.c
 	return 0
 }
@@ -62,10 +64,13 @@ func xfgo_wait_close(h C.uintptr_t) (ret C.int) {
 	if pw == nil {
 		return -C.FI_EINVAL
 	}
+	mc := ownMutexCond(pw.s.Attr().WaitObj, pw.s.Control)
 	if err := pw.s.Close(); err != nil {
 		return errno[C.int](err)
 	}
+	releaseMutexCond(mc)
 	unregister(pw.s, h, unsafe.Pointer(pw.c))
+	pw.parent.children.Add(-1)
 	return 0
 }
 

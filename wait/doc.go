@@ -31,7 +31,9 @@
 //     MutexCond: a *sync.Mutex and a *sync.Cond on it, broadcast after every
 //     Signal. The application holds the Mutex, calls the owner's TryWait and
 //     sleeps in Cond.Wait while TryWait returns nil (nothing pending); since
-//     Signal takes the Mutex to broadcast, no wake-up is lost.
+//     Signal takes the Mutex to broadcast, no wake-up is lost. A pair
+//     outside Go (the C provider's pthread mutex and cond) registers with
+//     the SetNotify control command to be woken after each broadcast.
 //   - fi.WaitYield: Wait spins, calling runtime.Gosched between checks, as
 //     FI_WAIT_YIELD's "yield on every wait" says; Signal does no work.
 //   - fi.WaitUnspec: the doorbell alone, the fastest; there is nothing to

@@ -22,6 +22,13 @@ type Command int
 const (
 	GetWait    Command = 5  // FI_GETWAIT: arg *int (FD) or *MutexCond (MUTEX_COND)
 	GetWaitObj Command = 16 // FI_GETWAITOBJ: arg *fi.WaitObj
+
+	// SetNotify is xdpfab's own (no fabric.h command has its number): arg
+	// is a func() the object calls after every broadcast of its MutexCond
+	// (every Signal, and Close), or nil to stop. A wait object exported
+	// outside Go, the C provider's pthread mutex and cond for
+	// FI_WAIT_MUTEX_COND, is woken this way. MutexCond objects only.
+	SetNotify Command = 1 << 20
 )
 
 func (c Command) String() string {
@@ -30,6 +37,8 @@ func (c Command) String() string {
 		return "FI_GETWAIT"
 	case GetWaitObj:
 		return "FI_GETWAITOBJ"
+	case SetNotify:
+		return "SetNotify"
 	}
 	return fmt.Sprintf("Command(%d)", int(c))
 }
@@ -76,6 +85,8 @@ type Object struct {
 	fd    int // guarded by fdMu: the eventfd (FD kind), -1 once closed or for other kinds
 
 	mc MutexCond // MutexCond kind only; immutable pointers
+	// notify is called after each broadcast of mc (SetNotify).
+	notify atomic.Pointer[func()]
 }
 
 // NewObject returns a wait object of the given kind: fi.WaitUnspec,
@@ -124,9 +135,18 @@ func (o *Object) Signal() {
 			o.setFD()
 		}
 	case fi.WaitMutexCond:
-		o.mc.Mutex.Lock()
-		o.mc.Cond.Broadcast()
-		o.mc.Mutex.Unlock()
+		o.broadcast()
+	}
+}
+
+// broadcast wakes the goroutines waiting on the MutexCond and whatever
+// SetNotify registered.
+func (o *Object) broadcast() {
+	o.mc.Mutex.Lock()
+	o.mc.Cond.Broadcast()
+	o.mc.Mutex.Unlock()
+	if f := o.notify.Load(); f != nil {
+		(*f)()
 	}
 }
 
@@ -318,6 +338,20 @@ func (o *Object) Control(cmd Command, arg any) error {
 		}
 		*p = o.kind
 		return nil
+	case SetNotify:
+		f, ok := arg.(func())
+		if !ok {
+			return fmt.Errorf("wait control: SetNotify wants func(), got %T: %w", arg, fi.EINVAL)
+		}
+		if o.kind != fi.WaitMutexCond {
+			return fmt.Errorf("wait control: SetNotify on %v: %w", o.kind, fi.ENOSYS)
+		}
+		if f == nil {
+			o.notify.Store(nil)
+		} else {
+			o.notify.Store(&f)
+		}
+		return nil
 	}
 	return fmt.Errorf("wait control: %v: %w", cmd, fi.ENOSYS)
 }
@@ -338,9 +372,7 @@ func (o *Object) Close() error {
 	o.fdMu.Unlock()
 	o.Interrupt()
 	if o.kind == fi.WaitMutexCond {
-		o.mc.Mutex.Lock()
-		o.mc.Cond.Broadcast()
-		o.mc.Mutex.Unlock()
+		o.broadcast()
 	}
 	if err != nil && !errors.Is(err, unix.EBADF) {
 		return fmt.Errorf("wait close: %w", fi.ErrnoOf(err))

@@ -27,25 +27,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
-#define CHECK(x)                                                                                   \
-	do {                                                                                       \
-		long r_ = (long)(x);                                                               \
-		if (r_ < 0) {                                                                      \
-			fprintf(stderr, "%s:%d: %s: %ld (%s)\n", __FILE__, __LINE__, #x, r_,       \
-				fi_strerror((int)-r_));                                            \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
-#define EXPECT(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 #define BUF 256
 

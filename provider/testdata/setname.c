@@ -22,25 +22,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
-#define CHECK(x)                                                                                   \
-	do {                                                                                       \
-		long r_ = (long)(x);                                                               \
-		if (r_ < 0) {                                                                      \
-			fprintf(stderr, "%s:%d: %s: %ld (%s)\n", __FILE__, __LINE__, #x, r_,       \
-				fi_strerror((int)-r_));                                            \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
-#define ERRNO(x, err)                                                                              \
-	do {                                                                                       \
-		long r_ = (long)(x);                                                               \
-		if (r_ != -(long)(err)) {                                                          \
-			fprintf(stderr, "%s:%d: %s: %ld, want %ld\n", __FILE__, __LINE__, #x, r_,  \
-				-(long)(err));                                                     \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 /* free_port returns a loopback UDP port that was free a moment ago. */
 static unsigned short free_port(void)

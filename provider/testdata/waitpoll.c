@@ -14,9 +14,17 @@
  * set, closing a wait set with members (FI_EBUSY), adding what is not a CQ
  * or counter, adding twice, deleting a non-member, bad fi_poll arguments.
  *
+ * Side C opens its EQ, CQs and counter with FI_WAIT_MUTEX_COND: FI_GETWAIT
+ * gives each its own struct fi_mutex_cond, and (auto progress) C sleeps
+ * on its receive CQ's cond, checking with fi_trywait under the mutex, until
+ * a send from B, made by another thread only once C sleeps, wakes it.
+ * A fabric with a domain, EQ or wait set open refuses fi_close (FI_EBUSY).
+ *
  * Prints "ok" and exits 0, or says what is wrong and exits 1.
  */
+#include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,36 +38,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
-#define CHECK(x)                                                                                   \
-	do {                                                                                       \
-		long r_ = (long)(x);                                                               \
-		if (r_ < 0) {                                                                      \
-			fprintf(stderr, "%s:%d: %s: %ld (%s)\n", __FILE__, __LINE__, #x, r_,       \
-				fi_strerror((int)-r_));                                            \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
-/* ERRNO: x returns -err. */
-#define ERRNO(x, err)                                                                              \
-	do {                                                                                       \
-		long r_ = (long)(x);                                                               \
-		if (r_ != -(long)(err)) {                                                          \
-			fprintf(stderr, "%s:%d: %s: %ld, want %ld (%s)\n", __FILE__, __LINE__, #x, \
-				r_, -(long)(err), fi_strerror(err));                               \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
-
-#define EXPECT(cond, ...)                                                                          \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 #define BUF 64
 
@@ -78,7 +57,9 @@ struct side {
 
 static struct fid_wait *ws; /* A's wait set */
 
-static void open_side(struct side *s, int in_set)
+enum side_wait { WAIT_PLAIN, WAIT_IN_SET, WAIT_MUTEX_COND };
+
+static void open_side(struct side *s, enum side_wait how)
 {
 	struct fi_info *hints = fi_allocinfo();
 	struct fi_eq_attr eq_attr = {.wait_obj = FI_WAIT_UNSPEC};
@@ -93,7 +74,9 @@ static void open_side(struct side *s, int in_set)
 	fi_freeinfo(hints);
 	CHECK(fi_fabric(s->info->fabric_attr, &s->fabric, NULL));
 	CHECK(fi_domain(s->fabric, s->info, &s->dom, NULL));
-	if (in_set) {
+	if (how == WAIT_MUTEX_COND)
+		eq_attr.wait_obj = cq_attr.wait_obj = cntr_attr.wait_obj = FI_WAIT_MUTEX_COND;
+	if (how == WAIT_IN_SET) {
 		struct fi_wait_attr wa = {.wait_obj = FI_WAIT_FD};
 		struct fid_poll *not_wait;
 
@@ -173,6 +156,86 @@ static void read_one(struct fid_cq *cq, const char *what)
 	EXPECT(n == 1, "%s: fi_cq_sread: %zd", what, n);
 }
 
+struct delayed_send {
+	struct side *from;
+	pthread_mutex_t *gate;
+	struct fi_context ctx;
+};
+
+/* send_when_asleep sends from one side once it gets the gate, the mutex
+ * the receiver holds until it waits on its cond. */
+static void *send_when_asleep(void *arg)
+{
+	struct delayed_send *d = arg;
+
+	pthread_mutex_lock(d->gate);
+	pthread_mutex_unlock(d->gate);
+	CHECK(fi_send(d->from->ep, d->from->buf, 5, NULL, d->from->peer, &d->ctx));
+	return NULL;
+}
+
+/* mutex_cond_phase: side C's queues have FI_WAIT_MUTEX_COND. */
+static void mutex_cond_phase(struct side *b, int manual)
+{
+	static struct side c;
+	struct fi_mutex_cond mc_eq = {0}, mc_rx = {0}, mc_tx = {0}, mc_cntr = {0};
+	struct fid *rxfid;
+	enum fi_wait_obj wobj;
+	struct fi_context crx;
+	struct delayed_send d;
+	pthread_t thread;
+	int waits = 0;
+
+	open_side(&c, WAIT_MUTEX_COND);
+	link_sides(&c, b);
+	rxfid = &c.rxcq->fid;
+	CHECK(fi_control(&c.rxcq->fid, FI_GETWAITOBJ, &wobj));
+	EXPECT(wobj == FI_WAIT_MUTEX_COND, "CQ FI_GETWAITOBJ %d", wobj);
+	CHECK(fi_control(&c.eq->fid, FI_GETWAIT, &mc_eq));
+	CHECK(fi_control(&c.rxcq->fid, FI_GETWAIT, &mc_rx));
+	CHECK(fi_control(&c.txcq->fid, FI_GETWAIT, &mc_tx));
+	CHECK(fi_control(&c.cntr->fid, FI_GETWAIT, &mc_cntr));
+	EXPECT(mc_eq.mutex && mc_eq.cond && mc_rx.mutex && mc_rx.cond && mc_tx.mutex && mc_tx.cond &&
+		       mc_cntr.mutex && mc_cntr.cond,
+	       "FI_GETWAIT gave a NULL mutex or cond");
+	EXPECT(mc_rx.mutex != mc_tx.mutex && mc_rx.cond != mc_cntr.cond && mc_eq.mutex != mc_rx.mutex,
+	       "two queues share one pair");
+	{
+		struct fi_mutex_cond again;
+
+		CHECK(fi_control(&c.rxcq->fid, FI_GETWAIT, &again));
+		EXPECT(again.mutex == mc_rx.mutex && again.cond == mc_rx.cond, "FI_GETWAIT twice: another pair");
+	}
+
+	if (!manual) { /* under manual progress nothing moves while C sleeps */
+		CHECK(fi_recv(c.ep, c.buf + BUF, BUF, NULL, FI_ADDR_UNSPEC, &crx));
+		strcpy(b->buf, "to c");
+		d.from = b;
+		d.gate = mc_rx.mutex;
+		pthread_mutex_lock(mc_rx.mutex);
+		EXPECT(pthread_create(&thread, NULL, send_when_asleep, &d) == 0, "pthread_create");
+		while (fi_trywait(c.fabric, &rxfid, 1) == 0) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 5;
+			EXPECT(pthread_cond_timedwait(mc_rx.cond, mc_rx.mutex, &ts) != ETIMEDOUT,
+			       "no wake-up on the CQ's cond in 5 s");
+			waits++;
+		}
+		pthread_mutex_unlock(mc_rx.mutex);
+		pthread_join(thread, NULL);
+		EXPECT(waits >= 1, "C never slept");
+		read_one(c.rxcq, "C receive");
+		EXPECT(strcmp(c.buf + BUF, "to c") == 0, "C received %.8s", c.buf + BUF);
+		read_one(b->txcq, "B send to C");
+	}
+	ERRNO(fi_close(&c.fabric->fid), FI_EBUSY); /* its domain and EQ are open */
+	close_side(&c);
+	CHECK(fi_close(&c.fabric->fid));
+	fi_freeinfo(c.info);
+}
+
 int main(void)
 {
 	static struct side a, b;
@@ -185,8 +248,8 @@ int main(void)
 	double end;
 	int manual;
 
-	open_side(&a, 1);
-	open_side(&b, 0);
+	open_side(&a, WAIT_IN_SET);
+	open_side(&b, WAIT_PLAIN);
 	link_sides(&a, &b);
 	manual = a.info->domain_attr->data_progress == FI_PROGRESS_MANUAL;
 	wfid = &ws->fid;
@@ -289,7 +352,10 @@ int main(void)
 	ERRNO(fi_poll_del(ps, &a.txcq->fid, 0), FI_ENOENT);
 	CHECK(fi_close(&ps->fid)); /* with members left, as libfabric allows */
 
+	mutex_cond_phase(&b, manual);
+
 	close_side(&a);
+	ERRNO(fi_close(&a.fabric->fid), FI_EBUSY); /* the wait set is open */
 	CHECK(fi_close(&ws->fid)); /* its members are gone */
 	CHECK(fi_close(&a.fabric->fid));
 	close_side(&b);
