@@ -10,7 +10,6 @@ import (
 	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/datapath"
 	"github.com/xdpfab/xdpfab/datapath/reliable"
-	"github.com/xdpfab/xdpfab/datapath/udp"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/metrics"
 	"github.com/xdpfab/xdpfab/mr"
@@ -78,6 +77,10 @@ type Endpoint struct {
 	kshare *kernelShare
 	amo    fatomic.Engine // valid counts and execution for this endpoint's packet size
 	size   sizes          // packet size and what follows from it, fixed at open
+	// sharedPoll: the engine receives on the process's shared poller
+	// (DomainAttr.SharedPoll, SharedPollAuto); udpCounted: the endpoint
+	// counts in udpEndpoints. Set at open (and SetName), before Enable.
+	sharedPoll, udpCounted bool
 	// enabledCntr is cntr as Enable found it: bindings are refused once
 	// enabled, so the datapath reads this copy without taking mu (written
 	// by Enable before the engine starts, never after).
@@ -204,14 +207,16 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 
 	ep := &Endpoint{FIDBase: fi.NewFIDBase(fi.ClassEP, context), dom: d, attr: attr, tr: attr.Transport}
 	if ep.tr == nil {
-		tr, err := d.openTransport(port)
+		tr, shared, err := d.openTransport(port)
 		if err != nil {
 			d.mu.Lock()
 			d.eps--
 			d.mu.Unlock()
 			return nil, err
 		}
-		ep.tr = tr
+		ep.tr, ep.sharedPoll = tr, shared
+	} else {
+		ep.sharedPoll = d.attr.SharedPoll // the domain refuses it with busy polling or manual progress
 	}
 	size, err := deriveSizes(ep.tr.LocalAddr().Addr(), isXDP(ep.tr))
 	if err != nil {
@@ -235,6 +240,7 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 	}
 	ep.rx.init(attr.RxSize)
 	ep.eagerLimit = max(DefaultEagerLimit, size.injectSize)
+	ep.countUDP()
 	// On the thread that opened the transport: its network namespace is
 	// the endpoint's (see package metrics).
 	ep.unregisterMetrics = metrics.Register(metrics.Source{Stats: ep.Stats, Transport: ep.tr})
@@ -248,10 +254,18 @@ func (d *Domain) localAddr() netip.Addr {
 	return netip.AddrFrom4([4]byte{127, 0, 0, 1})
 }
 
-// udpListen opens the kernel UDP socket transport, with next-hop checks
-// for silent peers (udp.Options.PathChecks).
-func udpListen(local netip.AddrPort) (datapath.Transport, error) {
-	return udp.Listen(local, udp.Options{PathChecks: true})
+// countUDP keeps the endpoint's place in udpEndpoints (SharedPollAuto)
+// in step with its transport: counted while it is a kernel UDP socket the
+// domain opened.
+func (ep *Endpoint) countUDP() {
+	want := ep.attr.Transport == nil && !ep.closed && !isXDP(ep.tr)
+	switch {
+	case want && !ep.udpCounted:
+		udpEndpoints.Add(1)
+	case !want && ep.udpCounted:
+		udpEndpoints.Add(-1)
+	}
+	ep.udpCounted = want
 }
 
 // GetName is fi_getname: the endpoint's address in the AV's binary format
@@ -388,6 +402,7 @@ func (ep *Endpoint) Enable() error {
 		MaxPacket:  ep.size.maxPacket,
 		InjectSize: ep.size.injectSize,
 		BusyPoll:   ep.dom.attr.BusyPoll,
+		SharedPoll: ep.sharedPoll,
 
 		ManualProgress: ep.manual(),
 		Shared:         ep.sharedTarget(),
@@ -480,6 +495,7 @@ func (ep *Endpoint) Close() error {
 	}
 	ep.unregisterMetrics()
 	ep.tr.Close()
+	ep.countUDP() // closed: out of the count
 	ep.rx.cancelAll()
 
 	ep.mu.Lock()

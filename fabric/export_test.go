@@ -35,3 +35,11 @@ func (cq *CQ) RingLen() int {
 	defer cq.mu.Unlock()
 	return len(cq.ring)
 }
+
+// SharedPollForTest reports whether the endpoint's engine receives on the
+// process's shared poller.
+func (ep *Endpoint) SharedPollForTest() bool { return ep.sharedPoll }
+
+// UDPEndpointsForTest is the process's count of endpoints on the kernel
+// UDP socket (SharedPollAuto).
+func UDPEndpointsForTest() int { return int(udpEndpoints.Load()) }

@@ -27,6 +27,29 @@
 // every operation, so fetched data is in the caller's buffer before its
 // completion is read; see Completion levels).
 //
+// Many endpoints. An endpoint on the kernel UDP socket has, by default, a
+// receive goroutine of its own, parked in Go's netpoller on its socket,
+// which the CQ's readers relieve while they wait (they receive themselves:
+// one wake-up per completion instead of two). With thousands of endpoints
+// in one process (a service with an endpoint per client, a test harness
+// playing 10,000 MPI ranks) every operation then wakes a goroutine of its
+// own and pays an empty receive before it parks again. The process's
+// shared receive poller (datapath/rxpoll, reliable.Config.SharedPoll)
+// serves all their sockets from one epoll set and one goroutine instead:
+// a socket is received from once per datagram batch it reports, and one
+// wake-up serves every socket that became ready meanwhile (`xdpfab bench
+// peers --rx shared,own` compares the two). Its endpoints' CQ readers
+// wait for the poller's completions instead of receiving themselves, and
+// a slow CQ callback holds up every endpoint it serves. An endpoint uses
+// it when its domain has DomainAttr.SharedPoll, or when it is opened
+// while the process already has SharedPollAuto (64) endpoints on the
+// kernel socket (auto progress without BusyPoll only; AF_XDP endpoints
+// keep their own receive goroutine). rxpoll.SetSpin makes the poller look
+// for the next datagram a while before it parks: a busy target endpoint
+// serving thousands of peers then sleeps and is woken far less often, at
+// the price of a core spinning while traffic flows (`xdpfab bench peers
+// --rx tgtspin`).
+//
 // Authorization keys. Every request presents one key, as its digest in the
 // wire header (mr.AuthDigest, docs/protocol.md): the key of its
 // destination's AV entry when the address was inserted with FI_AUTH_KEY
@@ -298,6 +321,15 @@ type DomainAttr struct {
 	// BusyPoll makes endpoint progress spin on the transport instead of
 	// blocking in the kernel: lower latency, one core per endpoint.
 	BusyPoll bool
+	// SharedPoll has the receive side of the domain's endpoints on the
+	// kernel UDP socket served by the process's one shared receive poller
+	// (datapath/rxpoll) instead of a goroutine per endpoint: for
+	// processes with hundreds or thousands of endpoints (see "Many
+	// endpoints" in the package doc). Auto progress only: with BusyPoll
+	// or ProgressManual the domain fails to open with FI_EINVAL.
+	// Endpoints opened while the process has SharedPollAuto or more
+	// endpoints on the kernel socket use it without this.
+	SharedPoll bool
 	// Progress is data_progress, the domain's data progress model: auto
 	// (a goroutine per endpoint, the default) or manual (CQ and counter
 	// reads drive it; see ProgressManual).
@@ -375,6 +407,9 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 	}
 	if attr.Transport < TransportAuto || attr.Transport > TransportXDP {
 		return nil, fmt.Errorf("domain: transport %d: %w", attr.Transport, fi.EINVAL)
+	}
+	if attr.SharedPoll && (attr.BusyPoll || attr.Progress == ProgressManual) {
+		return nil, fmt.Errorf("domain: shared receive poller with busy polling or manual progress: %w", fi.EINVAL)
 	}
 	if err := checkDomainAttr(APIVersion, &attr, domainLimits()); err != nil {
 		return nil, fmt.Errorf("domain: %w: %w", err, fi.EINVAL)

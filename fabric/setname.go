@@ -43,7 +43,7 @@ func (ep *Endpoint) SetAddr(addr netip.AddrPort) error {
 	if addr.Port() == 0 || addr.Port() == cur.Port() {
 		return nil
 	}
-	tr, err := ep.dom.openTransport(addr.Port())
+	tr, shared, err := ep.dom.openTransport(addr.Port())
 	if err != nil {
 		return fmt.Errorf("ep setname: %w", err)
 	}
@@ -54,7 +54,8 @@ func (ep *Endpoint) SetAddr(addr netip.AddrPort) error {
 	}
 	old := ep.tr
 	ep.unregisterMetrics()
-	ep.tr = tr
+	ep.tr, ep.sharedPoll = tr, shared
+	ep.countUDP()
 	ep.size = size
 	ep.amo = size.atomics()
 	ep.eagerLimit = max(ep.eagerLimit, size.injectSize)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -12,6 +13,7 @@ import (
 	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/datapath"
 	"github.com/xdpfab/xdpfab/datapath/afxdp"
+	"github.com/xdpfab/xdpfab/datapath/udp"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/mr"
 	"github.com/xdpfab/xdpfab/xdp"
@@ -103,15 +105,41 @@ func (d *Domain) AVOpen(attr av.Attr, context any) (*av.AV, error) {
 	return a, err
 }
 
-func (d *Domain) openTransport(port uint16) (datapath.Transport, error) {
+// SharedPollAuto is how many endpoints on the kernel UDP socket a
+// process has open before its next ones are served by the shared receive
+// poller without DomainAttr.SharedPoll (see "Many endpoints" in the
+// package doc). Below it a receive goroutine per endpoint, which its CQ
+// readers can relieve, wakes readers sooner; with thousands of endpoints
+// the goroutines' wake-ups and empty receives cost more than the poller's
+// hand-off (bench peers at 10,000). 64 is a round number above what an
+// MPI rank or a fabtests program opens, not a measured crossover.
+const SharedPollAuto = 64
+
+// udpEndpoints counts the process's open endpoints on the kernel UDP
+// socket that the domain opened (SharedPollAuto).
+var udpEndpoints atomic.Int32
+
+// sharedPoll reports whether an endpoint opened now on the kernel UDP
+// socket is served by the process's shared receive poller.
+func (d *Domain) sharedPoll() bool {
+	if d.attr.BusyPoll || d.attr.Progress == ProgressManual {
+		return false
+	}
+	return d.attr.SharedPoll || udpEndpoints.Load() >= SharedPollAuto
+}
+
+// openTransport opens an endpoint's transport on port; shared reports a
+// kernel UDP socket opened for the shared receive poller (sharedPoll),
+// which the endpoint's engine must then use.
+func (d *Domain) openTransport(port uint16) (tr datapath.Transport, shared bool, err error) {
 	local := netip.AddrPortFrom(d.localAddr(), port)
 	if d.kind == TransportXDP {
 		tr, err := afxdp.Open(afxdp.Options{Iface: d.xdpIface, Local: local})
 		switch {
 		case err == nil:
-			return tr, nil
+			return tr, false, nil
 		case d.attr.Transport == TransportXDP || !errors.Is(err, unix.EBUSY):
-			return nil, fmt.Errorf("endpoint: %w", err)
+			return nil, false, fmt.Errorf("endpoint: %w", err)
 		}
 		// Another process holds the interface's AF_XDP queues (two
 		// processes of one namespace on one NIC, as fabtests'
@@ -119,11 +147,12 @@ func (d *Domain) openTransport(port uint16) (datapath.Transport, error) {
 		// socket, which the program passes its port's datagrams to.
 		d.logf("xdpfab: endpoint %v: using the kernel UDP socket: %v", local, err)
 	}
-	tr, err := udpListen(local)
+	shared = d.sharedPoll()
+	tr, err = udp.Listen(local, udp.Options{PathChecks: true, SharedPoll: shared})
 	if err != nil {
-		return nil, fmt.Errorf("endpoint: open UDP transport on %v: %w", local, err)
+		return nil, false, fmt.Errorf("endpoint: open UDP transport on %v: %w", local, err)
 	}
-	return tr, nil
+	return tr, shared, nil
 }
 
 // configureTransport tells the XDP program about an AF_XDP endpoint's

@@ -21,6 +21,7 @@ import (
 
 	fatomic "github.com/xdpfab/xdpfab/atomic"
 	"github.com/xdpfab/xdpfab/av"
+	"github.com/xdpfab/xdpfab/datapath/rxpoll"
 	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/mr"
@@ -71,6 +72,7 @@ const (
 
 const benchUsage = `usage:
   xdpfab [-n NETNS] bench serve --addr IP[:PORT] [--key K] [--transport auto|udp|xdp] [--busy-poll] [--manual-progress] [--duration D]
+                              [--shared-poll [--poll-spin D]]
   xdpfab [-n NETNS] bench run --peer IP[:PORT] [--addr LOCAL_IP] [--key K] [--transport auto|udp|xdp] [--busy-poll] [--manual-progress]
                               [--duration D] [--depth N] [--count N] [-o text|json]
   xdpfab bench local [--addr IP] [--transport auto|udp|xdp] [--busy-poll] [--duration D] [--depth N] [--count N] [-o text|json]
@@ -91,6 +93,9 @@ the peer uses. --transport auto takes AF_XDP where xdpfab is attached on the
 address's interface (xdpfab attach), else the kernel UDP socket; --busy-poll makes
 each endpoint's receive goroutine spin while traffic flows (a core per endpoint;
 completion readers still wait in fi_cq_sread), and the UDP ping-pong spins too.
+--shared-poll serves the endpoints' kernel UDP sockets from the process's shared
+receive poller (DomainAttr.SharedPoll), which with --poll-spin D looks for the next
+datagram for D before it parks (rxpoll.SetSpin; bench peers --rx tgtspin).
 `
 
 // benchOptions are the flags serve, run and local share.
@@ -100,7 +105,11 @@ type benchOptions struct {
 	transport fabric.TransportKind
 	busyPoll  bool
 	manual    bool // FI_PROGRESS_MANUAL: CQ reads drive the datapath
-	duration  time.Duration
+	// sharedPoll: the endpoints' receive side on the process's shared
+	// poller (DomainAttr.SharedPoll), spinning pollSpin before it parks.
+	sharedPoll bool
+	pollSpin   time.Duration
+	duration   time.Duration
 	// run and local only
 	peer  string
 	depth int
@@ -140,6 +149,8 @@ func parseBenchFlags(sub string, args []string) (*benchOptions, error) {
 	fs.Var(&tr, "transport", "auto, udp or xdp")
 	fs.BoolVar(&o.busyPoll, "busy-poll", false, "the endpoints' receive goroutines spin on the transport instead of blocking")
 	fs.BoolVar(&o.manual, "manual-progress", false, "FI_PROGRESS_MANUAL: no receive goroutine, CQ reads drive the datapath")
+	fs.BoolVar(&o.sharedPoll, "shared-poll", false, "the endpoints' receive side on the process's shared poller (kernel UDP socket)")
+	fs.DurationVar(&o.pollSpin, "poll-spin", 0, "with --shared-poll: how long the poller spins for the next datagram before it parks")
 	defDuration := 5 * time.Second
 	if sub == "serve" {
 		defDuration = 0
@@ -165,6 +176,8 @@ func parseBenchFlags(sub string, args []string) (*benchOptions, error) {
 	switch {
 	case o.duration < 0:
 		return nil, fmt.Errorf("%w: --duration must not be negative", errUsage)
+	case o.pollSpin < 0 || (o.pollSpin > 0 && !o.sharedPoll):
+		return nil, fmt.Errorf("%w: --poll-spin must not be negative, and needs --shared-poll", errUsage)
 	case sub != "serve" && o.duration == 0:
 		return nil, fmt.Errorf("%w: --duration must be positive", errUsage)
 	case sub != "serve" && (o.depth < 1 || o.depth > benchRecvs):
@@ -245,8 +258,11 @@ func openBenchNode(local netip.AddrPort, o *benchOptions, acceptUnknown bool) (_
 			n.Close()
 		}
 	}()
+	if o.pollSpin > 0 {
+		rxpoll.SetSpin(o.pollSpin) // the process's poller: one setting for all its endpoints
+	}
 	n.dom, err = f.Domain(fabric.DomainAttr{Addr: local.Addr(), Port: local.Port(),
-		Transport: o.transport, BusyPoll: o.busyPoll, Progress: progressOf(o.manual), Logf: o.logf}, nil)
+		Transport: o.transport, BusyPoll: o.busyPoll, Progress: progressOf(o.manual), SharedPoll: o.sharedPoll, Logf: o.logf}, nil)
 	if err != nil {
 		return nil, err
 	}

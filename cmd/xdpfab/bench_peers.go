@@ -22,6 +22,7 @@ import (
 
 	fiatomic "github.com/xdpfab/xdpfab/atomic"
 	"github.com/xdpfab/xdpfab/datapath/reliable"
+	"github.com/xdpfab/xdpfab/datapath/rxpoll"
 	"github.com/xdpfab/xdpfab/datapath/udp"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
@@ -39,7 +40,7 @@ import (
 // the rates compare what many peers cost, not packing.
 
 const benchPeersUsage = `usage:
-  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--rx shared,own] [--cpuprofile FILE] [-o text|json]
+  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--rx shared,spin,tgtspin,spinall,own] [--spin D] [--cpuprofile FILE] [-o text|json]
 
 For each peer count: a fresh target (xdpfab bench serve on the kernel UDP socket, a
 child process) and that many initiator endpoints in this process, each doing --ops
@@ -51,8 +52,12 @@ checks that every fetch-add executed exactly once (distinct fetched values, the 
 counter). --rx shared (the default) has the process's shared receive poller serve
 every initiator's socket (reliable.Config.SharedPoll, udp.Options.SharedPoll); --rx
 own gives each initiator a receive goroutine of its own, its socket in Go's
-netpoller; --rx shared,own runs both for each peer count, one after the other, each
-row's ratio to the first phase of its own kind. --cpuprofile writes a pprof CPU profile of the initiators' process over
+netpoller; --rx spin is shared with the poller spinning --spin (default 50us) for
+the next ready socket before it parks (rxpoll.SetSpin); --rx shared,spin,own runs
+them all for each peer count, one after the other, each row's ratio to the first
+phase of its own kind; --rx tgtspin is shared with the target's endpoint on its
+process's shared poller, spinning (bench serve --shared-poll --poll-spin), and
+--rx spinall both spinning. --cpuprofile writes a pprof CPU profile of the initiators' process over
 the measured part of each phase (FILE.<peers> when there are several).
 `
 
@@ -63,7 +68,10 @@ type peersOptions struct {
 	inflight int
 	addr     netip.Addr
 	coalesce bool
-	ownRx    bool     // the phase's initiators have receive goroutines of their own
+	ownRx    bool // the phase's initiators have receive goroutines of their own
+	spin     time.Duration
+	spinRx   bool     // the phase's shared poller spins (--rx spin)
+	spinTgt  bool     // the target's endpoint on its process's shared poller, spinning (--rx tgtspin, spinall)
 	rxModes  []string // --rx, in order
 	out      string
 	key      uint64
@@ -81,7 +89,8 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 	addr := fs.String("addr", "127.0.0.1", "loopback address for the target and the initiators")
 	fs.BoolVar(&o.coalesce, "coalesce", false, "let the engines pack requests (packets per op then differ between phases)")
 	fs.StringVar(&o.out, "o", "text", "output `FORMAT`: text or json")
-	rx := fs.String("rx", "shared", "initiators' receive side: shared (one poller), own (a goroutine each), or both, comma-separated")
+	rx := fs.String("rx", "shared", "initiators' receive side: shared (one poller), spin (one poller spinning before it parks), own (a goroutine each), comma-separated")
+	fs.DurationVar(&o.spin, "spin", 50*time.Microsecond, "how long the shared poller spins before it parks with --rx spin")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write the initiators' CPU profile to `FILE`")
 	fs.Uint64Var(&o.key, "key", 0xbe7c4, "region key")
 	if err := fs.Parse(args); err != nil {
@@ -104,8 +113,8 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 		return nil, fmt.Errorf("%w: -o takes text or json", errUsage)
 	}
 	for _, m := range strings.Split(*rx, ",") {
-		if m = strings.TrimSpace(m); m != "shared" && m != "own" {
-			return nil, fmt.Errorf("%w: --rx takes shared, own or both", errUsage)
+		if m = strings.TrimSpace(m); m != "shared" && m != "spin" && m != "tgtspin" && m != "spinall" && m != "own" {
+			return nil, fmt.Errorf("%w: --rx takes shared, spin, tgtspin, spinall and own", errUsage)
 		}
 		o.rxModes = append(o.rxModes, strings.TrimSpace(m))
 	}
@@ -155,7 +164,7 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 			}
 			fmt.Fprintf(stderr, "bench peers: %d peers x %d fetch-adds, rx %s...\n", n, o.ops, m)
 			po := *o
-			po.ownRx = m == "own"
+			po.ownRx, po.spinRx, po.spinTgt = m == "own", m == "spin" || m == "spinall", m == "tgtspin" || m == "spinall"
 			r, err := runPeersPhase(&po, n, stderr)
 			if err != nil {
 				return fmt.Errorf("%d peers, rx %s: %w", n, m, err)
@@ -174,8 +183,8 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (kernel UDP, loopback), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, own: a receive goroutine each\n",
-		o.ops, o.inflight, onOff(o.coalesce))
+	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (kernel UDP, loopback), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, spin: the poller spinning %v before it parks, tgtspin: the target's, spinall: both, own: a receive goroutine each\n",
+		o.ops, o.inflight, onOff(o.coalesce), o.spin)
 	fmt.Fprintf(stdout, "%8s %7s %10s %12s %9s %14s %12s %12s %12s %8s %s\n", "peers", "rx", "ops", "ops/s", "vs 1st", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
 	for _, r := range rows {
 		fmt.Fprintf(stdout, "%8d %7s %10d %12s %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %v\n", r.Peers, r.Rx, r.Ops, si(r.Rate), r.RateRatio,
@@ -207,7 +216,11 @@ func startPeersTarget(o *peersOptions) (*peersTarget, error) {
 		return nil, err
 	}
 	addr := netip.AddrPortFrom(o.addr, port)
-	cmd := exec.Command(self, "bench", "serve", "--addr", addr.String(), "--transport", "udp", "--key", strconv.FormatUint(o.key, 10))
+	args := []string{"bench", "serve", "--addr", addr.String(), "--transport", "udp", "--key", strconv.FormatUint(o.key, 10)}
+	if o.spinTgt {
+		args = append(args, "--shared-poll", "--poll-spin", o.spin.String())
+	}
+	cmd := exec.Command(self, args...)
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -472,6 +485,10 @@ func (l *peersLoad) close() {
 }
 
 func runPeersPhase(o *peersOptions, n int, stderr io.Writer) (*peersPhase, error) {
+	if o.spinRx {
+		rxpoll.SetSpin(o.spin)
+		defer rxpoll.SetSpin(0)
+	}
 	t, err := startPeersTarget(o)
 	if err != nil {
 		return nil, err

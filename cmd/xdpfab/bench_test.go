@@ -32,6 +32,8 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "local", "--transport", "rdma"},
 		{"bench", "local", "-o", "yaml"},
 		{"bench", "local", "extra"},
+		{"bench", "serve", "--addr", "127.0.0.1", "--poll-spin", "50us"},
+		{"bench", "local", "--shared-poll", "--poll-spin", "-1s"},
 	} {
 		code, _, stderr := xdpfab(args...)
 		require.Equal(t, exitUsage, code, "args %q: %s", args, stderr)

@@ -14,9 +14,10 @@ import (
 )
 
 // smallCache is a target whose response cache holds 16 fetch-add
-// responses (64-byte buffers in a 1 KiB budget) and evicts those older
-// than 20 ms under pressure; its retry budget (20 ms × 101) keeps the
-// age-based release out of the tests' way.
+// responses (64-byte buffers in a 1 KiB budget); its retry budget (20 ms
+// × 101) keeps the age-based release out of the tests' way, and RetryMax
+// (20 ms) is far shorter than the tests' waits: the budget must not
+// release a response for being older than that.
 var smallCache = Config{EndpointID: 2, MaxPacket: 256, InjectSize: 64, CacheBytes: 1024, RetryMax: 20 * time.Millisecond, MaxRetries: 100}
 
 // rawReply is one decoded response to a raw initiator.
@@ -76,18 +77,14 @@ func counterOf(tgt *testTarget) uint64 {
 
 // TestCacheBudgetRules drives the budget's rules packet by packet: a
 // response is released when the request's Ack covers it; under pressure
-// the oldest response older than RetryMax is evicted; with none that old
-// a request is not executed (back-pressure) until one is; a duplicate of
-// an evicted, unacknowledged response gets the response-lost status and
-// never runs again; one of an acknowledged response is dropped.
+// nothing unacknowledged is evicted, however old: a request is not
+// executed (back-pressure) until an acknowledgement makes room, and then
+// its retransmission executes once; a duplicate of an acknowledged
+// response is dropped.
 func TestCacheBudgetRules(t *testing.T) {
 	tgt := newTestTarget(64)
-	// RetryMax long enough that the 16 peers' responses stay young
-	// through the steps below on a loaded machine.
-	cfg := smallCache
-	cfg.RetryMax = 300 * time.Millisecond
-	const old = 350 * time.Millisecond // older than RetryMax
-	target := newEngine(t, listenTransport(t, netOpts{}, 0), cfg, tgt, nil)
+	old := 2 * smallCache.RetryMax // what the budget used to evict
+	target := newEngine(t, listenTransport(t, netOpts{}, 0), smallCache, tgt, nil)
 	a := newRawInitiator(t, target.LocalAddr())
 	const sa = 0xA0
 	a.fetchAddAck(sa, 1, 1)
@@ -102,48 +99,49 @@ func TestCacheBudgetRules(t *testing.T) {
 	waitStats(t, target, func(s Stats) bool { return s.CacheBytes == 64 }, "one cached response after the ack")
 	time.Sleep(old) // seq 2's response is older than RetryMax now
 
-	// 16 other peers: 15 fit beside seq 2's response, the 16th evicts it.
+	// 15 other peers fill the cache beside seq 2's response.
 	others := make([]*rawInitiator, 16)
 	for i := range others {
 		others[i] = newRawInitiator(t, target.LocalAddr())
+	}
+	for i := range 15 {
 		others[i].fetchAddAck(uint32(0xB0+i), 1, 1)
 		if _, ok := others[i].reply(5 * time.Second); !ok {
 			t.Fatalf("peer %d: no response; %+v", i, target.Stats())
 		}
 	}
-	if s := target.Stats(); s.CacheEvicted != 1 || s.CacheBytes != 1024 || s.Drops[DropCacheFull] != 0 {
-		t.Fatalf("after 17 responses in a 16-response cache: %+v", s)
-	}
-	// seq 2 again, unacknowledged and evicted: response lost, not run again.
+	// The 16th finds no room, and seq 2's response, unacknowledged, stays
+	// however long it has been cached: its request waits, unexecuted.
+	last := others[15]
+	const sl = 0xBF
 	before := counterOf(tgt)
-	a.fetchAddAck(sa, 2, 2)
-	r, ok := a.reply(5 * time.Second)
-	if !ok || r.seq != 2 || r.flags&wire.HdrLost == 0 || r.errno != uint32(fi.ENODATA) {
-		t.Fatalf("duplicate of an evicted response: %+v %v", r, ok)
+	for range 3 {
+		last.fetchAddAck(sl, 1, 1)
+		if r, ok := last.reply(old); ok {
+			t.Fatalf("request executed over a full cache of unacknowledged responses: %+v", r)
+		}
 	}
-	// The cache is full of responses younger than RetryMax: seq 3 waits.
-	a.fetchAddAck(sa, 3, 3)
-	if r, ok := a.reply(20 * time.Millisecond); ok {
-		t.Fatalf("request executed over a full cache of young responses: %+v", r)
-	}
-	s := target.Stats()
-	if s.Drops[DropCacheFull] != 1 || counterOf(tgt) != before {
+	if s := target.Stats(); s.Drops[DropCacheFull] != 3 || s.CacheBytes != 1024 || counterOf(tgt) != before {
 		t.Fatalf("back-pressure: counter %d (was %d), %+v", counterOf(tgt), before, s)
 	}
-	// seq 1 again, acknowledged: a late duplicate, dropped.
-	a.fetchAddAck(sa, 1, 1)
+	// seq 2 again, still cached: answered from the cache, not run again.
+	a.fetchAddAck(sa, 2, 2)
+	if r, ok := a.reply(5 * time.Second); !ok || r.seq != 2 || r.flags&wire.HdrLost != 0 || r.errno != 0 || r.value != 1 {
+		t.Fatalf("duplicate of an old unacknowledged response: %+v %v", r, ok)
+	}
+	// The first peer acknowledges seq 2 (a duplicate of seq 1 carrying Ack
+	// 3: dropped as too old, its Ack taken): room for the 16th.
+	a.fetchAddAck(sa, 1, 3)
 	if r, ok := a.reply(50 * time.Millisecond); ok {
 		t.Fatalf("duplicate of an acknowledged response answered: %+v", r)
 	}
-	if c := counterOf(tgt); c != before {
-		t.Fatalf("a duplicate executed: counter %d, was %d", c, before)
+	waitStats(t, target, func(s Stats) bool { return s.CacheBytes == 960 }, "seq 2's response released by the ack")
+	last.fetchAddAck(sl, 1, 1) // the retransmission
+	if r, ok := last.reply(5 * time.Second); !ok || r.errno != 0 || r.value != before {
+		t.Fatalf("the 16th peer after back-pressure: %+v %v", r, ok)
 	}
-	time.Sleep(old)
-	a.fetchAddAck(sa, 3, 3) // the retransmission
-	if r, ok := a.reply(5 * time.Second); !ok || r.errno != 0 || r.value != before {
-		t.Fatalf("seq 3 after back-pressure: %+v %v", r, ok)
-	}
-	if s := target.Stats(); s.ResponsesLost != 1 || s.CacheEvicted != 2 || s.Drops[DropTooOld] != 1 {
+	s := target.Stats()
+	if s.ResponsesLost != 0 || s.CacheAged != 0 || s.Drops[DropTooOld] != 1 || s.ReplayedFromCache != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 	if c := counterOf(tgt); c != before+1 {
@@ -176,19 +174,20 @@ func (m *muteTransport) Send(pkts []datapath.Packet) error {
 	return m.Transport.Send(pkts)
 }
 
-// TestEvictedResponseRetransmission: an engine initiator's fetch-add
-// executes but every answer is lost while, under budget pressure, the
-// target evicts the cached response; the retransmission that finally
-// gets through is answered with the response-lost status and the
-// fetch-add completes with FI_ENODATA, executed exactly once.
-func TestEvictedResponseRetransmission(t *testing.T) {
+// TestBudgetKeepsUnansweredResponse: an engine initiator's fetch-add
+// executes but every answer is lost for far longer than RetryMax while
+// other peers fill the target's budget: the cached response stays (the
+// initiator never acknowledged it), the other peers are pushed back, and
+// the retransmission that finally gets through completes the fetch-add
+// with its result, executed exactly once.
+func TestBudgetKeepsUnansweredResponse(t *testing.T) {
 	tgt := newTestTarget(64)
 	mt := &muteTransport{Transport: listenTransport(t, netOpts{}, 0)}
 	target := newEngine(t, mt, smallCache, tgt, nil)
 	peer := Peer{target.LocalAddr(), 2}
 	c := newCompletions()
 	ini := newEngine(t, listenTransport(t, netOpts{}, 1),
-		Config{EndpointID: 1, MaxPacket: 256, InjectSize: 64, RetryMax: 20 * time.Millisecond, MaxRetries: 100}, nil, c)
+		Config{EndpointID: 1, MaxPacket: 256, InjectSize: 64, RetryMax: 100 * time.Millisecond, MaxRetries: 50}, nil, c)
 	mt.mute.Store(true)
 	res := make([]byte, 8)
 	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpFetchAtomic, RKey: 1, Payload: le64(1), Result: res, Count: 1}); err != nil {
@@ -196,11 +195,59 @@ func TestEvictedResponseRetransmission(t *testing.T) {
 	}
 	waitStats(t, target, func(s Stats) bool { return s.Delivered == 1 }, "fetch-add executed")
 	waitStats(t, target, func(s Stats) bool { return s.ReplayedFromCache > 0 }, "retransmission answered from the cache")
-	time.Sleep(30 * time.Millisecond)
-	for i := range 16 { // fill the cache: the oldest response, the engine's, goes
+	// The initiator's retransmissions are 64 and 100 ms apart by now: the
+	// cached response is older than the target's RetryMax (20 ms) most of
+	// the time, however recently it was asked for.
+	time.Sleep(150 * time.Millisecond)
+	for i := range 16 { // 15 fit beside the unanswered response; the 16th is pushed back
 		newRawInitiator(t, target.LocalAddr()).fetchAddAck(uint32(0xB0+i), 1, 1)
 	}
-	waitStats(t, target, func(s Stats) bool { return s.Delivered == 17 && s.CacheEvicted == 1 }, "eviction")
+	waitStats(t, target, func(s Stats) bool { return s.Delivered == 16 && s.Drops[DropCacheFull] >= 1 }, "back-pressure")
+	mt.mute.Store(false)
+	cp := c.wait(t, 5*time.Second)
+	if cp.Err != fi.SUCCESS || binary.LittleEndian.Uint64(res) != 0 {
+		t.Fatalf("completion %+v, result %d: want success with the value fetched first", cp, binary.LittleEndian.Uint64(res))
+	}
+	if s := target.Stats(); s.ResponsesLost != 0 || s.CacheAged != 0 || s.Delivered != 16 {
+		t.Fatalf("target stats %+v", s)
+	}
+	if n := counterOf(tgt); n != 16 {
+		t.Fatalf("counter %d, want 16: the fetch-add executed more than once, or the pushed-back one executed", n)
+	}
+}
+
+// TestAgedResponseRetransmission: a target whose retry budget (4 ms) is
+// far shorter than its initiator's releases a response nobody asked for
+// in that long; the initiator's retransmission after that is answered
+// with the response-lost status, and the fetch-add completes with
+// FI_ENODATA, executed exactly once.
+func TestAgedResponseRetransmission(t *testing.T) {
+	tgt := newTestTarget(64)
+	mt := &muteTransport{Transport: listenTransport(t, netOpts{}, 0)}
+	short := smallCache
+	short.RetryMax, short.MaxRetries = 2*time.Millisecond, 1
+	target := newEngine(t, mt, short, tgt, nil)
+	peer := Peer{target.LocalAddr(), 2}
+	c := newCompletions()
+	ini := newEngine(t, listenTransport(t, netOpts{}, 1),
+		Config{EndpointID: 1, MaxPacket: 256, InjectSize: 64, RetryMax: 50 * time.Millisecond, MaxRetries: 100}, nil, c)
+	mt.mute.Store(true)
+	res := make([]byte, 8)
+	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpFetchAtomic, RKey: 1, Payload: le64(1), Result: res, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(t, target, func(s Stats) bool { return s.Delivered == 1 }, "fetch-add executed")
+	// Age is checked after each received batch: another peer's requests,
+	// between the initiator's retransmissions (50 ms apart by now).
+	other := newRawInitiator(t, target.LocalAddr())
+	deadline := time.Now().Add(5 * time.Second)
+	for seq := uint32(1); target.Stats().CacheAged == 0; seq++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("response never aged out: %+v", target.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+		other.fetchAddAck(0xC0, seq, seq)
+	}
 	mt.mute.Store(false)
 	cp := c.wait(t, 5*time.Second)
 	if cp.Err != fi.ENODATA {
@@ -209,19 +256,21 @@ func TestEvictedResponseRetransmission(t *testing.T) {
 	if s := ini.Stats(); s.ResultsLost != 1 || s.OpErrors[wire.OpFetchAtomic] != 1 {
 		t.Fatalf("initiator stats %+v", s)
 	}
-	if s := target.Stats(); s.ResponsesLost == 0 || s.Delivered != 17 {
+	s := target.Stats()
+	if s.ResponsesLost == 0 {
 		t.Fatalf("target stats %+v", s)
 	}
-	if n := counterOf(tgt); n != 17 {
-		t.Fatalf("counter %d, want 17: the fetch-add executed more than once", n)
+	if n := counterOf(tgt); n != s.Delivered {
+		t.Fatalf("counter %d after %d deliveries: the fetch-add executed more than once", n, s.Delivered)
 	}
 }
 
 // TestCacheBudgetExactlyOnce: initiators keep far more fetch-adds in
 // flight than the target's cache can answer for (16 responses), with loss,
-// duplication and reordering both ways: back-pressure and eviction keep
-// every fetch-add executing exactly once; each completes successfully or,
-// where an evicted response was needed, with FI_ENODATA — never a timeout,
+// duplication and reordering both ways (datapath/lossy), for far longer
+// than RetryMax: back-pressure keeps every fetch-add executing exactly
+// once and completing successfully with its result — never FI_ENODATA
+// (a response released before its initiator had it), never a timeout,
 // never twice.
 func TestCacheBudgetExactlyOnce(t *testing.T) {
 	checkGoroutines(t)
@@ -299,8 +348,11 @@ func TestCacheBudgetExactlyOnce(t *testing.T) {
 		}
 	}
 	s := target.Stats()
-	t.Logf("%d fetch-adds, %d with results lost; target: back-pressure drops %d, evicted %d, lost answers %d, replayed %d, held %d",
-		inis*n, lost, s.Drops[DropCacheFull], s.CacheEvicted, s.ResponsesLost, s.ReplayedFromCache, s.Held)
+	t.Logf("%d fetch-adds, %d with results lost; target: back-pressure drops %d, lost answers %d, replayed %d, held %d",
+		inis*n, lost, s.Drops[DropCacheFull], s.ResponsesLost, s.ReplayedFromCache, s.Held)
+	if lost != 0 || s.ResponsesLost != 0 {
+		t.Fatalf("%d fetch-adds completed with FI_ENODATA: a response was released before its initiator had it", lost)
+	}
 	if c := counterOf(tgt); c != uint64(inis*n) {
 		t.Fatalf("counter %d, want %d: an operation was lost or repeated", c, inis*n)
 	}

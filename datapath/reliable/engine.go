@@ -105,35 +105,43 @@
 //     bytes) until the initiator acknowledges it, which every request
 //     does for everything below its Ack field (the initiator's lowest
 //     unanswered sequence number): a peer's cache holds what is in flight,
-//     and a peer that stops leaves its last few responses until the retry
-//     budget (RetryMax × (MaxRetries+1)) has passed, when no initiator can
-//     ask again and they are released (Stats.CacheAged). Requests that
-//     arrive ahead of a missing one are held, each at its own size.
+//     and a peer that stops leaves its last few responses until nobody
+//     has asked for them for a whole retry budget (RetryMax ×
+//     (MaxRetries+1); a replay from the cache starts the age over), when
+//     no initiator can ask again and they are released
+//     (Stats.CacheAged). Requests that arrive ahead of a missing one are
+//     held, each at its own size.
 //   - Budget: cached responses and held requests together take at most
-//     Config.CacheBytes (32 MiB), held requests at most half of it. When a
-//     response does not fit, cached responses older than RetryMax are
-//     evicted oldest first (Stats.CacheEvicted): an initiator whose
-//     response was lost asks again within its RTO, which never exceeds
-//     RetryMax, so these have almost surely been received. If nothing is
-//     that old the request is not executed and dropped
-//     (DropCacheFull): back-pressure, which the initiator's
-//     retransmission timer turns into a retry and which lasts at most
-//     RetryMax, after which every cached response is old enough to go.
-//     A request that does not fit the held share is dropped the same way,
-//     as if lost. Back-pressure never loses or repeats an operation: a
-//     dropped request did not execute and is resent.
-//   - Evicted responses: the replay window still records that the request
+//     Config.CacheBytes (32 MiB), held requests at most half of it. The
+//     budget never evicts a response the initiator has not acknowledged:
+//     the wire says which ones it has (the Ack of its requests) and no
+//     more, and one whose answers keep getting lost (heavy loss, or a
+//     loaded initiator whose timers run late) may be asked for long
+//     after RetryMax. When a response does not fit, the request is not
+//     executed and dropped (DropCacheFull): back-pressure, which the
+//     initiator's retransmission timer turns into a retry. Room comes
+//     back as initiators acknowledge (their next request, or the
+//     retransmission of the dropped one, carries the Ack) and as
+//     responses age out. A request that does not fit the held share is
+//     dropped the same way, as if lost. Back-pressure never loses or
+//     repeats an operation: a dropped request did not execute and is
+//     resent. Its cost: when the budget is taken by the unacknowledged
+//     last responses of peers that stopped sending, new requests wait
+//     until those age out, and an initiator whose own retry budget is
+//     shorter than that fails them with FI_ETIMEDOUT (not executed, or
+//     executed once, as any timeout): size CacheBytes for the peers ×
+//     what each keeps in flight.
+//   - Aged responses: the replay window still records that the request
 //     executed (everything below its next sequence number did, exactly
 //     once), so a retransmission of it is never executed again. If the
 //     initiator acknowledged the response already, the duplicate is
-//     stale and dropped; otherwise the target answers with the
-//     response-lost status (wire.HdrLost, counted in
+//     stale and dropped; otherwise (an initiator configured to retry
+//     longer than this target's retry budget) the target answers with
+//     the response-lost status (wire.HdrLost, counted in
 //     Stats.ResponsesLost) and the initiator completes the request's ops
 //     with FI_ENODATA (Stats.ResultsLost): the operation took effect once
 //     at the target, but its results (fetched values, read data) and its
-//     status are unknown. That takes the loss of a response and of every
-//     retransmission's answer for longer than RetryMax, under budget
-//     pressure.
+//     status are unknown.
 //   - Peers: at most Config.MaxPeers (16384) target states; a new source
 //     beyond that evicts the state idle longest (found in constant time,
 //     peerlru.go) if it has been idle for twice the retry budget, and is

@@ -12,8 +12,8 @@ import "github.com/xdpfab/xdpfab/datapath"
 //
 // A peer's entries form two lists in sequence order (rxPeer.cache and
 // rxPeer.held); cached responses also form one age list across peers,
-// oldest first, for the age-based release and the eviction under budget
-// pressure (see the package doc, "Memory").
+// least recently stored or asked for first, for the age-based release (see
+// the package doc, "Memory").
 //
 // Confined to the receive side (rxMu), like the rest of the target state.
 type rxStore struct {
@@ -52,9 +52,6 @@ var noEntries = entList{-1, -1}
 func newRxStore(limit, maxPacket int) *rxStore {
 	return &rxStore{pool: newBufPool(limit, max(limit/16, 4*maxPacket)), age: noEntries, heldLimit: limit / 2}
 }
-
-// fits reports whether a buffer of n bytes is available now.
-func (s *rxStore) fits(n int) bool { return s.pool.fits(n) }
 
 // alloc returns an unlinked entry with a buffer of at least n bytes, or -1
 // when the budget does not allow it.
@@ -152,6 +149,26 @@ func (s *rxStore) cacheResp(rp *rxPeer, i int32, seq uint32, n int, now int64) {
 	en := &s.ents[i]
 	en.seq, en.n, en.at, en.peer = seq, n, now, rp
 	s.pushBack(&rp.cache, i)
+	en.aprev, en.anext = s.age.tail, -1
+	if s.age.tail >= 0 {
+		s.ents[s.age.tail].anext = i
+	} else {
+		s.age.head = i
+	}
+	s.age.tail = i
+}
+
+// touch restarts cached response i's age: it moves to the tail of the age
+// list, stamped now. A response its initiator keeps asking for (its
+// answers lost) is thus released by age only a whole retry budget after
+// the last time it was asked for, when that initiator has given up.
+func (s *rxStore) touch(i int32, now int64) {
+	en := &s.ents[i]
+	en.at = now
+	if s.age.tail == i {
+		return
+	}
+	s.ageUnlink(i)
 	en.aprev, en.anext = s.age.tail, -1
 	if s.age.tail >= 0 {
 		s.ents[s.age.tail].anext = i

@@ -73,7 +73,6 @@ type counters struct {
 	eagain            atomic.Uint64
 	rxErrors          atomic.Uint64
 	txErrors          atomic.Uint64
-	cacheEvicted      atomic.Uint64
 	cacheAged         atomic.Uint64
 	responsesLost     atomic.Uint64
 	resultsLost       atomic.Uint64
@@ -123,15 +122,15 @@ type Stats struct {
 	// timer, a response when the initiator asks again); Submit never
 	// reports them.
 	TxErrors uint64
-	// CacheEvicted counts cached responses released under budget pressure
-	// (Config.CacheBytes) before their initiator acknowledged them;
-	// ResponsesLost the duplicates of such requests answered with the
-	// response-lost status (never executed again); ResultsLost the
-	// response-lost answers an initiator received (their ops completed
-	// with FI_ENODATA). See "Memory" in the package doc.
-	CacheEvicted uint64
 	// CacheAged counts cached responses released unacknowledged after the
-	// retry budget (RetryMax × (MaxRetries+1)): no initiator asks then.
+	// retry budget (RetryMax × (MaxRetries+1)) without being asked for:
+	// no initiator asks then. ResponsesLost counts the duplicates of such
+	// requests answered with the response-lost status anyway (never
+	// executed again: an initiator retrying longer than this target's
+	// budget); ResultsLost the response-lost answers an initiator
+	// received (their ops completed with FI_ENODATA). The budget
+	// (Config.CacheBytes) never releases a response unacknowledged: it
+	// pushes back (Drops[DropCacheFull]). See "Memory" in the package doc.
 	CacheAged     uint64
 	ResponsesLost uint64
 	ResultsLost   uint64
@@ -219,7 +218,7 @@ func (e *Engine) Stats() Stats {
 		PeersUnreachable: c.peersUnreachable.Load(), PeersEvicted: c.peersEvicted.Load(),
 		PeersRefused: c.peersRefused.Load(), EAgain: c.eagain.Load(), RxErrors: c.rxErrors.Load(),
 		TxErrors: c.txErrors.Load(), Timeouts: c.timeouts.Load(), InFlight: c.inflight.Load(),
-		SRTT: time.Duration(c.srtt.Load()), CacheEvicted: c.cacheEvicted.Load(), CacheAged: c.cacheAged.Load(),
+		SRTT: time.Duration(c.srtt.Load()), CacheAged: c.cacheAged.Load(),
 		ResponsesLost: c.responsesLost.Load(), ResultsLost: c.resultsLost.Load(),
 		CacheBytes: c.cacheBytes.Load(), TargetPeers: c.targetPeers.Load(), TxBytes: c.txBytes.Load()}
 	for i := range s.Drops {

@@ -184,10 +184,19 @@ func (e *Engine) retryBudget() int64 {
 	return int64(e.cfg.RetryMax) * int64(e.cfg.MaxRetries+1)
 }
 
-// cacheAlloc returns an entry for a response of n bytes. When the budget
-// is exhausted it releases responses older than RetryMax, oldest first
-// (their initiators have had them, or are asking again by now); with
-// nothing that old it returns -1: back-pressure.
+// cacheAlloc returns an entry for a response of n bytes, or -1 when the
+// budget has no room: back-pressure, the request is not executed. Nothing
+// the initiators may still ask for is evicted to make room: what the cache
+// holds is exactly the responses not yet acknowledged (a request's Ack
+// releases everything below it, ackResps), and an initiator whose
+// response was lost, and whose retransmissions keep getting lost too, may
+// ask for it far later than RetryMax (heavy loss can take the response
+// and several retransmissions' answers in a row; a loaded machine delays
+// the initiator's timers).
+// Room comes back as the initiators acknowledge (every request they send,
+// the retransmission of this very request too, carries their Ack) and as
+// responses nobody asked for in a whole retry budget age out
+// (progressLocked).
 func (e *Engine) cacheAlloc(n int) int32 {
 	st := e.store
 	if i := st.alloc(n); i >= 0 {
@@ -195,14 +204,6 @@ func (e *Engine) cacheAlloc(n int) int32 {
 	}
 	if len(st.later) > 0 {
 		e.flushRx() // buffers released while queued come back now
-		if i := st.alloc(n); i >= 0 {
-			return i
-		}
-	}
-	old := e.now() - int64(e.cfg.RetryMax)
-	for !st.fits(n) && st.expire(old, 1) == 1 {
-		e.stats.cacheEvicted.Add(1)
-		e.flushRx() // its buffer may be queued: send, then it is free
 	}
 	return st.alloc(n)
 }
@@ -265,8 +266,10 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held b
 	return true
 }
 
-// sendCached resends cached response i with the current ack state.
+// sendCached resends cached response i with the current ack state. The
+// initiator is still asking for it: its age starts over (rxStore.touch).
 func (e *Engine) sendCached(rp *rxPeer, i int32) {
+	e.store.touch(i, e.now())
 	en := &e.store.ents[i]
 	wire.PutAck(en.buf, rp.win.next, rp.win.sack())
 	e.queueRx(en.buf[:en.n], rp.peer.Addr)

@@ -3,6 +3,7 @@ package rxpoll
 import (
 	"errors"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,4 +163,71 @@ func TestRegisterErrors(t *testing.T) {
 	if Running() {
 		t.Fatal("poller left running by failed registrations")
 	}
+}
+
+// pollerState returns the scheduling state of the poller's goroutine as
+// runtime.Stack prints it ("IO wait" when parked in the netpoller,
+// "runnable" or "running" while it spins), "" if there is none.
+func pollerState() string {
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "rxpoll.(*Poller).run(") {
+			head, _, _ := strings.Cut(g, "\n")
+			if i, j := strings.Index(head, "["), strings.Index(head, "]"); i >= 0 && j > i {
+				state, _, _ := strings.Cut(head[i+1:j], ",")
+				return state
+			}
+		}
+	}
+	return ""
+}
+
+// TestSpinThenPark: with a spin set, the poller keeps looking after a
+// round that found a ready descriptor (handlers still run for datagrams
+// arriving meanwhile), and parks in the netpoller once the spin has
+// passed without one; an idle poller does not spin; Remove stops a
+// spinning poller.
+func TestSpinThenPark(t *testing.T) {
+	const spinFor = 300 * time.Millisecond
+	SetSpin(spinFor)
+	defer SetSpin(0)
+	fd := eventFD(t)
+	defer unix.Close(fd)
+	var runs atomic.Int32
+	r, err := Register(fd, handlerFunc(func(uint32) {
+		var buf [8]byte
+		_, _ = unix.Read(fd, buf[:])
+		runs.Add(1)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the idle poller to park", func() bool { return pollerState() == "IO wait" })
+	start := time.Now()
+	signal(t, fd)
+	waitFor(t, "the handler", func() bool { return runs.Load() == 1 })
+	time.Sleep(spinFor / 10)
+	if s := pollerState(); s == "IO wait" && time.Since(start) < spinFor {
+		t.Fatalf("the poller parked %v after a ready round, within its %v spin", time.Since(start), spinFor)
+	}
+	signal(t, fd)
+	waitFor(t, "the handler while spinning", func() bool { return runs.Load() == 2 })
+	waitFor(t, "the poller to park after the spin", func() bool { return pollerState() == "IO wait" })
+	if d := time.Since(start); d < spinFor {
+		t.Fatalf("parked %v after the last ready round, before its %v spin passed", d, spinFor)
+	}
+	SetSpin(time.Hour) // Remove must not wait for the spin to pass
+	signal(t, fd)
+	waitFor(t, "the handler after parking", func() bool { return runs.Load() == 3 })
+	removed := make(chan struct{})
+	go func() { r.Remove(); close(removed) }() // while spinning
+	select {
+	case <-removed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Remove waits for the poller's spin to pass")
+	}
+	if Running() {
+		t.Fatal("poller still running after the last Remove")
+	}
+	waitFor(t, "the poller's goroutine to end", func() bool { return pollerState() == "" })
 }
