@@ -104,7 +104,11 @@ run1() { # build, transport, extra flags...
 	done
 	printf '\n== transport %s %s%s\n' "$tr" "$*" "$label"
 	nsenter --net="/run/netns/$ns_cli" -- "$bin/$b" bench run --peer "$ip_srv:$port" --addr "$ip_cli" \
-		--transport "$tr" "$@" --duration "$DURATION" --count "$COUNT" 2>/dev/null
+		--transport "$tr" "$@" --duration "$DURATION" --count "$COUNT" 2>"$tmp/run.err" || {
+		# The progress line went to run.err too: the error is its last line.
+		tr '\r' '\n' <"$tmp/run.err" | tail -n 2 >&2
+		exit 1
+	}
 	kill -INT "$srv_pid" 2>/dev/null || true
 	wait "$srv_pid" 2>/dev/null || true
 	srv_pid=
