@@ -152,7 +152,6 @@ type AV struct {
 	lost    []fi.Addr
 	lostErr error
 	scratch *block
-	touched uint64  // sink of table.touch
 	eq      *eq.EQ  // set under wmu and epMu
 	shared  *shared // named AVs
 	async   *worker

@@ -89,6 +89,11 @@
 // An AV is its table's only writer (ktable Own): the AV keeps a tag
 // byte per slot in Go memory, so a write finds its slot without reading
 // the table's buckets and costs one cache line and no locked instruction.
+// Inserts reach the table as keys it does not hold (ktable InsertMany:
+// no search for the key, and a key's second bucket considered only when
+// its first is nearly full), since the AV holds no address twice and a
+// removal deletes from the table before the address can come back;
+// SetUserID rewrites entries in place (Put).
 //
 // Why: an insert into a BPF hash map is a bpf(2) call and an element
 // allocation, about 1.3 µs an address even batched, and a hash map sized

@@ -15,6 +15,7 @@ import (
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/prefetch"
 )
 
 const insertFlags = fi.MORE | fi.SYNC_ERR | fi.AV_USER_ID | fi.AUTH_KEY
@@ -529,6 +530,7 @@ type block struct {
 	eps    [blockLen]endpoint
 	errs   [blockLen]fi.Errno
 	hashes [blockLen]uint64
+	homes  [blockLen]uintptr // addresses of the hashes' home slots, to prefetch
 }
 
 // run inserts the job's addresses; wmu held.
@@ -552,12 +554,13 @@ func (av *AV) runRange(j *insertJob, from, to int) {
 			sc.eps[k], sc.errs[k] = j.src.at(base + k)
 		}
 		av.lock()
-		var touched uint64
 		for k := range m {
 			sc.hashes[k] = av.t.hashOf(&sc.eps[k])
-			touched += av.t.touch(sc.hashes[k])
+			sc.homes[k] = av.t.homeAddr(sc.hashes[k])
 		}
-		av.touched = touched // keeps the loads
+		// The block's home slots of a large hash index are cache
+		// misses: requested together, ahead of the probes.
+		prefetch.Addrs(&sc.homes[0], m)
 		for k := range m {
 			// Each source checked the family against the AV's format.
 			errno := sc.errs[k]
@@ -725,7 +728,7 @@ func (av *AV) kick() {
 	b := p.cur
 	p.cur = nil
 	if maxInflight == 0 {
-		b.n, b.err = av.mirror.Update(b.keys, b.vals)
+		b.n, b.err = av.writeNew(b.keys, b.vals)
 		av.applyResult(b) // failures are recorded in the jobs and av.lost
 		p.spare = append(p.spare, b)
 		return
@@ -733,12 +736,24 @@ func (av *AV) kick() {
 	b.done = make(chan struct{})
 	p.inflight = append(p.inflight, b)
 	go func() {
-		b.n, b.err = av.mirror.Update(b.keys, b.vals)
+		b.n, b.err = av.writeNew(b.keys, b.vals)
 		close(b.done)
 	}()
 	for len(p.inflight) > maxInflight {
 		av.settle()
 	}
+}
+
+// writeNew makes pending kernel writes: entries of addresses the AV did
+// not hold when they were inserted, which its own kernel table does not
+// hold either (a removal deletes from it before the address can be
+// inserted again), so a TableMirror enters them without looking for
+// them first.
+func (av *AV) writeNew(keys []bpf.XdpfabAvKey, vals []bpf.XdpfabAvValue) (int, error) {
+	if tm, ok := av.mirror.(*TableMirror); ok {
+		return tm.Insert(keys, vals)
+	}
+	return av.mirror.Update(keys, vals)
 }
 
 // settle waits for the oldest batch in flight and applies its outcome.
@@ -763,7 +778,7 @@ func (av *AV) flush() (lost []fi.Addr, err error) {
 	if b := p.cur; b != nil {
 		p.cur = nil
 		if len(b.ops) > 0 {
-			b.n, b.err = av.mirror.Update(b.keys, b.vals)
+			b.n, b.err = av.writeNew(b.keys, b.vals)
 			b.done = nil
 			av.applyResult(b)
 		}

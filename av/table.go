@@ -680,14 +680,14 @@ func slotIdx(v uint64) uint32 { return uint32(v) - 1 }
 // home is the first slot probed for a tag.
 func (t *table) home(tag uint32) int { return int(tag >> t.hash.shift) }
 
-// touch loads the home slot of hash h, so that a block of addresses can
-// have their cache misses in flight together before they are probed one
-// by one.
-func (t *table) touch(h uint64) uint64 {
+// homeAddr returns the address of the home slot of hash h (0 without a
+// hash index), for a block of inserts to prefetch before it probes them
+// one by one.
+func (t *table) homeAddr(h uint64) uintptr {
 	if t.hash == nil {
 		return 0
 	}
-	return t.hash.slots[t.home(uint32(h>>32))].Load()
+	return uintptr(unsafe.Pointer(&t.hash.slots[t.home(uint32(h>>32))]))
 }
 
 func (t *table) hashFind(ep *endpoint, h uint64) (slot int, idx uint32, ok bool) {

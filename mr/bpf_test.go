@@ -11,6 +11,7 @@ import (
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/bpffs"
+	"github.com/xdpfab/xdpfab/internal/ktable"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 	"github.com/xdpfab/xdpfab/mr"
 )
@@ -64,6 +65,11 @@ func TestBPFMirror(t *testing.T) {
 	require.NoError(t, r.Refresh(nil, 0))
 	v, _ = kernelEntry(t, m, 11, 0xC0DE)
 	require.Equal(t, mr.RegionEnabled, v.Flags, "re-enabled after refresh")
+	// Enable and Refresh rewrote the region's one entry in its slot.
+	kt, err := ktable.OpenReadOnly(m)
+	require.NoError(t, err)
+	defer kt.Close()
+	require.Equal(t, 1, kt.Len())
 
 	plain, err := tab.Reg(buf, fi.REMOTE_WRITE, 0, 1, 0, nil)
 	require.NoError(t, err)
@@ -78,10 +84,12 @@ func TestBPFMirror(t *testing.T) {
 	require.NoError(t, err, "same key again")
 	v, _ = kernelEntry(t, m, 11, 0xC0DE)
 	require.Equal(t, uint64(8192), v.Len)
+	require.Equal(t, 2, kt.Len())
 	require.NoError(t, r.Close())
 	require.NoError(t, plain.Close())
 	_, ok = kernelEntry(t, m, 11, 1)
 	require.False(t, ok)
+	require.Zero(t, kt.Len())
 }
 
 // TestBPFMapFull: a key whose buckets in the kernel table are full is

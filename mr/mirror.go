@@ -100,6 +100,37 @@ func (mm *MapMirror) Delete(key *bpf.XdpfabMrKey) error {
 	return nil
 }
 
+// add enters key, which its Table knows is not in the MR table (the
+// Table is the only writer of its domain_id's keys and checked the key),
+// and returns the slot holding it: a registration claims a free slot
+// without reading both buckets of the key first.
+func (mm *MapMirror) add(key *bpf.XdpfabMrKey, value *bpf.XdpfabMrValue) (ktable.Ref, error) {
+	k, v := mrKey(key), mrValue(value)
+	r, err := mm.t.Add(&k, &v)
+	if err != nil {
+		return 0, fmt.Errorf("%w (%w)", err, fi.ENOMR)
+	}
+	return r, nil
+}
+
+// setAt rewrites the entry of key held at r (from add), and returns
+// where the entry is.
+func (mm *MapMirror) setAt(r ktable.Ref, key *bpf.XdpfabMrKey, value *bpf.XdpfabMrValue) (ktable.Ref, error) {
+	k, v := mrKey(key), mrValue(value)
+	r, err := mm.t.SetAt(r, &k, &v)
+	if err != nil {
+		return 0, fmt.Errorf("%w (%w)", err, fi.ENOMR)
+	}
+	return r, nil
+}
+
+// deleteAt removes the entry of key held at r (from add): no hash, no
+// search of the key's buckets.
+func (mm *MapMirror) deleteAt(r ktable.Ref, key *bpf.XdpfabMrKey) {
+	k := mrKey(key)
+	mm.t.DeleteAt(r, &k)
+}
+
 // Lookup reads the entry of key from the kernel table, under its seqlock
 // protocol, as XDP does.
 func (mm *MapMirror) Lookup(key *bpf.XdpfabMrKey) (bpf.XdpfabMrValue, bool) {

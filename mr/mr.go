@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/ktable"
 )
 
 // Counter is what an MR needs from a completion counter bound to it with
@@ -70,13 +71,16 @@ type MR struct {
 	fi.FIDBase
 
 	// Set at registration, then read-only.
-	size           uint64 // bytes registered
 	regionID       uint32
-	explicitEnable bool         // created disabled: needs Enable
-	rmaEvent       bool         // registered with FI_RMA_EVENT
-	closed         bool         // Close has run (or is past its checks); guarded by mu
-	extra          *regionExtra // nil: domain's auth key, synchronous registration
-	inlineSegs     [1]segment   // segs of a single-buffer region, saving an allocation
+	explicitEnable bool // created disabled: needs Enable
+	rmaEvent       bool // registered with FI_RMA_EVENT
+	closed         bool // Close has run (or is past its checks); guarded by mu
+	// kref is the MR table slot of the region's entry (MapMirror), 0
+	// while it has none; written by the region's mirror calls, which
+	// are serialized (registration, then mu).
+	kref       ktable.Ref
+	extra      *regionExtra // nil: domain's auth key, synchronous registration
+	inlineSegs [1]segment   // segs of a single-buffer region, saving an allocation
 
 	// binds holds the counters and endpoints bound, nil until the first
 	// Bind. CountRemoteWrite and BoundTo read it without locks; Bind
@@ -133,7 +137,13 @@ func (m *MR) Key() uint64 {
 func (m *MR) Access() fi.Flags { return m.access }
 
 // Len returns the number of bytes registered.
-func (m *MR) Len() uint64 { return m.size }
+func (m *MR) Len() uint64 {
+	var n uint64
+	for i := range m.segs {
+		n += uint64(len(m.segs[i].buf))
+	}
+	return n
+}
 
 // Base returns the lowest address peers use: 0, or with FI_MR_VIRT_ADDR the
 // lowest virtual address of the region.

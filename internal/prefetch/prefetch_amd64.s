@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// func prefetch(addrs *uintptr, n int)
-TEXT ·prefetch(SB), NOSPLIT, $0-16
+// func Addrs(addrs *uintptr, n int)
+TEXT ·Addrs(SB), NOSPLIT, $0-16
 	MOVQ addrs+0(FP), SI
 	MOVQ n+8(FP), CX
 	TESTQ CX, CX
