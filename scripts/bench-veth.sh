@@ -6,9 +6,16 @@
 # at port+1 (the XDP program passes that port to the kernel stack) and the
 # fetch-add round trip as a ratio of it. Everything made here is removed at the end, also on
 # failure or Ctrl-C. Needs root, Go, iproute2 and util-linux (nsenter).
+#
+# BASE=<git revision> measures that revision's build side by side with the
+# work tree's in the same run: every configuration runs with the base
+# build, then with the work tree's, each with its own XDP program attached
+# (the program serves the kernel-resident phases), so a change is judged
+# by ratios from one run on a shared, noisy machine.
 set -eu
 GO=${GO:-go}
 DURATION=${DURATION:-4s}
+COUNT=${COUNT:-1000000000} # operations per phase at most: the phases' time ends them
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench-veth: needs root" >&2; exit 1; }
 
@@ -29,9 +36,9 @@ cleanup() {
 	trap - EXIT INT TERM
 	[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null || true
 	wait 2>/dev/null || true
-	if [ -x "$bin/xdpfab" ]; then
-		"$bin/xdpfab" -n "$ns_srv" detach "$if_srv" >/dev/null 2>&1 || true
-		"$bin/xdpfab" -n "$ns_cli" detach "$if_cli" >/dev/null 2>&1 || true
+	if [ -n "${attached:-}" ] && [ -x "$bin/$attached" ]; then
+		"$bin/$attached" -n "$ns_srv" detach "$if_srv" >/dev/null 2>&1 || true
+		"$bin/$attached" -n "$ns_cli" detach "$if_cli" >/dev/null 2>&1 || true
 	fi
 	ip netns del "$ns_srv" 2>/dev/null || true
 	ip netns del "$ns_cli" 2>/dev/null || true
@@ -44,6 +51,14 @@ trap 'exit 143' TERM
 
 mkdir -p "$bin"
 "$GO" build -o "$bin/xdpfab" ./cmd/xdpfab
+builds=xdpfab
+if [ -n "${BASE:-}" ]; then
+	base_rev=$(git rev-parse --short "$BASE")
+	mkdir -p "$tmp/base"
+	git archive "$base_rev" | tar -x -C "$tmp/base"
+	(cd "$tmp/base" && "$GO" build -o "$bin/xdpfab.base" ./cmd/xdpfab)
+	builds="xdpfab.base xdpfab"
+fi
 ip netns add "$ns_srv"
 ip netns add "$ns_cli"
 ip -n "$ns_cli" link add "$if_cli" type veth peer name "$if_srv" netns "$ns_srv"
@@ -52,13 +67,33 @@ ip -n "$ns_srv" addr add "$ip_srv/24" dev "$if_srv"
 for ns in "$ns_cli" "$ns_srv"; do ip -n "$ns" link set lo up; done
 ip -n "$ns_cli" link set "$if_cli" up
 ip -n "$ns_srv" link set "$if_srv" up
-"$bin/xdpfab" -n "$ns_srv" attach "$if_srv" --mode native --port "$port" >/dev/null
-"$bin/xdpfab" -n "$ns_cli" attach "$if_cli" --mode native --port "$port" >/dev/null
+
+attached=
+attach() { # build: its XDP program on both ends
+	[ "$attached" = "$1" ] && return
+	if [ -n "$attached" ]; then
+		"$bin/$attached" -n "$ns_srv" detach "$if_srv" >/dev/null
+		"$bin/$attached" -n "$ns_cli" detach "$if_cli" >/dev/null
+	fi
+	"$bin/$1" -n "$ns_srv" attach "$if_srv" --mode native --port "$port" >/dev/null
+	"$bin/$1" -n "$ns_cli" attach "$if_cli" --mode native --port "$port" >/dev/null
+	attached=$1
+}
 
 run() { # transport, extra flags...
-	tr=$1
-	shift
-	nsenter --net="/run/netns/$ns_srv" -- "$bin/xdpfab" bench serve --addr "$ip_srv:$port" \
+	for b in $builds; do
+		attach "$b"
+		run1 "$b" "$@"
+	done
+}
+
+run1() { # build, transport, extra flags...
+	b=$1
+	tr=$2
+	shift 2
+	label=
+	[ -z "${BASE:-}" ] || { [ "$b" = xdpfab.base ] && label=" [base $base_rev]" || label=" [work tree]"; }
+	nsenter --net="/run/netns/$ns_srv" -- "$bin/$b" bench serve --addr "$ip_srv:$port" \
 		--transport "$tr" "$@" --duration 120s >"$tmp/serve.out" 2>&1 &
 	srv_pid=$!
 	i=0
@@ -67,9 +102,13 @@ run() { # transport, extra flags...
 		[ $i -lt 100 ] || { cat "$tmp/serve.out" >&2; exit 1; }
 		sleep 0.1
 	done
-	printf '\n== transport %s %s\n' "$tr" "$*"
-	nsenter --net="/run/netns/$ns_cli" -- "$bin/xdpfab" bench run --peer "$ip_srv:$port" --addr "$ip_cli" \
-		--transport "$tr" "$@" --duration "$DURATION" 2>/dev/null
+	printf '\n== transport %s %s%s\n' "$tr" "$*" "$label"
+	nsenter --net="/run/netns/$ns_cli" -- "$bin/$b" bench run --peer "$ip_srv:$port" --addr "$ip_cli" \
+		--transport "$tr" "$@" --duration "$DURATION" --count "$COUNT" 2>"$tmp/run.err" || {
+		# The progress line went to run.err too: the error is its last line.
+		tr '\r' '\n' <"$tmp/run.err" | tail -n 2 >&2
+		exit 1
+	}
 	kill -INT "$srv_pid" 2>/dev/null || true
 	wait "$srv_pid" 2>/dev/null || true
 	srv_pid=
