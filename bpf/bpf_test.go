@@ -165,7 +165,7 @@ const (
 	domainID   = 3
 )
 
-func loadTestObjects(t *testing.T) *XdpfabObjects {
+func loadTestObjects(t testing.TB) *XdpfabObjects {
 	t.Helper()
 	testenv.RequirePriv(t)
 	spec, err := LoadXdpfab()

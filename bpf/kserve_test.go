@@ -37,7 +37,7 @@ type kserveEnv struct {
 	next   uint32
 }
 
-func newKserveEnv(t *testing.T, peer netip.AddrPort, port uint16) *kserveEnv {
+func newKserveEnv(t testing.TB, peer netip.AddrPort, port uint16) *kserveEnv {
 	t.Helper()
 	objs := loadTestObjects(t)
 	for p, a := range map[uint16]netip.Addr{portKS4: self4, portKS6: self6} {
@@ -433,4 +433,54 @@ func TestKServeIPv6(t *testing.T) {
 	wantMem, want := expectResponse(t, e.region.Bytes, e.ses, 1, 2, []ksOp{o})
 	e.serve(t, peer6, portKS6, encodeRequest(e.ses, 1, 0, []ksOp{o}), want)
 	require.Equal(t, wantMem, e.region.Bytes)
+}
+
+// TestKServePagesAndRegions serves a packet of 16 fetch-adds that move
+// between the pages of two kernel-resident regions (the program looks a
+// page up once per run of ops on it): every op lands on its own page of
+// its own region, the fetched values are the oracle's.
+func TestKServePagesAndRegions(t *testing.T) {
+	e := newKserveEnv(t, peer4, portKS4)
+	const key2 = krKey + 0x100
+	r2, err := NewKernelRegion(ksRegion)
+	require.NoError(t, err)
+	t.Cleanup(func() { r2.Close() })
+	mk := XdpfabMrKey{DomainId: domainID, Key: key2}
+	require.NoError(t, e.objs.KrMem.Put(mk, r2.Map))
+	require.NoError(t, e.objs.KrRegions.Put(mk, XdpfabKrRegion{Len: ksRegion, AuthDigest: ksAuth,
+		Flags: KREnabled | KRRemoteRead | KRRemoteWrite}))
+	t.Cleanup(func() { _ = e.objs.KrRegions.Delete(mk); _ = e.objs.KrMem.Delete(mk) })
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range e.region.Bytes {
+		e.region.Bytes[i] = byte(rng.Uint32())
+		r2.Bytes[i] = byte(rng.Uint32())
+	}
+	// The oracle sees the two regions end to end: region 2's op at addr
+	// is at ksRegion+addr there.
+	targets := []struct {
+		second bool
+		addr   uint64
+	}{{false, 0}, {false, 0}, {false, KRPage}, {false, 8}, {true, 0}, {true, 0}, {false, KRPage},
+		{true, KRPage + 8}, {false, 0}, {true, 8}, {true, KRPage + 8}, {false, KRPage + 16},
+		{false, 16}, {true, 0}, {true, KRPage}, {false, 0}}
+	require.Len(t, targets, wire.MaxOps)
+	var ops, oracle []ksOp
+	for i, tg := range targets {
+		o := ksOp{opcode: wire.OpFetchAtomic, dt: atomic.UINT64, op: atomic.SUM, addr: tg.addr, count: 1,
+			operand: u64s(uint64(i+1) << (4 * (i % 8)))}
+		oo := o
+		if tg.second {
+			o.rkey = key2
+			oo.addr += ksRegion
+		}
+		ops, oracle = append(ops, o), append(oracle, oo)
+	}
+	both := append(bytes.Clone(e.region.Bytes), r2.Bytes...)
+	wantMem, want := expectResponse(t, both, e.ses, e.next, e.next+1, oracle)
+	before := e.counters(t)
+	e.serve(t, peer4, portKS4, encodeRequest(e.ses, e.next, 0, ops), want)
+	require.Equal(t, wantMem[:ksRegion], e.region.Bytes, "region 1")
+	require.Equal(t, wantMem[ksRegion:], r2.Bytes, "region 2")
+	after := e.counters(t)
+	require.Equal(t, uint64(len(ops)), after[XdpfabXdpfabCounterCNT_KERN_OPS]-before[XdpfabXdpfabCounterCNT_KERN_OPS])
 }

@@ -7,14 +7,15 @@
 # fetch-add round trip as a ratio of it. Everything made here is removed at the end, also on
 # failure or Ctrl-C. Needs root, Go, iproute2 and util-linux (nsenter).
 #
-# BASE=REF (a git revision, e.g. BASE=main) also builds xdpfab from REF and
-# runs every model REPS times (default 3), REF's build and the working
-# tree's alternating (server and client of the same build), then prints
-# one line per run: the UDP ping-pong, fetch-add and tagged ping-pong p50
-# and the tagged ping-pong's ratio to the UDP ping-pong of the same run.
+# BASE=<git revision> measures that revision's build side by side with the
+# work tree's in the same run: every configuration runs with the base
+# build, then with the work tree's, each with its own XDP program attached
+# (the program serves the kernel-resident phases), so a change is judged
+# by ratios from one run on a shared, noisy machine.
 set -eu
 GO=${GO:-go}
 DURATION=${DURATION:-4s}
+COUNT=${COUNT:-1000000000} # operations per phase at most: the phases' time ends them
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench-veth: needs root" >&2; exit 1; }
 
@@ -35,9 +36,9 @@ cleanup() {
 	trap - EXIT INT TERM
 	[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null || true
 	wait 2>/dev/null || true
-	if [ -x "$bin/xdpfab" ]; then
-		"$bin/xdpfab" -n "$ns_srv" detach "$if_srv" >/dev/null 2>&1 || true
-		"$bin/xdpfab" -n "$ns_cli" detach "$if_cli" >/dev/null 2>&1 || true
+	if [ -n "${attached:-}" ] && [ -x "$bin/$attached" ]; then
+		"$bin/$attached" -n "$ns_srv" detach "$if_srv" >/dev/null 2>&1 || true
+		"$bin/$attached" -n "$ns_cli" detach "$if_cli" >/dev/null 2>&1 || true
 	fi
 	ip netns del "$ns_srv" 2>/dev/null || true
 	ip netns del "$ns_cli" 2>/dev/null || true
@@ -50,10 +51,13 @@ trap 'exit 143' TERM
 
 mkdir -p "$bin"
 "$GO" build -o "$bin/xdpfab" ./cmd/xdpfab
+builds=xdpfab
 if [ -n "${BASE:-}" ]; then
-	mkdir "$tmp/base-src" "$tmp/base"
-	git archive "$BASE" | tar -x -C "$tmp/base-src"
-	(cd "$tmp/base-src" && "$GO" build -o "$tmp/base/xdpfab" ./cmd/xdpfab)
+	base_rev=$(git rev-parse --short "$BASE")
+	mkdir -p "$tmp/base"
+	git archive "$base_rev" | tar -x -C "$tmp/base"
+	(cd "$tmp/base" && "$GO" build -o "$bin/xdpfab.base" ./cmd/xdpfab)
+	builds="xdpfab.base xdpfab"
 fi
 ip netns add "$ns_srv"
 ip netns add "$ns_cli"
@@ -63,14 +67,33 @@ ip -n "$ns_srv" addr add "$ip_srv/24" dev "$if_srv"
 for ns in "$ns_cli" "$ns_srv"; do ip -n "$ns" link set lo up; done
 ip -n "$ns_cli" link set "$if_cli" up
 ip -n "$ns_srv" link set "$if_srv" up
-"$bin/xdpfab" -n "$ns_srv" attach "$if_srv" --mode native --port "$port" >/dev/null
-"$bin/xdpfab" -n "$ns_cli" attach "$if_cli" --mode native --port "$port" >/dev/null
+
+attached=
+attach() { # build: its XDP program on both ends
+	[ "$attached" = "$1" ] && return
+	if [ -n "$attached" ]; then
+		"$bin/$attached" -n "$ns_srv" detach "$if_srv" >/dev/null
+		"$bin/$attached" -n "$ns_cli" detach "$if_cli" >/dev/null
+	fi
+	"$bin/$1" -n "$ns_srv" attach "$if_srv" --mode native --port "$port" >/dev/null
+	"$bin/$1" -n "$ns_cli" attach "$if_cli" --mode native --port "$port" >/dev/null
+	attached=$1
+}
 
 run() { # transport, extra flags...
-	tr=$1
-	shift
-	x=${X:-$bin/xdpfab}
-	nsenter --net="/run/netns/$ns_srv" -- "$x" bench serve --addr "$ip_srv:$port" \
+	for b in $builds; do
+		attach "$b"
+		run1 "$b" "$@"
+	done
+}
+
+run1() { # build, transport, extra flags...
+	b=$1
+	tr=$2
+	shift 2
+	label=
+	[ -z "${BASE:-}" ] || { [ "$b" = xdpfab.base ] && label=" [base $base_rev]" || label=" [work tree]"; }
+	nsenter --net="/run/netns/$ns_srv" -- "$bin/$b" bench serve --addr "$ip_srv:$port" \
 		--transport "$tr" "$@" --duration 120s >"$tmp/serve.out" 2>&1 &
 	srv_pid=$!
 	i=0
@@ -79,43 +102,20 @@ run() { # transport, extra flags...
 		[ $i -lt 100 ] || { cat "$tmp/serve.out" >&2; exit 1; }
 		sleep 0.1
 	done
-	if [ -z "${BASE:-}" ]; then
-		printf '\n== transport %s %s\n' "$tr" "$*"
-		nsenter --net="/run/netns/$ns_cli" -- "$x" bench run --peer "$ip_srv:$port" --addr "$ip_cli" \
-			--transport "$tr" "$@" --duration "$DURATION" 2>/dev/null
-	else
-		nsenter --net="/run/netns/$ns_cli" -- "$x" bench run --peer "$ip_srv:$port" --addr "$ip_cli" \
-			--transport "$tr" "$@" --duration "$DURATION" >"$tmp/run.out" 2>"$tmp/run.err" ||
-			{ echo "-- $LABEL $tr $* failed:" >&2; tail -n 3 "$tmp/run.err" "$tmp/serve.out" >&2; }
-		p50() { grep "$1" "$tmp/run.out" | head -n 1 | sed -n 's/.*p50 \([0-9.]*[µm]*s\).*/\1/p'; }
-		printf '%-28s %-6s udp p50 %-8s fetch-add p50 %-8s tagged ping-pong p50 %-8s (%s UDP)\n' \
-			"$tr $*" "$LABEL" "$(p50 'udp ping-pong')" "$(p50 'fetch-add uint64, 1 in')" \
-			"$(p50 'tagged ping-pong, 1')" \
-			"$(sed -n 's/.*tagged ping-pong round trip p50 = \([0-9.]*×\).*/\1/p' "$tmp/run.out")"
-	fi
+	printf '\n== transport %s %s%s\n' "$tr" "$*" "$label"
+	nsenter --net="/run/netns/$ns_cli" -- "$bin/$b" bench run --peer "$ip_srv:$port" --addr "$ip_cli" \
+		--transport "$tr" "$@" --duration "$DURATION" --count "$COUNT" 2>"$tmp/run.err" || {
+		# The progress line went to run.err too: the error is its last line.
+		tr '\r' '\n' <"$tmp/run.err" | tail -n 2 >&2
+		exit 1
+	}
 	kill -INT "$srv_pid" 2>/dev/null || true
 	wait "$srv_pid" 2>/dev/null || true
 	srv_pid=
 }
 
-# models: each progress model of a transport, once (or, with BASE, REPS
-# times per build, alternating).
-models() {
-	tr=$1
-	if [ -z "${BASE:-}" ]; then
-		run "$@"
-		return
-	fi
-	rep=1
-	while [ "$rep" -le "${REPS:-3}" ]; do
-		X=$tmp/base/xdpfab LABEL=base run "$@"
-		X=$bin/xdpfab LABEL=new run "$@"
-		rep=$((rep + 1))
-	done
-}
-
 for tr in ${TRANSPORTS:-xdp udp}; do
-	models "$tr"
-	[ -n "${NO_BUSY:-}" ] || models "$tr" --busy-poll
-	models "$tr" --manual-progress
+	run "$tr"
+	[ -n "${NO_BUSY:-}" ] || run "$tr" --busy-poll
+	run "$tr" --manual-progress
 done

@@ -210,8 +210,10 @@ func TestSteadyStateAllocs(t *testing.T) {
 	// rounds (2000 requests through both engines) instead, with the GC off.
 	// The process-wide count includes a few runtime-internal allocations
 	// (sudogs for contended mutexes and blocking selects, the test
-	// framework's goroutines), 2 to ~25 per run; any allocation per
-	// request, packet or batch in the datapath would be thousands.
+	// framework's goroutines), 2 to ~25 per run on a calm machine and 61
+	// once at a load average of 9 (more contention, more sudogs); any
+	// allocation per request or packet in the datapath would be 2000 or
+	// more, per batch hundreds at least.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	for i := 0; i < 50; i++ {
 		run()
@@ -222,7 +224,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 		run()
 	}
 	runtime.ReadMemStats(&after)
-	if n := after.Mallocs - before.Mallocs; n >= 50 {
+	if n := after.Mallocs - before.Mallocs; n >= 200 {
 		t.Fatalf("%d allocations in 2000 requests", n)
 	}
 }
