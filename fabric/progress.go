@@ -20,8 +20,9 @@ const (
 	// ProgressAuto (FI_PROGRESS_AUTO): a goroutine per endpoint receives
 	// and completes. A goroutine blocked in SRead or Cntr.Wait takes over
 	// the receiving meanwhile when it can (its endpoints' transports can
-	// be polled, no busy polling): it sleeps in poll(2) on their sockets
-	// and processes what arrives itself, so the packet that completes its
+	// be polled, no busy polling): it polls them for a short adaptive
+	// time, then sleeps in poll(2) on their sockets (spinpark.go), and
+	// processes what arrives itself, so the packet that completes its
 	// operation wakes its thread directly instead of the receive
 	// goroutine's, which would then have to wake it. So does a Read that
 	// finds the CQ empty, without waiting (Engine.Poll): a reader
@@ -35,10 +36,11 @@ const (
 	// goroutine. Both initiators and targets must read to make progress.
 	// It saves the cross-thread wake-up of every completion: the lowest
 	// latency when the application polls its CQ. A blocking read (SRead,
-	// Cntr.Wait) spins while packets come and, after 100 µs with none,
-	// sleeps in poll(2) on the endpoints' sockets (AF_XDP and kernel) until
-	// a packet, a completion or counter change from another goroutine,
-	// fi_cq_signal or its timeout: an idle reader costs no CPU.
+	// Cntr.Wait) spins while packets come and, after an adaptive polling
+	// time with none (at most 100 µs, spinpark.go), sleeps in poll(2) on
+	// the endpoints' sockets (AF_XDP and kernel) until a packet, a
+	// completion or counter change from another goroutine, fi_cq_signal
+	// or its timeout: an idle reader costs no CPU.
 	ProgressManual
 )
 
@@ -46,11 +48,12 @@ const (
 // between yields.
 const spinYieldInterval = 50 * time.Microsecond
 
-// spinBeforeSleep is how long a reader driving manual progress spins with
-// nothing arriving before it sleeps in poll(2) on the endpoints'
-// descriptors. Round trips on a veth pair take 8-30 µs, so a reader
-// waiting for a completion keeps spinning, while one waiting for traffic
-// that does not come stops burning its core after this long.
+// spinBeforeSleep is the longest a blocking reader polls with nothing
+// arriving before it sleeps in poll(2) on the endpoints' descriptors (its
+// polling time adapts below this: spinpark.go). Round trips on a veth
+// pair take 8-30 µs, so a reader waiting for a completion keeps polling,
+// while one waiting for traffic that does not come stops burning its core
+// after this long.
 const spinBeforeSleep = 100 * time.Microsecond
 
 // sleepSlice bounds one poll(2): a sleeping reader re-checks its condition
@@ -74,6 +77,7 @@ type progressSet struct {
 	// goroutines and readers only assist them (Engine.Assist); else
 	// readers drive the endpoints (Engine.Progress). Set at open.
 	auto bool
+	est  spinEstimate // how long blocking reads wait: how long they poll before sleeping
 	n    atomic.Int32 // len(eps), read without the lock
 	mu   sync.Mutex
 	eps  []*Endpoint // guarded by mu
@@ -288,50 +292,69 @@ func (s *progressSet) each(f func(*reliable.Engine) int) int {
 // (negative: forever) or interrupt is called; it reports whether done
 // held. It yields the processor once per spinYieldInterval so that
 // goroutines waiting for this P (the application's, the engine's timer)
-// run, and after spinBeforeSleep without a packet it sleeps in poll(2)
+// run, and once its adaptive polling time (spinpark.go; spinBeforeSleep
+// after a packet came) has passed without a packet it sleeps in poll(2)
 // until a packet or a wake-up comes (when every endpoint's transport can
-// be polled; else it keeps spinning).
+// be polled; else it keeps spinning). A round that finds nothing offers the thread's processor to
+// other threads (yieldThread) and looks at the clock; while packets come
+// it looks every 64 rounds only.
 //
-// Not more often: runtime.Gosched wakes an idle P's thread to look for
-// work, which then spins on another core. Yielding on every idle round
-// cost a spinning initiator 7 % of its CPU in the scheduler (perf) and, on
-// a 2-core machine, took CPU from the peer process.
+// Not Gosched more often: runtime.Gosched wakes an idle P's thread to
+// look for work, which then spins on another core. Yielding on every idle
+// round cost a spinning initiator 7 % of its CPU in the scheduler (perf)
+// and, on a 2-core machine, took CPU from the peer process.
 func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 	start := time.Now()
 	var deadline time.Time
 	if timeoutMs >= 0 {
 		deadline = start.Add(time.Duration(timeoutMs) * time.Millisecond)
 	}
+	// Until a packet comes the reader polls for its adaptive time; once
+	// packets come (it serves a target's requests too) for
+	// spinBeforeSleep after the last one, so that traffic in flight is
+	// served without a wake-up per request.
+	budget := s.est.budget()
 	intr0 := s.intr.Load()
 	lastYield, lastBusy := start, start
 	busy := false
 	for i := 1; ; i++ {
 		if s.run() > 0 {
 			busy = true
+			budget = spinBeforeSleep
 		}
 		if done() {
+			if i > 1 {
+				s.est.record(time.Since(start))
+			}
 			return true
 		}
-		if i&63 != 0 {
+		if busy && i&63 != 0 {
 			continue
 		}
 		now := time.Now()
 		if s.intr.Load() != intr0 || (timeoutMs >= 0 && !now.Before(deadline)) {
+			if timeoutMs != 0 {
+				s.est.record(now.Sub(start))
+			}
 			return done()
 		}
-		if busy {
+		switch {
+		case busy:
 			busy, lastBusy = false, now
-		} else if now.Sub(lastBusy) >= spinBeforeSleep {
+		case now.Sub(lastBusy) >= budget:
 			slice := sleepSlice
 			if timeoutMs >= 0 {
 				slice = min(slice, deadline.Sub(now))
 			}
 			if held, _ := s.sleep(slice, intr0, done); held {
+				s.est.record(time.Since(start))
 				return true
 			}
 			now = time.Now()
 			lastBusy, lastYield = now, now
 			continue
+		default:
+			yieldThread()
 		}
 		if now.Sub(lastYield) >= spinYieldInterval {
 			runtime.Gosched()
@@ -341,27 +364,39 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 }
 
 // assistWait is spin for a reader assisting auto-progress endpoints
-// (beginAssist): it processes what has arrived (Engine.Assist) and, as
-// soon as a round finds nothing, sleeps in poll(2) on the endpoints'
-// descriptors, until done holds, the deadline passes (unless forever) or
-// interrupt is called; held reports done. ok false means the transports
-// cannot be polled (any more): the caller waits for its wait object for
-// the rest of its time instead.
+// (beginAssist): it processes what has arrived (Engine.Assist), polls
+// for its adaptive polling time (spinpark.go) when a round finds nothing,
+// then sleeps in poll(2) on the endpoints' descriptors, until done holds,
+// the deadline passes (unless forever) or interrupt is called; held
+// reports done. ok false means the transports cannot be polled (any
+// more): the caller waits for its wait object for the rest of its time
+// instead.
 func (s *progressSet) assistWait(deadline time.Time, forever bool, done func() bool) (held, ok bool) {
 	intr0 := s.intr.Load()
+	var start, spinUntil time.Time // from the first round that found nothing
 	for {
 		if s.drive() > 0 {
 			if done() {
+				s.recordWait(start)
 				return true, true
 			}
 			continue
 		}
 		if done() {
+			s.recordWait(start)
 			return true, true
 		}
 		now := time.Now()
+		if start.IsZero() {
+			start, spinUntil = now, now.Add(s.est.budget())
+		}
 		if s.intr.Load() != intr0 || (!forever && !now.Before(deadline)) {
+			s.recordWait(start)
 			return done(), true
+		}
+		if now.Before(spinUntil) {
+			yieldThread()
+			continue
 		}
 		slice := sleepSlice
 		if !forever {
@@ -370,10 +405,19 @@ func (s *progressSet) assistWait(deadline time.Time, forever bool, done func() b
 		held, slept := s.sleep(slice, intr0, done)
 		switch {
 		case held:
+			s.recordWait(start)
 			return true, true
 		case !slept:
 			return done(), false
 		}
+	}
+}
+
+// recordWait adds a wait that began at start (zero: it did not wait) to
+// the set's estimate.
+func (s *progressSet) recordWait(start time.Time) {
+	if !start.IsZero() {
+		s.est.record(time.Since(start))
 	}
 }
 

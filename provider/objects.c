@@ -3,6 +3,8 @@
  * tables (wait and poll sets: waitpoll.c). Each op is one call into Go
  * (xfgo_*), after the fork guard.
  */
+#include <sched.h>
+
 #include "xdpfab.h"
 #include "_cgo_export.h"
 
@@ -391,6 +393,24 @@ static ssize_t ring_read(struct xf_cq *c, void *buf, size_t count, fi_addr_t *sr
 	return 0;
 }
 
+/* counted_read counts a read's outcome toward yield_polls: every
+ * yield_polls-th read in a row that finds nothing offers the processor to
+ * other runnable threads (sched_yield), as MPI libraries do when they poll
+ * idle: an application spinning on fi_cq_read then lets the peer process
+ * or the thread that will complete its operation run on an oversubscribed
+ * processor, instead of keeping it for its whole time slice. An idle
+ * processor returns from the call at once. */
+static ssize_t counted_read(struct xf_cq *c, ssize_t n)
+{
+	if (n == -FI_EAGAIN) {
+		if (c->yield_polls && __atomic_add_fetch(&c->empty, 1, __ATOMIC_RELAXED) % c->yield_polls == 0)
+			sched_yield();
+	} else if (n > 0 && __atomic_load_n(&c->empty, __ATOMIC_RELAXED) != 0) {
+		__atomic_store_n(&c->empty, 0, __ATOMIC_RELAXED);
+	}
+	return n;
+}
+
 static ssize_t xf_cq_readfrom(struct fid_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
 {
 	struct xf_cq *c = CQ(cq);
@@ -398,9 +418,9 @@ static ssize_t xf_cq_readfrom(struct fid_cq *cq, void *buf, size_t count, fi_add
 
 	XF_GUARD();
 	n = ring_read(c, buf, count, src_addr);
-	if (n != 0)
-		return n;
-	return xfgo_cq_read(c->h, c->format, buf, count, src_addr, 0, 0);
+	if (n == 0)
+		n = xfgo_cq_read(c->h, c->format, buf, count, src_addr, 0, 0);
+	return counted_read(c, n);
 }
 
 static ssize_t xf_cq_read(struct fid_cq *cq, void *buf, size_t count)
@@ -481,7 +501,7 @@ static size_t cq_entry_size(int format)
 	return sizeof(struct fi_cq_data_entry);
 }
 
-struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format, struct xf_cqring *ring, int manual)
+struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format, struct xf_cqring *ring, int manual, unsigned yield_polls)
 {
 	struct xf_cq *c = calloc(1, sizeof(*c));
 
@@ -496,6 +516,7 @@ struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format, struct xf_cqrin
 	c->entry_size = cq_entry_size(format);
 	c->ring = ring;
 	c->manual = manual;
+	c->yield_polls = yield_polls;
 	return &c->cq;
 }
 

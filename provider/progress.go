@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/xdpfab/xdpfab/fabric"
@@ -44,4 +45,23 @@ func applyDefaultProgress(hints *C.struct_fi_info, list []*fabric.Info) {
 			gi.DomainAttr.Progress = defaultProgress
 		}
 	}
+}
+
+// yieldPolls is how many fi_cq_read calls in a row that find nothing make
+// the reading thread offer its processor to other threads once
+// (sched_yield, objects.c's counted_read): FI_XDPFAB_YIELD_POLLS, 0 for
+// never (an application whose threads each own a core), default
+// defaultYieldPolls. An empty read costs about half a microsecond, so by
+// default a spinning reader yields about every 15 µs: a peer process
+// sharing its core runs within that, at a cost of well under 1 % when
+// nothing else wants the core.
+var yieldPolls = yieldPollsFromEnv(os.Getenv("FI_XDPFAB_YIELD_POLLS"))
+
+const defaultYieldPolls = 32
+
+func yieldPollsFromEnv(v string) uint32 {
+	if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32); err == nil {
+		return uint32(n)
+	}
+	return defaultYieldPolls
 }

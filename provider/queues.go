@@ -281,7 +281,7 @@ func xfgo_cq_open(h C.uintptr_t, attr *C.struct_fi_cq_attr, out **C.struct_fid_c
 		return -C.FI_ENOMEM
 	}
 	p, _ := register(q, pc, func(h C.uintptr_t) unsafe.Pointer {
-		return unsafe.Pointer(C.xf_cq_new(h, context, format, pc.ring.r, manual))
+		return unsafe.Pointer(C.xf_cq_new(h, context, format, pc.ring.r, manual, C.uint(yieldPolls)))
 	})
 	if p == nil {
 		q.Close()

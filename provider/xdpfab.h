@@ -85,6 +85,8 @@ struct xf_cq {
 	uintptr_t h;
 	int format;
 	int manual; /* an empty read calls Go (manual progress: drives it; auto: polls, Engine.Poll) */
+	unsigned yield_polls; /* sched_yield every this many empty reads in a row (0: never): objects.c */
+	unsigned empty;       /* empty reads in a row */
 	size_t entry_size;
 	struct xf_cqring *ring;
 };
@@ -117,7 +119,7 @@ struct fid_ep *xf_ep_new(uintptr_t h, void *context);
 struct fid_av *xf_av_new(uintptr_t h, void *context);
 void xf_av_attr_out(struct fi_av_attr *attr, int type, uint64_t map_addr);
 struct fid_eq *xf_eq_new(uintptr_t h, void *context);
-struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format, struct xf_cqring *ring, int manual);
+struct fid_cq *xf_cq_new(uintptr_t h, void *context, int format, struct xf_cqring *ring, int manual, unsigned yield_polls);
 struct fid_cntr *xf_cntr_new(uintptr_t h, void *context);
 struct fid_mr *xf_mr_new(uintptr_t h, void *context, uint64_t key);
 void xf_mr_set_key(struct fid_mr *mr, uint64_t key);

@@ -23,6 +23,13 @@
 # and CONFIGS (default "xdpfab xdpfab-manual udp;ofi_rxd tcp;ofi_rxm");
 # the ratio columns need the configurations they compare.
 #
+# BASE=REF (a git revision, e.g. BASE=main) also builds the provider of
+# REF and adds the configurations xdpfab@base and xdpfab-manual@base
+# (unless CONFIGS is given, which may name them): an old build and the
+# working tree's side by side in one run, interleaved like the others,
+# with the columns new/base and manual/base (above 1: the working tree
+# ahead).
+#
 # Every cell is the median of REPS runs (default 3), the configurations
 # interleaved run by run so that a burst of load elsewhere on the machine
 # hits them alike; the ratio columns say how many times better xdpfab is
@@ -90,6 +97,12 @@ echo "== building xdpfab, the provider and (once) fabtests" >&2
 "$GO" build -o "$tmp/xdpfab" ./cmd/xdpfab
 GO=$GO sh scripts/build-provider.sh "$prov"
 bin=$(sh scripts/fabtests.sh)/bin
+if [ -n "${BASE:-}" ]; then
+	echo "== building the provider of $BASE" >&2
+	mkdir "$tmp/base-src"
+	git archive "$BASE" | tar -x -C "$tmp/base-src"
+	GO=$GO sh "$tmp/base-src/scripts/build-provider.sh" "$tmp/provider-base"
+fi
 
 echo "== $ns_a ($ip_a) <-> $ns_b ($ip_b), xdpfab's XDP program on both ends" >&2
 ip netns add "$ns_a"
@@ -113,7 +126,9 @@ if [ -n "${ROWS:-}" ]; then
 	tests=$(echo "$tests" | awk -F'|' -v re="$ROWS" '$1 ~ re')
 	[ -n "$tests" ] || { echo "bench-fabtests: ROWS=$ROWS matches no row" >&2; exit 2; }
 fi
-configs=${CONFIGS:-"xdpfab xdpfab-manual udp;ofi_rxd tcp;ofi_rxm"}
+default_configs="xdpfab xdpfab-manual udp;ofi_rxd tcp;ofi_rxm"
+[ -z "${BASE:-}" ] || default_configs="xdpfab xdpfab@base xdpfab-manual xdpfab-manual@base udp;ofi_rxd tcp;ofi_rxm"
+configs=${CONFIGS:-$default_configs}
 methods=${METHODS:-"spin sread"}
 
 # listening: is something in ns A bound to the test port yet?
@@ -125,15 +140,19 @@ listening() {
 # one CONFIG METHOD "ARGS": one server/client run; prints the client's -m line.
 one() {
 	cfg=$1 method=$2 args=$3
+	dir=$prov
 	case $cfg in
-	xdpfab) prov_name=xdpfab progress=auto ;;
-	xdpfab-manual) prov_name=xdpfab progress=manual ;;
+	*@base) dir=$tmp/provider-base ;;
+	esac
+	case $cfg in
+	xdpfab | xdpfab@base) prov_name=xdpfab progress=auto ;;
+	xdpfab-manual | xdpfab-manual@base) prov_name=xdpfab progress=manual ;;
 	*) prov_name=$cfg progress=auto ;;
 	esac
 	killns "$ns_a"
 	killns "$ns_b"
 	# shellcheck disable=SC2086 # args is a word list
-	FI_PROVIDER_PATH=$prov FI_XDPFAB_DATA_PROGRESS=$progress timeout 120 \
+	FI_PROVIDER_PATH=$dir FI_XDPFAB_DATA_PROGRESS=$progress timeout 120 \
 		nsenter --net="/run/netns/$ns_a" $bin/$args -p "$prov_name" -c "$method" -m -s "$ip_a" -B "$port" \
 		>"$tmp/server.out" 2>&1 &
 	srv=$!
@@ -147,7 +166,7 @@ one() {
 	done
 	rc=0
 	# shellcheck disable=SC2086
-	FI_PROVIDER_PATH=$prov FI_XDPFAB_DATA_PROGRESS=$progress timeout 120 \
+	FI_PROVIDER_PATH=$dir FI_XDPFAB_DATA_PROGRESS=$progress timeout 120 \
 		nsenter --net="/run/netns/$ns_b" $bin/$args -p "$prov_name" -c "$method" -m -s "$ip_b" -P "$port" "$ip_a" \
 		>"$tmp/client.out" 2>&1 || rc=$?
 	wait "$srv" || rc=$((rc + 1000))
@@ -180,7 +199,7 @@ while [ "$rep" -le "$REPS" ]; do
 done
 
 # The table: medians, and xdpfab's advantage over the others.
-table=$(awk -F'|' -v tests="$tests" -v configs="$configs" -v methods="$methods" '
+table=$(awk -F'|' -v tests="$tests" -v configs="$configs" -v methods="$methods" -v base="${BASE:+1}" '
 function median(key,   n, i, j, t, a) {
 	n = cnt[key]
 	if (n == 0) return "-"
@@ -208,10 +227,13 @@ END {
 	for (c = 1; c <= nc; c++) col[cf[c]] = c
 	printf "| %-28s | %-5s |", "test", "comp"
 	for (c = 1; c <= nc; c++) printf " %13s |", cf[c]
-	printf " %-17s | %-17s | %-17s | %-17s |\n", "xdpfab/rxd", "xdpfab/rxm", "manual/rxd", "manual/rxm"
-	printf "|%s|%s|", "------------------------------", "-------"
+	printf " %-17s | %-17s | %-17s | %-17s |", "xdpfab/rxd", "xdpfab/rxm", "manual/rxd", "manual/rxm"
+	if (base) printf " %-17s | %-17s |", "new/base", "manual/base"
+	printf "\n|%s|%s|", "------------------------------", "-------"
 	for (c = 1; c <= nc; c++) printf "%s|", "---------------"
-	printf "%s|%s|%s|%s|\n", "-------------------", "-------------------", "-------------------", "-------------------"
+	printf "%s|%s|%s|%s|", "-------------------", "-------------------", "-------------------", "-------------------"
+	if (base) printf "%s|%s|", "-------------------", "-------------------"
+	printf "\n"
 	for (t = 1; t <= nt; t++) {
 		split(tl[t], parts, "|")
 		name = parts[1]; better = parts[4]
@@ -220,8 +242,10 @@ END {
 			printf "| %-28s | %-5s |", name, method
 			for (c = 1; c <= nc; c++) { med[cf[c]] = median(name SUBSEP method SUBSEP cf[c]); printf " %13s |", fmt(med[cf[c]]) }
 			x = med["xdpfab"]; xm = med["xdpfab-manual"]; rd = med["udp;ofi_rxd"]; rm = med["tcp;ofi_rxm"]
-			printf " %-17s | %-17s | %-17s | %-17s |\n", ratio(x, rd, better), ratio(x, rm, better),
+			printf " %-17s | %-17s | %-17s | %-17s |", ratio(x, rd, better), ratio(x, rm, better),
 				ratio(xm, rd, better), ratio(xm, rm, better)
+			if (base) printf " %-17s | %-17s |", ratio(x, med["xdpfab@base"], better), ratio(xm, med["xdpfab-manual@base"], better)
+			printf "\n"
 			delete med
 		}
 	}
