@@ -149,6 +149,12 @@ func (s *rxStore) cacheResp(rp *rxPeer, i int32, seq uint32, n int, now int64) {
 	en := &s.ents[i]
 	en.seq, en.n, en.at, en.peer = seq, n, now, rp
 	s.pushBack(&rp.cache, i)
+	s.agePush(i)
+}
+
+// agePush appends entry i, not on the age list, at its tail (youngest).
+func (s *rxStore) agePush(i int32) {
+	en := &s.ents[i]
 	en.aprev, en.anext = s.age.tail, -1
 	if s.age.tail >= 0 {
 		s.ents[s.age.tail].anext = i
@@ -169,13 +175,7 @@ func (s *rxStore) touch(i int32, now int64) {
 		return
 	}
 	s.ageUnlink(i)
-	en.aprev, en.anext = s.age.tail, -1
-	if s.age.tail >= 0 {
-		s.ents[s.age.tail].anext = i
-	} else {
-		s.age.head = i
-	}
-	s.age.tail = i
+	s.agePush(i)
 }
 
 // findResp returns the entry caching rp's response to seq, or -1. The
