@@ -365,6 +365,15 @@ func fill(s *slot, seq uint32, k *Key, v *Value) {
 	memorder.StoreRelease32(&s.seq, seq+2)
 }
 
+// rewrite sets the value of slot s, in use at even seq, for its only
+// writer: marked odd with a plain store (no other writer claims a slot in
+// use), written, then even again.
+func rewrite(s *slot, seq uint32, v *Value) {
+	memorder.StoreRelease32(&s.seq, seq+1)
+	s.val = *v
+	memorder.StoreRelease32(&s.seq, seq+2)
+}
+
 // The header counts entries in use in the low 32 bits of val[0] and
 // tombstones in the high 32 bits, so that one atomic add keeps both.
 const deadOne = 1 << 32
@@ -508,7 +517,7 @@ func (t *Table) slotOf(r Ref) *slot {
 func (t *Table) Add(k *Key, v *Value) (Ref, error) {
 	h := Hash(t.seed, k)
 	if t.tags != nil {
-		return t.ownAdd(k, v, h)
+		return t.ownPutH(k, v, h, false)
 	}
 	n1, n2 := t.homesOf(h)
 	b1, b2 := &t.buckets[n1], &t.buckets[n2]
@@ -524,11 +533,6 @@ func (t *Table) Add(k *Key, v *Value) (Ref, error) {
 		t.counted(state)
 		return t.refOf(s), nil
 	}
-}
-
-// ownAdd is Add on an owned table.
-func (t *Table) ownAdd(k *Key, v *Value, h uint64) (Ref, error) {
-	return t.ownPutH(k, v, h, false)
 }
 
 // refOf returns the Ref of slot s of t.
@@ -566,9 +570,7 @@ func (t *Table) SetAt(r Ref, k *Key, v *Value) (Ref, error) {
 		}
 		return t.find(k), nil
 	}
-	memorder.StoreRelease32(&s.seq, seq+1)
-	s.val = *v
-	memorder.StoreRelease32(&s.seq, seq+2)
+	rewrite(s, seq, v)
 	return r, nil
 }
 
@@ -840,10 +842,7 @@ func (t *Table) ownPutH(k *Key, v *Value, h uint64, search bool) (Ref, error) {
 	if search {
 		if bi, i, ok := t.ownFind(k, b1, b2, g); ok {
 			s := &t.buckets[bi][i]
-			seq := s.seq &^ 1
-			memorder.StoreRelease32(&s.seq, seq+1)
-			s.val = *v
-			memorder.StoreRelease32(&s.seq, seq+2)
+			rewrite(s, s.seq&^1, v)
 			return Ref(bi*Ways + uint64(i)), nil
 		}
 	}

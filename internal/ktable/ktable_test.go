@@ -342,15 +342,8 @@ func threadCPU(b *testing.B) int64 {
 func TestRefs(t *testing.T) {
 	testenv.RequirePriv(t)
 	for _, owned := range []bool{false, true} {
-		tab, err := ktable.Create(spec(), ktable.Buckets(200), 42)
-		require.NoError(t, err)
-		defer tab.Close()
-		if owned {
-			tab.Own()
-		}
-		other, err := ktable.Open(tab.Map(), 0)
-		require.NoError(t, err)
-		defer other.Close()
+		tab, other := writerAndReader(t, 200, owned)
+		var err error
 
 		refs := make([]ktable.Ref, 200)
 		for i := range refs {
@@ -412,15 +405,7 @@ func TestInsertMany(t *testing.T) {
 	testenv.RequirePriv(t)
 	for _, owned := range []bool{false, true} {
 		const n = 5000
-		tab, err := ktable.Create(spec(), ktable.Buckets(n), 42)
-		require.NoError(t, err)
-		defer tab.Close()
-		if owned {
-			tab.Own()
-		}
-		other, err := ktable.Open(tab.Map(), 0)
-		require.NoError(t, err)
-		defer other.Close()
+		tab, other := writerAndReader(t, n, owned)
 		keys := make([]ktable.Key, n)
 		vals := make([]ktable.Value, n)
 		for i := range keys {
@@ -462,4 +447,20 @@ func TestInsertMany(t *testing.T) {
 			require.Equal(t, i < got, ok, "key %d", i)
 		}
 	}
+}
+
+// writerAndReader creates a table for entries keys (owned by its writer
+// or shared) and a second mapping of it, both closed when t ends.
+func writerAndReader(t *testing.T, entries int, owned bool) (tab, other *ktable.Table) {
+	t.Helper()
+	tab, err := ktable.Create(spec(), ktable.Buckets(entries), 42)
+	require.NoError(t, err)
+	t.Cleanup(func() { tab.Close() })
+	if owned {
+		tab.Own()
+	}
+	other, err = ktable.Open(tab.Map(), 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Close() })
+	return tab, other
 }
