@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"sync"
@@ -75,8 +76,8 @@ const benchUsage = `usage:
   xdpfab [-n NETNS] bench serve --addr IP[:PORT] [--key K] [--transport auto|udp|xdp] [--busy-poll] [--manual-progress] [--duration D]
                               [--shared-poll [--poll-spin D]]
   xdpfab [-n NETNS] bench run --peer IP[:PORT] [--addr LOCAL_IP] [--key K] [--transport auto|udp|xdp] [--busy-poll] [--manual-progress]
-                              [--duration D] [--depth N] [--count N] [-o text|json]
-  xdpfab bench local [--addr IP] [--transport auto|udp|xdp] [--busy-poll] [--duration D] [--depth N] [--count N] [-o text|json]
+                              [--duration D] [--depth N] [--count N] [--phases REGEXP] [-o text|json]
+  xdpfab bench local [--addr IP] [--transport auto|udp|xdp] [--busy-poll] [--duration D] [--depth N] [--count N] [--phases REGEXP] [-o text|json]
   xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--inflight N] [-o text|json]   (xdpfab bench peers help)
   xdpfab bench incast [--initiators 16,64] [--depth N] [--duration D] [--loss PCT] [-o text|json]   (xdpfab bench incast help)
 
@@ -89,7 +90,8 @@ one in flight (p50/p99 latency), fetch-add at --depth in flight (default 64), th
 same with each burst posted with FI_MORE, 8 B send/recv messages and 4 KiB RMA
 writes at --depth in flight, and tagged messages (bench_tagged.go): 8 B tagged
 sends at --depth in flight, a tagged ping-pong one in flight, 1 MiB tagged sends
-(rendezvous) 8 in flight. run's local address defaults to the one the route to
+(rendezvous) 8 in flight. --phases REGEXP runs only the phases whose names
+match it (each still a ninth of --duration). run's local address defaults to the one the route to
 the peer uses. --transport auto takes AF_XDP where xdpfab is attached on the
 address's interface (xdpfab attach), else the kernel UDP socket; --busy-poll makes
 each endpoint's receive goroutine spin while traffic flows (a core per endpoint;
@@ -116,6 +118,9 @@ type benchOptions struct {
 	depth int
 	count uint64
 	out   outputFlag
+	// phases, when set, selects the phases whose names it matches; the
+	// others are skipped (each selected phase still runs duration/9).
+	phases *regexp.Regexp
 	// logf receives the domains' notices (why auto chose the kernel socket).
 	logf func(format string, args ...any)
 }
@@ -165,6 +170,14 @@ func parseBenchFlags(sub string, args []string) (*benchOptions, error) {
 		// phases) stopped at exactly 1.00 M ops/s.
 		fs.Uint64Var(&o.count, "count", 1_000_000_000, "at most this many operations per phase")
 		fs.Var(&o.out, "o", "output `FORMAT`: text or json")
+		fs.Func("phases", "run only the phases whose names match `REGEXP` (for example 'tagged ping|udp ping')", func(s string) error {
+			re, err := regexp.Compile(s)
+			if err != nil {
+				return fmt.Errorf("--phases: %w", err)
+			}
+			o.phases = re
+			return nil
+		})
 	}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -793,6 +806,9 @@ func (c *benchClient) runPhases(rep *benchReport) error {
 	}
 	interrupted := false
 	for _, p := range phases {
+		if c.o.phases != nil && !c.o.phases.MatchString(p.name) {
+			continue
+		}
 		r, err := p.run()
 		if r != nil && r.Ops > 0 {
 			*p.dst = r

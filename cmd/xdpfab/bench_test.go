@@ -34,6 +34,7 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "local", "extra"},
 		{"bench", "serve", "--addr", "127.0.0.1", "--poll-spin", "50us"},
 		{"bench", "local", "--shared-poll", "--poll-spin", "-1s"},
+		{"bench", "local", "--phases", "tagged(ping"},
 	} {
 		code, _, stderr := xdpfab(args...)
 		require.Equal(t, exitUsage, code, "args %q: %s", args, stderr)
@@ -115,6 +116,22 @@ func TestBenchLocal(t *testing.T) {
 	} {
 		require.Regexp(t, want, stdout)
 	}
+}
+
+// TestBenchLocalPhases: --phases runs the phases it matches and no
+// other; a report without a phase prints it as not run and leaves out
+// the ratios that need it.
+func TestBenchLocalPhases(t *testing.T) {
+	code, stdout, stderr := xdpfab("bench", "local", "--transport", "udp", "--duration", "9s", "--count", "40",
+		"--phases", "^(udp ping-pong|tagged ping-pong)")
+	require.Equal(t, exitOK, code, stderr)
+	require.Regexp(t, `(?m)^  udp ping-pong 8 B, 1 in flight \(kernel sockets, no xdpfab\)\s+40\s`, stdout)
+	require.Regexp(t, `(?m)^  tagged ping-pong, 1 in flight\s+40\s`, stdout)
+	require.Regexp(t, `(?m)^  tagged ping-pong round trip p50 = \d+\.\d\d× UDP ping-pong p50$`, stdout)
+	require.Regexp(t, `(?m)^  fetch-add uint64, 1 in flight\s+-\s+not run`, stdout)
+	require.Regexp(t, `(?m)^  send 8 B, 64 in flight\s+-\s+not run`, stdout)
+	require.NotContains(t, stdout, "fetch-add round trip p50")
+	require.Contains(t, stdout, "target counter 0: +0 this run, as expected")
 }
 
 // TestPrintReportRatio: the ratio line is computed from the two p50s, lost
