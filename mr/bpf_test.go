@@ -11,6 +11,7 @@ import (
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/bpffs"
+	"github.com/xdpfab/xdpfab/internal/epoch"
 	"github.com/xdpfab/xdpfab/internal/ktable"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 	"github.com/xdpfab/xdpfab/mr"
@@ -25,7 +26,7 @@ func newBPFTable(tb testing.TB, mode mr.Mode, domain uint32, maxEntries uint32) 
 	mirror, err := mr.NewMapMirror(m)
 	require.NoError(tb, err)
 	require.Same(tb, m, mirror.Map())
-	tab, err := mr.NewTable(mr.Config{Mode: mode, DomainID: domain, Mirror: mirror})
+	tab, err := mr.NewTable(mr.Config{Mode: mode, DomainID: domain, Mirror: mirror, Epochs: epoch.New()})
 	require.NoError(tb, err)
 	return tab, m
 }
