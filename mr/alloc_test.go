@@ -24,27 +24,27 @@ func regCloseAllocs(t *testing.T, tab *mr.Table) float64 {
 	})
 }
 
-// TestRegCloseAllocs: with recycling a registration allocates its handle
-// and nothing else — the region object is reused, and there are no side
-// objects for bindings, auth keys or completion it does not use, no
-// scratch for the mirror call.
+// TestRegCloseAllocs: with recycling a registration allocates less than
+// one object — the region object is reused, its handle comes from a slab
+// allocated once per 32 registrations, and there are no side objects for
+// bindings, auth keys or completion it does not use, no scratch for the
+// mirror call. (AllocsPerRun rounds the 1/32 down.)
 func TestRegCloseAllocs(t *testing.T) {
 	tab, err := mr.NewTable(mr.Config{AuthKey: []byte("domain"), Epochs: epoch.New()})
 	require.NoError(t, err)
-	require.Equal(t, 1.0, regCloseAllocs(t, tab))
+	require.Equal(t, 0.0, regCloseAllocs(t, tab))
 }
 
-// TestRegCloseFreshAllocs: without recycling it allocates the handle and
-// the region.
+// TestRegCloseFreshAllocs: without recycling it allocates the region.
 func TestRegCloseFreshAllocs(t *testing.T) {
 	tab, err := mr.NewTable(mr.Config{AuthKey: []byte("domain")})
 	require.NoError(t, err)
-	require.Equal(t, 2.0, regCloseAllocs(t, tab))
+	require.Equal(t, 1.0, regCloseAllocs(t, tab))
 }
 
 // TestRegCloseBPFAllocs is TestRegCloseAllocs with the kernel's MR table
 // kept in step (privileged): the MapMirror is written from the stack.
 func TestRegCloseBPFAllocs(t *testing.T) {
 	tab, _ := newBPFTable(t, 0, 1, 0)
-	require.Equal(t, 1.0, regCloseAllocs(t, tab))
+	require.Equal(t, 0.0, regCloseAllocs(t, tab))
 }

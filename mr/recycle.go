@@ -11,8 +11,9 @@ import "github.com/xdpfab/xdpfab/internal/epoch"
 // fresh allocations, never growth.
 
 // Bounds of a Table's pool: at most limboMax closed regions wait for the
-// grace period (the oldest goes to the collector when one more arrives)
-// and at most freeMax wait to be filled. With a region of about 220
+// grace period or a registration (when one more arrives, those past the
+// grace period move to the free list, else the oldest goes to the
+// collector) and at most freeMax wait to be filled. With a region of about 220
 // bytes a Table keeps at most ~0.5 MiB of them, plus, while they wait in
 // limbo, the buffers of up to limboMax closed regions.
 const (
@@ -30,13 +31,11 @@ type regionPool struct {
 	overflowed uint64 // closed regions left to the collector (limbo full)
 }
 
-// takeRegion returns a region to fill: a free one, else one of the limbo
-// that every reader has let go of, else a new one. t.mu is held.
+// takeRegion returns a region to fill: a free one, else the oldest of the
+// limbo if every reader has let go of it, else a new one. The caller sets
+// every field a registration has; this resets the others. t.mu is held.
 func (t *Table) takeRegion() *region {
 	p := &t.pool
-	if len(p.free) == 0 && p.n > 0 {
-		p.reclaim(t.epochs.Safe())
-	}
 	if n := len(p.free); n > 0 {
 		r := p.free[n-1]
 		p.free[n-1] = nil
@@ -44,8 +43,40 @@ func (t *Table) takeRegion() *region {
 		p.reused++
 		return r
 	}
+	if p.n > 0 {
+		r := p.limbo[p.head]
+		if r.retired <= t.epochs.Safe() {
+			p.limbo[p.head] = nil
+			p.head = (p.head + 1) % limboMax
+			p.n--
+			p.reused++
+			if r.binds.Load() != nil {
+				r.binds.Store(nil)
+			}
+			r.kref = 0
+			r.state.Store(0)
+			return r
+		}
+	}
 	p.fresh++
 	return &region{table: t}
+}
+
+// handleSlab is how many handles newHandle allocates at once. Handles are
+// never reused (that is their point), but allocating them one by one was
+// a fifth of a reg+close; a slab makes it one allocation per handleSlab
+// registrations, and a handle the application keeps keeps its slab
+// (handleSlab × 32 bytes) reachable.
+const handleSlab = 32
+
+// newHandle returns a zero handle never handed out before. t.mu is held.
+func (t *Table) newHandle() *MR {
+	if len(t.handles) == 0 {
+		t.handles = make([]MR, handleSlab)
+	}
+	m := &t.handles[0]
+	t.handles = t.handles[1:]
+	return m
 }
 
 // retire puts r, closed, unlinked from the index and its generation
@@ -76,6 +107,8 @@ func (t *Table) retire(r *region) {
 // reclaim moves the limbo's regions stamped at or before safe (no reader
 // can reach them) to the free list, dropping what they reference so that
 // a pooled region keeps no application buffer, counter or endpoint alive.
+// It runs when the limbo is full; in the steady state a registration
+// takes the limbo's oldest region directly (takeRegion).
 func (p *regionPool) reclaim(safe uint64) {
 	for p.n > 0 && len(p.free) < freeMax {
 		r := p.limbo[p.head]

@@ -208,6 +208,7 @@ type Table struct {
 	events  *eq.EQ         // bound with FI_REG_MR: registration is asynchronous
 	closed  bool
 	pool    regionPool // closed regions waiting for reuse (recycle.go)
+	handles []MR       // handles not yet handed out (newHandle)
 }
 
 // nextRegionID numbers regions xdpfab-wide (mr_value.region_id); 0 is unused.
@@ -395,8 +396,6 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 	if regionID == 0 { // wrapped: 0 is reserved
 		regionID = nextRegionID.Add(1)
 	}
-	m := &MR{ctx: context}
-
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -444,7 +443,8 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 	} else {
 		r.base, r.length = 0, length
 	}
-	m.r, m.gen = r, r.gen.Load()
+	m := t.newHandle()
+	m.r, m.gen, m.ctx = r, r.gen.Load(), context
 	r.handle = m
 	q := t.events
 	if q != nil {
