@@ -151,7 +151,10 @@ func (r *region) piece(pos, end uint64) []byte {
 // allowed anywhere from the region's start to one past its end. A request
 // admitted just before a concurrent Close may still complete on the bytes,
 // which stay valid Go memory (fi_mr(3): operations active while a region is
-// closed may fail or access it).
+// closed may fail or access it). On a Table with Config.Epochs the
+// caller must be a registered reader of that domain, and the Span and its
+// MR are valid until its next quiescent point (see the package doc,
+// "Recycling").
 func (t *Table) Lookup(key, addr, length uint64, access fi.Flags) (Span, error) {
 	return t.LookupAuth(key, addr, length, access, 0)
 }

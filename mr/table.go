@@ -44,25 +44,60 @@
 // objects (a slice passed to Reg escapes to the heap, so it is never on a
 // goroutine stack that could move). Memory that is not Go's — unix.Mmap,
 // C allocations — is the caller's to keep mapped until Close returns; after
-// changing its pages call Refresh. After Close the Table drops the region,
-// but the buffers stay reachable for as long as the caller holds the *MR.
+// changing its pages call Refresh. After Close the region keeps the
+// buffers reachable until it is filled again, dropped from the pool or
+// collected — never before every reader has let go of it (see
+// Recycling); a closed *MR no longer keeps them.
 //
-// Each registration allocates its MR (one object, 176 bytes); MR objects
-// are deliberately not pooled: a closed *MR the caller still holds (a
-// second Close, a Desc kept in a pending operation, a target-side lookup
-// racing Close) would otherwise name the next region registered, and
-// close it or reach its memory, where now it is refused (FI_EINVAL,
-// Lookup's closed state). The allocation and the collector are about half
-// of a reg+close (recycling MR objects with no safeguard at all, a
-// benchmark-only experiment, took BenchmarkRegClose from ~270 to ~120
-// CPU-ns and the in-step one from ~350 to ~220). Recycling safely needs
-// two things this package does not have yet: a handle apart from the
-// recycled object, carrying the generation it names, so that a stale one
-// is refused as now; and a grace period before an object is filled
-// again, since Lookup and the datapath after it (Span.AppendBufs,
-// CountRemoteWrite, BoundTo) read it without locks: an object goes back
-// into use only once every target poller has passed a quiescent point
-// after its Close (epochs), which the datapath would have to announce.
+// Recycling. A registration's state lives in a region object (176 bytes
+// with its bookkeeping: key, extent, buffers, state word, bindings,
+// kernel slot) that Lookup and the datapath after it (Span.AppendBufs,
+// CountRemoteWrite, BoundTo) read without locks. With Config.Epochs set
+// (a domain sets epoch.Process) closed regions are filled again instead
+// of being left to the collector, which was half the cost of a reg+close.
+// Two things make that safe:
+//
+//   - Handles. An *MR is a handle (32 bytes, handed out from a slab of 32,
+//     never reused) naming its region and the generation the region had at
+//     registration. Close advances the generation under the region's lock,
+//     so from then on the handle and every copy of it (a Desc kept in a
+//     pending operation, a second Close) is stale, and a region is filled
+//     again only after its Close: a stale handle is refused as a closed one
+//     was (FI_EINVAL from Close, Bind, Enable, Refresh and RawAttr;
+//     fi.KeyNotAvail from Key; zero from the getters; CheckLocal's closed
+//     descriptor), whatever registration the region holds now. The
+//     checks under the lock are exact; the lock-free getters check the
+//     generation first and are exact unless the handle is closed
+//     concurrently, which fi_close(3) leaves undefined anyway.
+//   - A grace period (epoch-based reclamation, internal/epoch). A region
+//     that Close removed from the index waits in its Table's limbo,
+//     stamped with a new epoch, until every reader of the domain has
+//     passed a quiescent point since: a registration takes it only then.
+//     The readers are the target pollers: a reliable engine's receive
+//     side registers one and announces it online at the start of each
+//     received batch and offline at its end (two stores to its own cache
+//     line per batch, none per packet), so a Span and its handle are
+//     valid until the batch ends, and an idle engine holds nothing back.
+//     Every caller of Lookup on such a Table must be a reader: anyone else
+//     could be reading a region while it is refilled. A Table without
+//     Epochs allocates every region and is safe for any caller.
+//
+// Failure modes of recycling: a reader that stays online (a handler
+// blocked in a batch, a manual-progress application that stops calling
+// progress in the middle of nothing: it is offline between calls, so
+// only a stuck batch counts) holds back every region closed since;
+// registrations then allocate fresh regions, the limbo stops at 1024
+// regions (a closed region arriving at a full limbo first moves those
+// past the grace period to a free list of at most 1024, else the oldest
+// goes to the collector), so a Table keeps at most about 2048 region
+// objects (~0.4 MiB) and, while they wait in the limbo, the buffers of up
+// to 1024 closed regions reachable (a free region drops its buffers,
+// bindings and handle). PoolStats counts fresh, reused and overflowed
+// regions. A handle the application keeps keeps its slab of 32 handles
+// (1 KiB) reachable. A reader that keeps a Span past its batch, or a
+// Lookup caller that is not a reader, defeats the scheme (the region may
+// be refilled under it); TestLookupRacingReuse and
+// fabric's TestRMAWriteRacingRegionReuse catch that under -race.
 //
 // Provider choices, where fi_mr(3) leaves them to the provider:
 //
