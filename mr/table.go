@@ -688,7 +688,9 @@ func (t *Table) IsMapped(key uint64) bool {
 // probing). Readers load slots atomically without locks; writers hold
 // Table.mu, and never modify an index once a newer one is stored, so a
 // reader holding an old index sees a consistent (if stale) snapshot — the
-// region's own state word then refuses anything closed since.
+// region's own state word then refuses anything closed since. With
+// recycling a region it lists is refilled only after the reader's next
+// quiescent point, by which time it loads the index afresh.
 type keyIndex struct {
 	slots []atomic.Pointer[region]
 	shift uint8 // 64 - log2(len(slots))
@@ -708,17 +710,17 @@ func (ix *keyIndex) home(key uint64) uint64 { return (key * 0x9E3779B97F4A7C15) 
 func (ix *keyIndex) find(key uint64) *region {
 	mask := uint64(len(ix.slots) - 1)
 	for i := ix.home(key); ; i = (i + 1) & mask {
-		m := ix.slots[i].Load()
-		if m == nil {
+		r := ix.slots[i].Load()
+		if r == nil {
 			return nil
 		}
-		if m.key == key && m != tombstone {
-			return m
+		if r.key == key && r != tombstone {
+			return r
 		}
 	}
 }
 
-// insert adds m, whose key is absent; t.mu is held. The index stays at most
+// insert adds r, whose key is absent; t.mu is held. The index stays at most
 // half full (tombstones included) so probes are short and always end.
 func (t *Table) insert(r *region) {
 	ix := t.index.Load()
@@ -743,20 +745,20 @@ func (t *Table) insert(r *region) {
 	t.live++
 }
 
-// put stores m in the first free or tombstoned slot of its probe chain and
+// put stores r in the first free or tombstoned slot of its probe chain and
 // reports whether that slot was a tombstone.
-func (ix *keyIndex) put(m *region) bool {
+func (ix *keyIndex) put(r *region) bool {
 	mask := uint64(len(ix.slots) - 1)
-	for i := ix.home(m.key); ; i = (i + 1) & mask {
+	for i := ix.home(r.key); ; i = (i + 1) & mask {
 		o := ix.slots[i].Load()
 		if o == nil || o == tombstone {
-			ix.slots[i].Store(m)
+			ix.slots[i].Store(r)
 			return o == tombstone
 		}
 	}
 }
 
-// remove deletes m from the index; t.mu is held.
+// remove deletes r from the index; t.mu is held.
 func (t *Table) remove(r *region) {
 	ix := t.index.Load()
 	mask := uint64(len(ix.slots) - 1)
