@@ -11,6 +11,7 @@ import (
 	"github.com/xdpfab/xdpfab/datapath"
 	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/epoch"
 	"github.com/xdpfab/xdpfab/metrics"
 	"github.com/xdpfab/xdpfab/mr"
 )
@@ -390,6 +391,8 @@ func (ep *Endpoint) Enable() error {
 	eng, err := reliable.New(ep.tr, reliable.Config{
 		EndpointID: endpointID,
 		Handler:    ep,
+		// The handler's MR lookups (target.go) read recycled regions.
+		Epochs: epoch.Process,
 		// A batch at a time: one CQ lock and one op-pool lock per batch
 		// (complete_batch.go).
 		OnCompleteBatch: ep.onCompleteBatch,

@@ -229,6 +229,7 @@ import (
 	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/epoch"
 	"github.com/xdpfab/xdpfab/mr"
 	"github.com/xdpfab/xdpfab/xdp"
 )
@@ -445,7 +446,9 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 		d.kmr.att = d.xdpAtt
 		mirror = &krMirror{inner: mirror, d: d}
 	}
-	t, err := mr.NewTable(mr.Config{Mode: attr.MRMode, DomainID: d.id, AuthKey: attr.AuthKey, Owner: d, Mirror: mirror})
+	// Regions are recycled: every Lookup of the table runs in an
+	// engine's receive batch (target.go), a reader of epoch.Process.
+	t, err := mr.NewTable(mr.Config{Mode: attr.MRMode, DomainID: d.id, AuthKey: attr.AuthKey, Owner: d, Mirror: mirror, Epochs: epoch.Process})
 	if err != nil {
 		d.closeMRMirror()
 		if d.xdpAtt != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/epoch"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 	"github.com/xdpfab/xdpfab/mr"
 )
@@ -37,10 +38,16 @@ func threadCPU(b *testing.B) int64 {
 }
 
 func benchRegClose(b *testing.B, tab *mr.Table) {
+	benchRegCloseEach(b, tab, func() {})
+}
+
+// benchRegCloseEach runs each before every registration.
+func benchRegCloseEach(b *testing.B, tab *mr.Table, each func()) {
 	buf := make([]byte, 4096)
 	b.ReportAllocs()
 	stop := cpuTimer(b)
 	for b.Loop() {
+		each()
 		m, err := tab.Reg(buf, remoteBits, 0, unitKey, 0, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -52,8 +59,27 @@ func benchRegClose(b *testing.B, tab *mr.Table) {
 	stop()
 }
 
-// BenchmarkRegClose is fi_mr_reg + fi_close without a kernel map.
+// idleReaderDomain is an epoch domain as a domain's tables see it between
+// received batches: one target poller registered, offline.
+func idleReaderDomain(b *testing.B) *epoch.Domain {
+	d := epoch.New()
+	b.Cleanup(d.NewReader().Close)
+	return d
+}
+
+// BenchmarkRegClose is fi_mr_reg + fi_close without a kernel map, as a
+// domain registers: regions recycled, its target poller idle.
 func BenchmarkRegClose(b *testing.B) {
+	tab, err := mr.NewTable(mr.Config{Epochs: idleReaderDomain(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchRegClose(b, tab)
+}
+
+// BenchmarkRegCloseFresh is BenchmarkRegClose without recycling: every
+// registration allocates its region (what a Table without Epochs does).
+func BenchmarkRegCloseFresh(b *testing.B) {
 	tab, err := mr.NewTable(mr.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -61,16 +87,40 @@ func BenchmarkRegClose(b *testing.B) {
 	benchRegClose(b, tab)
 }
 
+// BenchmarkRegCloseQuiescing is BenchmarkRegClose with the target poller
+// online, passing a quiescent point before every registration (as a busy
+// poller does per batch): each closed region waits out one grace period.
+func BenchmarkRegCloseQuiescing(b *testing.B) {
+	d := epoch.New()
+	rd := d.NewReader()
+	defer rd.Close()
+	tab, err := mr.NewTable(mr.Config{Epochs: d})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchRegCloseEach(b, tab, rd.Quiesce)
+	if st := tab.PoolStats(); st.Fresh > 8 {
+		b.Fatalf("regions not recycled: %+v", st)
+	}
+}
+
 // BenchmarkRegCloseBPF keeps the kernel's MR table (mr_map) in step
-// synchronously, with plain stores into the mmapped table (privileged).
+// synchronously, with plain stores into the mmapped table (privileged);
+// regions recycled as in BenchmarkRegClose.
 func BenchmarkRegCloseBPF(b *testing.B) {
 	tab, _ := newBPFTable(b, 0, 1, 0)
 	benchRegClose(b, tab)
 }
 
+// BenchmarkRegCloseBPFFresh is BenchmarkRegCloseBPF without recycling.
+func BenchmarkRegCloseBPFFresh(b *testing.B) {
+	tab, _ := newBPFTableConfig(b, mr.Config{DomainID: 1})
+	benchRegClose(b, tab)
+}
+
 // BenchmarkRegCloseProvKey is the same with provider keys, no kernel map.
 func BenchmarkRegCloseProvKey(b *testing.B) {
-	tab, err := mr.NewTable(mr.Config{Mode: mr.ModeProvKey})
+	tab, err := mr.NewTable(mr.Config{Mode: mr.ModeProvKey, Epochs: idleReaderDomain(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

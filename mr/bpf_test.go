@@ -11,12 +11,23 @@ import (
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/bpffs"
+	"github.com/xdpfab/xdpfab/internal/epoch"
 	"github.com/xdpfab/xdpfab/internal/ktable"
 	"github.com/xdpfab/xdpfab/internal/testenv"
 	"github.com/xdpfab/xdpfab/mr"
 )
 
 func newBPFTable(tb testing.TB, mode mr.Mode, domain uint32, maxEntries uint32) (*mr.Table, *ebpf.Map) {
+	return newBPFTableSized(tb, mr.Config{Mode: mode, DomainID: domain, Epochs: epoch.New()}, maxEntries)
+}
+
+// newBPFTableConfig is newBPFTable with the Table's whole configuration
+// but the mirror.
+func newBPFTableConfig(tb testing.TB, cfg mr.Config) (*mr.Table, *ebpf.Map) {
+	return newBPFTableSized(tb, cfg, 0)
+}
+
+func newBPFTableSized(tb testing.TB, cfg mr.Config, maxEntries uint32) (*mr.Table, *ebpf.Map) {
 	tb.Helper()
 	testenv.RequirePriv(tb)
 	m, err := mr.CreateMap(mr.MapOptions{MaxEntries: maxEntries})
@@ -25,7 +36,8 @@ func newBPFTable(tb testing.TB, mode mr.Mode, domain uint32, maxEntries uint32) 
 	mirror, err := mr.NewMapMirror(m)
 	require.NoError(tb, err)
 	require.Same(tb, m, mirror.Map())
-	tab, err := mr.NewTable(mr.Config{Mode: mode, DomainID: domain, Mirror: mirror})
+	cfg.Mirror = mirror
+	tab, err := mr.NewTable(cfg)
 	require.NoError(tb, err)
 	return tab, m
 }

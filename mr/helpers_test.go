@@ -13,6 +13,7 @@ import (
 
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/epoch"
 	"github.com/xdpfab/xdpfab/mr"
 )
 
@@ -105,10 +106,14 @@ func (e *endpoint) Closed() bool { return e.closed.Load() }
 
 const testDomain = 7
 
+// newTable returns a Table that recycles regions, in an epoch domain of
+// its own: with no reader registered a closed region is filled again by
+// the next registration, the most eager reuse there is. Tests that look
+// keys up from other goroutines register them as readers (Table.Epochs).
 func newTable(tb testing.TB, mode mr.Mode) (*mr.Table, *memMirror) {
 	tb.Helper()
 	mm := newMemMirror()
-	t, err := mr.NewTable(mr.Config{Mode: mode, DomainID: testDomain, Mirror: mm})
+	t, err := mr.NewTable(mr.Config{Mode: mode, DomainID: testDomain, Mirror: mm, Epochs: epoch.New()})
 	require.NoError(tb, err)
 	return t, mm
 }

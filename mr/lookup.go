@@ -112,14 +112,15 @@ func (s *Span) Contiguous() bool { return uint64(len(s.First)) == s.Len }
 
 // AppendBufs appends the pieces of the span, sub-slices of the registered
 // buffers in address order, to dst. With a dst of capacity IOVLimit it does
-// not allocate.
+// not allocate. Like every use of a Span, it must come before the reader's
+// next quiescent point (see the package doc, "Recycling").
 func (s *Span) AppendBufs(dst [][]byte) [][]byte {
 	if s.MR == nil {
 		return dst
 	}
 	end := s.Addr + s.Len
 	for pos := s.Addr; pos < end; {
-		b := s.MR.piece(pos, end)
+		b := s.MR.r.piece(pos, end)
 		if b == nil {
 			break // cannot happen for a span Lookup answered
 		}
@@ -131,9 +132,9 @@ func (s *Span) AppendBufs(dst [][]byte) [][]byte {
 
 // piece returns the bytes from remote address pos up to end or the end of
 // the buffer holding pos, nil when no buffer holds pos.
-func (m *MR) piece(pos, end uint64) []byte {
-	for i := range m.segs {
-		s := &m.segs[i]
+func (r *region) piece(pos, end uint64) []byte {
+	for i := range r.segs {
+		s := &r.segs[i]
 		if off := pos - s.start; off < uint64(len(s.buf)) {
 			return s.buf[off : off+min(end-pos, uint64(len(s.buf))-off)]
 		}
@@ -150,7 +151,10 @@ func (m *MR) piece(pos, end uint64) []byte {
 // allowed anywhere from the region's start to one past its end. A request
 // admitted just before a concurrent Close may still complete on the bytes,
 // which stay valid Go memory (fi_mr(3): operations active while a region is
-// closed may fail or access it).
+// closed may fail or access it). On a Table with Config.Epochs the
+// caller must be a registered reader of that domain, and the Span and its
+// MR are valid until its next quiescent point (see the package doc,
+// "Recycling").
 func (t *Table) Lookup(key, addr, length uint64, access fi.Flags) (Span, error) {
 	return t.LookupAuth(key, addr, length, access, 0)
 }
@@ -162,37 +166,37 @@ func (t *Table) Lookup(key, addr, length uint64, access fi.Flags) (Span, error) 
 // and a peer presenting no key (0) reaches only regions without one.
 // Otherwise it answers AuthKeyDenied.
 func (t *Table) LookupAuth(key, addr, length uint64, access fi.Flags, authDigest uint32) (Span, error) {
-	m := t.index.Load().find(key)
-	if m == nil {
+	r := t.index.Load().find(key)
+	if r == nil {
 		return Span{}, errUnknownKey
 	}
-	st := m.state.Load()
+	st := r.state.Load()
 	if st&(stComplete|stClosed) != stComplete {
 		return Span{}, errUnknownKey
 	}
 	if st != stComplete|stEnabled {
 		return Span{}, errRegionDisabled
 	}
-	if access == 0 || access&^(fi.REMOTE_READ|fi.REMOTE_WRITE) != 0 || access&^m.access != 0 {
+	if access == 0 || access&^(fi.REMOTE_READ|fi.REMOTE_WRITE) != 0 || access&^r.access != 0 {
 		return Span{}, errAccessDenied
 	}
-	if m.authDigest != authDigest {
+	if r.authDigest != authDigest {
 		return Span{}, errAuthKeyDenied
 	}
 	end := addr + length
-	if end < addr || addr < m.base || end > m.base+m.length {
+	if end < addr || addr < r.base || end > r.base+r.length {
 		return Span{}, errOutOfRange
 	}
-	sp := Span{MR: m, Addr: addr, Len: length}
+	sp := Span{MR: r.handle, Addr: addr, Len: length}
 	if length == 0 {
 		return sp, nil
 	}
-	sp.First = m.piece(addr, end)
+	sp.First = r.piece(addr, end)
 	if sp.First == nil { // addr in a gap between buffers (FI_MR_VIRT_ADDR)
 		return Span{}, errOutOfRange
 	}
 	for pos := addr + uint64(len(sp.First)); pos < end; {
-		b := m.piece(pos, end)
+		b := r.piece(pos, end)
 		if b == nil {
 			return Span{}, errOutOfRange
 		}
@@ -228,18 +232,21 @@ func (t *Table) CheckLocal(desc Desc, buf []byte, access fi.Flags) error {
 			return nil
 		}
 		return errDescMissing
-	case m.table != t:
+	case m.r.table != t:
 		return errDescForeign
+	case !m.live():
+		return errDescClosed
 	}
-	st := m.state.Load()
+	r := m.r
+	st := r.state.Load()
 	switch {
 	case st&(stComplete|stClosed) != stComplete:
 		return errDescClosed
 	case st != stComplete|stEnabled:
 		return errDescDisabled
-	case access&^m.access != 0:
+	case access&^r.access != 0:
 		return errDescAccess
-	case len(buf) > 0 && !m.covers(addrOf(buf), uint64(len(buf))):
+	case len(buf) > 0 && !r.covers(addrOf(buf), uint64(len(buf))):
 		return errDescRange
 	}
 	return nil

@@ -229,7 +229,10 @@ func TestLookupConcurrentClose(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			rd := tab.Epochs().NewReader() // a target poller: regions are recycled
+			defer rd.Close()
 			for i := 0; !stop.Load(); i++ {
+				rd.Quiesce()
 				k := i % keys
 				sp, err := tab.Lookup(uint64(k), 0, 64, fi.REMOTE_WRITE)
 				if err == nil && (sp.First[0] != byte(k) || !sp.Contiguous() || len(sp.First) != 64) {
@@ -296,7 +299,10 @@ func TestLookupDuringGrowth(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			rd := tab.Epochs().NewReader()
+			defer rd.Close()
 			for !stop.Load() {
+				rd.Quiesce()
 				if _, err := tab.Lookup(1<<40, 0, 64, fi.REMOTE_READ); err != nil {
 					t.Errorf("live key refused during growth: %v", err)
 					return

@@ -52,35 +52,40 @@ type segment struct {
 	va    uint64 // virtual address of buf[0]
 }
 
-// MR is a registered memory region (struct fid_mr). Every registration
-// allocates one, so it holds only what every region needs (one
-// allocation, 176 bytes): what few regions have lives in side objects —
-// bindings, made on the first Bind, and an own authorization key or the
-// done channel of an asynchronous registration (regionExtra).
-type MR struct {
+// region is one registered memory region: what Lookup and the datapath
+// read. Regions are recycled (see the package doc, "Recycling"): an MR
+// handle names one registration of a region by the generation it had
+// then, and every use of the handle checks that generation first.
+type region struct {
 	// Read by Lookup on every request, so they share cache lines. Except
-	// state, they are set at registration and read-only after.
+	// state, they are set at registration and read-only until the region
+	// is recycled, which happens only after every reader has passed a
+	// quiescent point since its Close.
 	key          uint64
 	state        atomic.Uint32 // st* bits; written under mu (or before done closes)
 	authDigest   uint32        // AuthDigest(authKey): what LookupAuth compares
 	access       fi.Flags
 	base, length uint64 // remote extent: [base, base+length)
 	segs         []segment
-	table        *Table
+	handle       *MR    // the current registration's handle, which Lookup answers
+	table        *Table // set when allocated, never changed: a region stays in its Table's pool
 
-	fi.FIDBase
+	// gen is the registration's generation: Close advances it under mu,
+	// which makes every handle of the registration stale. It is never
+	// reset, so a handle never names a later registration.
+	gen atomic.Uint64
 
 	// Set at registration, then read-only.
 	regionID       uint32
 	explicitEnable bool // created disabled: needs Enable
 	rmaEvent       bool // registered with FI_RMA_EVENT
-	closed         bool // Close has run (or is past its checks); guarded by mu
 	// kref is the MR table slot of the region's entry (MapMirror), 0
 	// while it has none; written by the region's mirror calls, which
 	// are serialized (registration, then mu).
 	kref       ktable.Ref
 	extra      *regionExtra // nil: domain's auth key, synchronous registration
 	inlineSegs [1]segment   // segs of a single-buffer region, saving an allocation
+	retired    uint64       // epoch stamp of its Close (Table.limbo)
 
 	// binds holds the counters and endpoints bound, nil until the first
 	// Bind. CountRemoteWrite and BoundTo read it without locks; Bind
@@ -89,6 +94,30 @@ type MR struct {
 
 	mu sync.Mutex
 }
+
+// MR is a registered memory region (struct fid_mr): a handle naming one
+// registration of a recycled region object. Every registration allocates
+// one (32 bytes); the region behind it is reused once the registration is
+// closed and the datapath has let go of it. A handle whose registration
+// was closed is stale: its calls are refused as those of a closed region
+// (FI_EINVAL, fi.KeyNotAvail), whatever the region holds now.
+type MR struct {
+	r   *region
+	gen uint64 // r.gen while the registration is open
+	ctx any
+}
+
+// Class is fi.ClassMR.
+func (m *MR) Class() fi.Class { return fi.ClassMR }
+
+// Context returns the context given at registration.
+func (m *MR) Context() any { return m.ctx }
+
+// live reports whether m's registration is still open. Without r.mu held
+// the answer holds only as long as nobody closes m concurrently (which
+// fi_close(3) leaves undefined): the lock-free getters read the region
+// after it.
+func (m *MR) live() bool { return m.r.gen.Load() == m.gen }
 
 // regionExtra holds what a region has only when registered with its own
 // authorization key or asynchronously. Set at registration, then
@@ -106,8 +135,8 @@ type bindings struct {
 }
 
 // bound returns the region's bindings, the zero bindings when it has none.
-func (m *MR) bound() bindings {
-	if b := m.binds.Load(); b != nil {
+func (r *region) bound() bindings {
+	if b := r.binds.Load(); b != nil {
 		return *b
 	}
 	return bindings{}
@@ -127,46 +156,75 @@ func (m *MR) Desc() Desc { return Desc{m} }
 // asynchronous registration has not completed, after it failed or the
 // region was closed, and always with FI_MR_RAW (use RawAttr).
 func (m *MR) Key() uint64 {
-	if m.state.Load()&(stComplete|stClosed) != stComplete || m.table.mode&ModeRaw != 0 {
+	r := m.r
+	if !m.live() || r.state.Load()&(stComplete|stClosed) != stComplete || r.table.mode&ModeRaw != 0 {
 		return fi.KeyNotAvail
 	}
-	return m.key
+	return r.key
 }
 
-// Access returns the access bits of the registration.
-func (m *MR) Access() fi.Flags { return m.access }
+// Access returns the access bits of the registration (0 once closed).
+func (m *MR) Access() fi.Flags {
+	if !m.live() {
+		return 0
+	}
+	return m.r.access
+}
 
-// Len returns the number of bytes registered.
+// Len returns the number of bytes registered (0 once closed).
 func (m *MR) Len() uint64 {
+	if !m.live() {
+		return 0
+	}
 	var n uint64
-	for i := range m.segs {
-		n += uint64(len(m.segs[i].buf))
+	for i := range m.r.segs {
+		n += uint64(len(m.r.segs[i].buf))
 	}
 	return n
 }
 
 // Base returns the lowest address peers use: 0, or with FI_MR_VIRT_ADDR the
-// lowest virtual address of the region.
-func (m *MR) Base() uint64 { return m.base }
+// lowest virtual address of the region (0 once closed).
+func (m *MR) Base() uint64 {
+	if !m.live() {
+		return 0
+	}
+	return m.r.base
+}
 
-// RegionID returns the xdpfab-wide region id (mr_value.region_id).
-func (m *MR) RegionID() uint32 { return m.regionID }
+// RegionID returns the xdpfab-wide region id (mr_value.region_id; 0 once
+// closed).
+func (m *MR) RegionID() uint32 {
+	if !m.live() {
+		return 0
+	}
+	return m.r.regionID
+}
 
-// AuthKey returns the authorization key of the region (nil: none).
+// AuthKey returns the authorization key of the region (nil: none, or
+// closed).
 func (m *MR) AuthKey() []byte {
-	if e := m.extra; e != nil && e.authKey != nil {
+	if !m.live() {
+		return nil
+	}
+	if e := m.r.extra; e != nil && e.authKey != nil {
 		return e.authKey
 	}
-	return m.table.authKey
+	return m.r.table.authKey
 }
 
 // AuthDigest returns AuthDigest of the region's authorization key: the
 // value a request's header must carry for LookupAuth to serve the region
-// (0: the region has no key).
-func (m *MR) AuthDigest() uint32 { return m.authDigest }
+// (0: the region has no key, or is closed).
+func (m *MR) AuthDigest() uint32 {
+	if !m.live() {
+		return 0
+	}
+	return m.r.authDigest
+}
 
 // Enabled reports whether peers may access the region now.
-func (m *MR) Enabled() bool { return m.state.Load() == stComplete|stEnabled }
+func (m *MR) Enabled() bool { return m.live() && m.r.state.Load() == stComplete|stEnabled }
 
 // RawAttr is fi_mr_raw_attr: it stores the raw key in rawKey and returns
 // the base address peers use and the raw key size. A rawKey shorter than the
@@ -175,29 +233,48 @@ func (m *MR) RawAttr(rawKey []byte, flags fi.Flags) (baseAddr uint64, keySize in
 	if flags != 0 {
 		return 0, KeySize, fmt.Errorf("mr raw attr: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
 	}
-	switch st := m.state.Load(); {
-	case st&(stClosed|stFailed) != 0:
+	r := m.r
+	switch st := r.state.Load(); {
+	case !m.live() || st&(stClosed|stFailed) != 0:
 		return 0, KeySize, fmt.Errorf("mr raw attr: region closed or failed: %w", fi.EINVAL)
 	case st&stComplete == 0:
 		return 0, KeySize, fmt.Errorf("mr raw attr: registration not completed: %w", fi.EOPBADSTATE)
 	}
 	if len(rawKey) < KeySize {
-		return m.base, KeySize, fmt.Errorf("mr raw attr: buffer of %d bytes, key needs %d: %w", len(rawKey), KeySize, fi.ETOOSMALL)
+		return r.base, KeySize, fmt.Errorf("mr raw attr: buffer of %d bytes, key needs %d: %w", len(rawKey), KeySize, fi.ETOOSMALL)
 	}
-	binary.LittleEndian.PutUint64(rawKey, m.key)
-	return m.base, KeySize, nil
+	binary.LittleEndian.PutUint64(rawKey, r.key)
+	return r.base, KeySize, nil
 }
 
-// lockCompleted waits for the registration to finish and locks m. It fails
-// when the region is closed or its registration failed.
-func (m *MR) lockCompleted(op string) error {
-	m.waitDone()
-	m.mu.Lock()
-	if m.closed || m.state.Load()&stFailed != 0 {
-		m.mu.Unlock()
-		return fmt.Errorf("%s: region closed or its registration failed: %w", op, fi.EINVAL)
+// lockLive locks m's region and checks, under the lock, that m's
+// registration is open: it fails with FI_EINVAL, unlocked, when m is
+// stale. Close advances the generation under the lock, and a region is
+// refilled only after its Close, so while the lock is held and the check
+// passed the region is m's.
+func (m *MR) lockLive(op string) (*region, error) {
+	r := m.r
+	r.mu.Lock()
+	if r.gen.Load() != m.gen {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%s: region closed: %w", op, fi.EINVAL)
 	}
-	return nil
+	return r, nil
+}
+
+// lockCompleted locks m's region once its registration has finished. It
+// fails when the region is closed or its registration failed.
+func (m *MR) lockCompleted(op string) (*region, error) {
+	r, err := m.lockLive(op)
+	if err != nil {
+		return nil, err
+	}
+	r.waitDone()
+	if r.state.Load()&stFailed != 0 {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%s: region closed or its registration failed: %w", op, fi.EINVAL)
+	}
+	return r, nil
 }
 
 // Bind is fi_mr_bind: it associates the region with a counter (flags
@@ -208,14 +285,15 @@ func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
 	if obj == nil {
 		return fmt.Errorf("mr bind: nil object: %w", fi.EINVAL)
 	}
-	if err := m.lockCompleted("mr bind"); err != nil {
+	r, err := m.lockCompleted("mr bind")
+	if err != nil {
 		return err
 	}
-	defer m.mu.Unlock()
-	if m.explicitEnable && m.state.Load()&stEnabled != 0 {
+	defer r.mu.Unlock()
+	if r.explicitEnable && r.state.Load()&stEnabled != 0 {
 		return fmt.Errorf("mr bind: region already enabled: %w", fi.EOPBADSTATE)
 	}
-	if o, ok := obj.(domainMember); ok && o.MRTable() != m.table {
+	if o, ok := obj.(domainMember); ok && o.MRTable() != r.table {
 		return fmt.Errorf("mr bind: the %v belongs to another domain: %w", obj.Class(), fi.EINVAL)
 	}
 	switch obj.Class() {
@@ -231,16 +309,16 @@ func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
 			return fmt.Errorf("mr bind: counting remote reads is not supported: %w", fi.ENOSYS)
 		case flags == 0:
 			return fmt.Errorf("mr bind: counter needs FI_REMOTE_WRITE: %w", fi.EINVAL)
-		case m.table.mode&ModeRMAEvent != 0 && !m.rmaEvent:
+		case r.table.mode&ModeRMAEvent != 0 && !r.rmaEvent:
 			return fmt.Errorf("mr bind: FI_MR_RMA_EVENT: region not registered with FI_RMA_EVENT: %w", fi.EINVAL)
 		case c.Closed():
 			return fmt.Errorf("mr bind: counter closed: %w", fi.EINVAL)
-		case slices.Contains(m.bound().cntrs, c):
+		case slices.Contains(r.bound().cntrs, c):
 			return fmt.Errorf("mr bind: counter already bound: %w", fi.EALREADY)
 		}
-		b := m.bound()
+		b := r.bound()
 		b.cntrs = append(slices.Clip(b.cntrs), c)
-		m.binds.Store(&b)
+		r.binds.Store(&b)
 	case fi.ClassEP:
 		ep, ok := obj.(Endpoint)
 		if !ok {
@@ -251,12 +329,12 @@ func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
 			return fmt.Errorf("mr bind: endpoint flags %#x, want 0: %w", uint64(flags), fi.EBADFLAGS)
 		case ep.Closed():
 			return fmt.Errorf("mr bind: endpoint closed: %w", fi.EINVAL)
-		case slices.Contains(m.bound().eps, ep):
+		case slices.Contains(r.bound().eps, ep):
 			return fmt.Errorf("mr bind: endpoint already bound: %w", fi.EALREADY)
 		}
-		b := m.bound()
+		b := r.bound()
 		b.eps = append(slices.Clip(b.eps), ep)
-		m.binds.Store(&b)
+		r.binds.Store(&b)
 	default:
 		return fmt.Errorf("mr bind: binding to %v is not supported: %w", obj.Class(), fi.ENOSYS)
 	}
@@ -264,10 +342,11 @@ func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
 }
 
 // CountRemoteWrite advances every counter bound with FI_REMOTE_WRITE by
-// one. The target datapath calls it after a remote RMA write or atomic
-// modified the region. It does not allocate.
+// one. The target datapath calls it, on the handle of a Span that Lookup
+// answered, after a remote RMA write or atomic modified the region, before
+// its next quiescent point. It does not allocate.
 func (m *MR) CountRemoteWrite() {
-	if b := m.binds.Load(); b != nil {
+	if b := m.r.binds.Load(); b != nil {
 		for _, c := range b.cntrs {
 			_ = c.Add(1) // a counter's Add does not fail for a valid value
 		}
@@ -277,9 +356,10 @@ func (m *MR) CountRemoteWrite() {
 // BoundTo reports whether the region is bound to ep. With FI_MR_ENDPOINT,
 // where regions belong to endpoints, the target datapath refuses a request
 // that arrived on an endpoint the region is not bound to (as an unknown
-// key). It takes no locks and does not allocate.
+// key). Called like CountRemoteWrite, it takes no locks and does not
+// allocate.
 func (m *MR) BoundTo(ep fi.FID) bool {
-	if b := m.binds.Load(); b != nil {
+	if b := m.r.binds.Load(); b != nil {
 		for _, e := range b.eps {
 			if fi.FID(e) == ep {
 				return true
@@ -295,27 +375,28 @@ func (m *MR) BoundTo(ep fi.FID) bool {
 // become accessible; other regions are enabled already and Enable is a
 // no-op.
 func (m *MR) Enable() error {
-	if err := m.lockCompleted("mr enable"); err != nil {
+	r, err := m.lockCompleted("mr enable")
+	if err != nil {
 		return err
 	}
-	defer m.mu.Unlock()
-	st := m.state.Load()
+	defer r.mu.Unlock()
+	st := r.state.Load()
 	if st&stEnabled != 0 {
 		return nil
 	}
-	if m.table.mode&ModeEndpoint != 0 && !slices.ContainsFunc(m.bound().eps, func(ep Endpoint) bool { return !ep.Closed() }) {
+	if r.table.mode&ModeEndpoint != 0 && !slices.ContainsFunc(r.bound().eps, func(ep Endpoint) bool { return !ep.Closed() }) {
 		return fmt.Errorf("mr enable: FI_MR_ENDPOINT: region not bound to an open endpoint: %w", fi.EOPBADSTATE)
 	}
-	if err := m.table.mirrorUpdate(m, st&stStale == 0); err != nil {
+	if err := r.table.mirrorUpdate(r, st&stStale == 0); err != nil {
 		return fmt.Errorf("mr enable: %w", err)
 	}
-	m.state.Store(st | stEnabled)
+	r.state.Store(st | stEnabled)
 	return nil
 }
 
 // Refresh is fi_mr_refresh: after the pages under the region changed
 // (FI_MR_MMU_NOTIFY) it disables the region, faults in the pages of iov (or
-// of the whole region when iov is empty), and re-enables the region.
+// of the whole region when iov is empty), and re-enables it.
 // Buffers of iov must lie within the region. When pages are no longer
 // mapped it fails with FI_EFAULT and the region stays disabled until a
 // Refresh succeeds.
@@ -323,26 +404,27 @@ func (m *MR) Refresh(iov [][]byte, flags fi.Flags) error {
 	if flags != 0 {
 		return fmt.Errorf("mr refresh: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
 	}
+	r, err := m.lockCompleted("mr refresh")
+	if err != nil {
+		return err
+	}
+	defer r.mu.Unlock()
 	for i, b := range iov {
-		if len(b) == 0 || !m.covers(addrOf(b), uint64(len(b))) {
+		if len(b) == 0 || !r.covers(addrOf(b), uint64(len(b))) {
 			return fmt.Errorf("mr refresh: buffer %d is not within the region: %w", i, fi.EINVAL)
 		}
 	}
-	if err := m.lockCompleted("mr refresh"); err != nil {
-		return err
-	}
-	defer m.mu.Unlock()
-	st := m.state.Load()
-	m.state.Store(st | stStale) // peers fail while the refresh is occurring
+	st := r.state.Load()
+	r.state.Store(st | stStale) // peers fail while the refresh is occurring
 	if st&stEnabled != 0 && st&stStale == 0 {
-		if err := m.table.mirrorUpdate(m, false); err != nil {
+		if err := r.table.mirrorUpdate(r, false); err != nil {
 			return fmt.Errorf("mr refresh: %w", err)
 		}
 	}
-	write := m.access&(fi.REMOTE_WRITE|fi.RECV|fi.READ) != 0
+	write := r.access&(fi.REMOTE_WRITE|fi.RECV|fi.READ) != 0
 	if len(iov) == 0 {
-		iov = make([][]byte, len(m.segs))
-		for i, s := range m.segs {
+		iov = make([][]byte, len(r.segs))
+		for i, s := range r.segs {
 			iov[i] = s.buf
 		}
 	}
@@ -352,35 +434,41 @@ func (m *MR) Refresh(iov [][]byte, flags fi.Flags) error {
 		}
 	}
 	if st&stEnabled != 0 {
-		if err := m.table.mirrorUpdate(m, true); err != nil {
+		if err := r.table.mirrorUpdate(r, true); err != nil {
 			return fmt.Errorf("mr refresh: %w", err)
 		}
 	}
-	m.state.Store(st &^ stStale)
+	r.state.Store(st &^ stStale)
 	return nil
 }
 
 // Close is fi_close: it deregisters the region. From the moment it returns
 // the key is refused — by Lookup and by the XDP program — and may be
-// registered again. It fails with FI_EBUSY while a bound endpoint or
-// counter is open. Closing a region whose asynchronous registration failed
-// only releases the handle. If the mirror cannot delete the entry the
-// region is closed all the same and the error is returned: Lookup, the
-// datapath's final check, refuses the key whatever the kernel entry says.
+// registered again, and m is stale. It fails with FI_EBUSY while a bound
+// endpoint or counter is open. Closing a region whose asynchronous
+// registration failed only releases the handle. If the mirror cannot
+// delete the entry the region is closed all the same and the error is
+// returned: Lookup, the datapath's final check, refuses the key whatever
+// the kernel entry says. The region object goes back to its Table's pool
+// (Table.retire), to be filled again after the grace period.
 func (m *MR) Close() error {
-	m.waitDone()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
+	r, err := m.lockLive("mr close")
+	if err != nil {
 		return fmt.Errorf("mr close: already closed: %w", fi.EINVAL)
 	}
-	st := m.state.Load()
-	if st&stFailed != 0 {
-		m.closed = true
-		m.state.Store(st | stClosed)
+	defer r.mu.Unlock()
+	r.waitDone()
+	t := r.table
+	st := r.state.Load()
+	if st&stFailed != 0 { // publish removed it from the index
+		r.state.Store(st | stClosed)
+		r.gen.Add(1)
+		t.mu.Lock()
+		t.retire(r)
+		t.mu.Unlock()
 		return nil
 	}
-	b := m.bound()
+	b := r.bound()
 	for _, ep := range b.eps {
 		if !ep.Closed() {
 			return fmt.Errorf("mr close: bound endpoint still open: %w", fi.EBUSY)
@@ -391,12 +479,12 @@ func (m *MR) Close() error {
 			return fmt.Errorf("mr close: bound counter still open: %w", fi.EBUSY)
 		}
 	}
-	m.closed = true
-	m.state.Store(st | stClosed) // Lookup refuses from here on
-	err := m.table.mirrorDelete(m)
-	t := m.table
+	r.state.Store(st | stClosed) // Lookup refuses from here on
+	err = t.mirrorDelete(r)
+	r.gen.Add(1) // m and every copy of it are stale from here on
 	t.mu.Lock()
-	t.remove(m)
+	t.remove(r)
+	t.retire(r)
 	t.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("mr close: %w", err)
@@ -405,25 +493,27 @@ func (m *MR) Close() error {
 }
 
 // waitDone waits for the registration to complete or fail. A synchronous
-// registration is complete when m is returned: no channel operation (a
-// receive locks the channel, even a closed one).
-func (m *MR) waitDone() {
-	if e := m.extra; e != nil && e.done != nil {
+// registration is complete when its handle is returned: no channel
+// operation (a receive locks the channel, even a closed one). r.mu is
+// held and the registration open (the registering goroutine takes
+// neither).
+func (r *region) waitDone() {
+	if e := r.extra; e != nil && e.done != nil {
 		<-e.done
 	}
 }
 
 // covers reports whether every byte of [va, va+n) lies in the region's
 // buffers (by virtual address).
-func (m *MR) covers(va, n uint64) bool {
+func (r *region) covers(va, n uint64) bool {
 	end := va + n
 	if end < va {
 		return false
 	}
 	for pos := va; pos < end; {
 		next := pos
-		for i := range m.segs {
-			s := &m.segs[i]
+		for i := range r.segs {
+			s := &r.segs[i]
 			if pos-s.va < uint64(len(s.buf)) {
 				next = min(end, s.va+uint64(len(s.buf)))
 				break

@@ -44,25 +44,60 @@
 // objects (a slice passed to Reg escapes to the heap, so it is never on a
 // goroutine stack that could move). Memory that is not Go's — unix.Mmap,
 // C allocations — is the caller's to keep mapped until Close returns; after
-// changing its pages call Refresh. After Close the Table drops the region,
-// but the buffers stay reachable for as long as the caller holds the *MR.
+// changing its pages call Refresh. After Close the region keeps the
+// buffers reachable until it is filled again, dropped from the pool or
+// collected — never before every reader has let go of it (see
+// Recycling); a closed *MR no longer keeps them.
 //
-// Each registration allocates its MR (one object, 176 bytes); MR objects
-// are deliberately not pooled: a closed *MR the caller still holds (a
-// second Close, a Desc kept in a pending operation, a target-side lookup
-// racing Close) would otherwise name the next region registered, and
-// close it or reach its memory, where now it is refused (FI_EINVAL,
-// Lookup's closed state). The allocation and the collector are about half
-// of a reg+close (recycling MR objects with no safeguard at all, a
-// benchmark-only experiment, took BenchmarkRegClose from ~270 to ~120
-// CPU-ns and the in-step one from ~350 to ~220). Recycling safely needs
-// two things this package does not have yet: a handle apart from the
-// recycled object, carrying the generation it names, so that a stale one
-// is refused as now; and a grace period before an object is filled
-// again, since Lookup and the datapath after it (Span.AppendBufs,
-// CountRemoteWrite, BoundTo) read it without locks: an object goes back
-// into use only once every target poller has passed a quiescent point
-// after its Close (epochs), which the datapath would have to announce.
+// Recycling. A registration's state lives in a region object (176 bytes
+// with its bookkeeping: key, extent, buffers, state word, bindings,
+// kernel slot) that Lookup and the datapath after it (Span.AppendBufs,
+// CountRemoteWrite, BoundTo) read without locks. With Config.Epochs set
+// (a domain sets epoch.Process) closed regions are filled again instead
+// of being left to the collector, which was half the cost of a reg+close.
+// Two things make that safe:
+//
+//   - Handles. An *MR is a handle (32 bytes, handed out from a slab of 32,
+//     never reused) naming its region and the generation the region had at
+//     registration. Close advances the generation under the region's lock,
+//     so from then on the handle and every copy of it (a Desc kept in a
+//     pending operation, a second Close) is stale, and a region is filled
+//     again only after its Close: a stale handle is refused as a closed one
+//     was (FI_EINVAL from Close, Bind, Enable, Refresh and RawAttr;
+//     fi.KeyNotAvail from Key; zero from the getters; CheckLocal's closed
+//     descriptor), whatever registration the region holds now. The
+//     checks under the lock are exact; the lock-free getters check the
+//     generation first and are exact unless the handle is closed
+//     concurrently, which fi_close(3) leaves undefined anyway.
+//   - A grace period (epoch-based reclamation, internal/epoch). A region
+//     that Close removed from the index waits in its Table's limbo,
+//     stamped with a new epoch, until every reader of the domain has
+//     passed a quiescent point since: a registration takes it only then.
+//     The readers are the target pollers: a reliable engine's receive
+//     side registers one and announces it online at the start of each
+//     received batch and offline at its end (two stores to its own cache
+//     line per batch, none per packet), so a Span and its handle are
+//     valid until the batch ends, and an idle engine holds nothing back.
+//     Every caller of Lookup on such a Table must be a reader: anyone else
+//     could be reading a region while it is refilled. A Table without
+//     Epochs allocates every region and is safe for any caller.
+//
+// Failure modes of recycling: a reader that stays online (a handler
+// blocked in a batch, a manual-progress application that stops calling
+// progress in the middle of nothing: it is offline between calls, so
+// only a stuck batch counts) holds back every region closed since;
+// registrations then allocate fresh regions, the limbo stops at 1024
+// regions (a closed region arriving at a full limbo first moves those
+// past the grace period to a free list of at most 1024, else the oldest
+// goes to the collector), so a Table keeps at most about 2048 region
+// objects (~0.4 MiB) and, while they wait in the limbo, the buffers of up
+// to 1024 closed regions reachable (a free region drops its buffers,
+// bindings and handle). PoolStats counts fresh, reused and overflowed
+// regions. A handle the application keeps keeps its slab of 32 handles
+// (1 KiB) reachable. A reader that keeps a Span past its batch, or a
+// Lookup caller that is not a reader, defeats the scheme (the region may
+// be refilled under it); TestLookupRacingReuse and
+// fabric's TestRMAWriteRacingRegionReuse catch that under -race.
 //
 // Provider choices, where fi_mr(3) leaves them to the provider:
 //
@@ -139,6 +174,7 @@ import (
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/epoch"
 )
 
 // Domain attributes of memory registration.
@@ -173,6 +209,12 @@ type Config struct {
 	Owner fi.FID
 	// MaxRegions limits live regions; 0 means DefaultMaxRegions.
 	MaxRegions int
+	// Epochs, when set, recycles region objects (see the package doc,
+	// "Recycling"): every goroutine that calls Lookup or LookupAuth, or
+	// uses the Span answered, must then be a registered reader of it and
+	// use the Span only before its next quiescent point. nil allocates
+	// every region afresh and leaves closed ones to the collector.
+	Epochs *epoch.Domain
 }
 
 // Table is the MR registry of one domain.
@@ -186,6 +228,7 @@ type Table struct {
 	owner      fi.FID
 	maxRegions int
 	keySeed    uint64
+	epochs     *epoch.Domain // nil: regions are not recycled
 
 	// index maps keys to regions for Lookup, which reads it without locks.
 	// It is replaced (grown, rehashed) and its slots written under mu.
@@ -199,6 +242,8 @@ type Table struct {
 	mapped  map[uint64]int // fi_mr_map_raw'd keys and their map counts
 	events  *eq.EQ         // bound with FI_REG_MR: registration is asynchronous
 	closed  bool
+	pool    regionPool // closed regions waiting for reuse (recycle.go)
+	handles []MR       // handles not yet handed out (newHandle)
 }
 
 // nextRegionID numbers regions xdpfab-wide (mr_value.region_id); 0 is unused.
@@ -225,6 +270,7 @@ func NewTable(cfg Config) (*Table, error) {
 		authDigest: AuthDigest(cfg.AuthKey),
 		owner:      cfg.Owner,
 		maxRegions: cfg.MaxRegions,
+		epochs:     cfg.Epochs,
 		keySeed:    binary.LittleEndian.Uint64(seed[:]),
 		mapped:     map[uint64]int{},
 	}
@@ -303,6 +349,7 @@ func (t *Table) Close() error {
 		t.events.Unref(t.owner)
 		t.events = nil
 	}
+	t.pool.drop()
 	t.closed = true
 	return nil
 }
@@ -356,57 +403,34 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 	case t.mode&ModeProvKey == 0 && a.RequestedKey == fi.KeyNotAvail:
 		return nil, fmt.Errorf("%s: requested key %#x out of range: %w", op, a.RequestedKey, fi.EKEYREJECTED)
 	}
-	m := &MR{
-		FIDBase:  fi.NewFIDBase(fi.ClassMR, context),
-		table:    t,
-		access:   a.Access,
-		rmaEvent: flags&fi.RMA_EVENT != 0,
-		regionID: nextRegionID.Add(1),
-	}
-	if m.regionID == 0 { // wrapped: 0 is reserved
-		m.regionID = nextRegionID.Add(1)
-	}
-	if len(iov) <= len(m.inlineSegs) {
-		m.segs = m.inlineSegs[:len(iov)]
-	} else {
-		m.segs = make([]segment, len(iov))
-	}
-	var off uint64
+	var length uint64
 	lo, hi := ^uint64(0), uint64(0)
 	for i, b := range iov {
 		if len(b) == 0 {
 			return nil, fmt.Errorf("%s: buffer %d is empty (len must be > 0): %w", op, i, fi.EINVAL)
 		}
 		va := addrOf(b)
-		end := va + uint64(len(b))
-		lo, hi = min(lo, va), max(hi, end)
-		m.segs[i] = segment{buf: b[:len(b):len(b)], start: off, va: va}
-		off += uint64(len(b))
-	}
-	if t.mode&ModeVirtAddr != 0 {
-		for i := range m.segs {
-			m.segs[i].start = m.segs[i].va
-		}
-		m.base, m.length = lo, hi-lo
-	} else {
-		m.base, m.length = 0, off
+		lo, hi = min(lo, va), max(hi, va+uint64(len(b)))
+		length += uint64(len(b))
 	}
 	if t.mode&ModeAllocated != 0 {
-		for i, s := range m.segs {
-			ok, err := resident(s.buf)
+		for i, b := range iov {
+			ok, err := resident(b)
 			if err != nil || !ok {
 				return nil, fmt.Errorf("%s: FI_MR_ALLOCATED: buffer %d is not backed by physical pages: %w", op, i, fi.EFAULT)
 			}
 		}
 	}
-	m.authDigest = t.authDigest
+	digest := t.authDigest
+	var extra *regionExtra
 	if len(a.AuthKey) > 0 {
-		m.extra = &regionExtra{authKey: append([]byte(nil), a.AuthKey...)}
-		m.authDigest = AuthDigest(m.extra.authKey)
+		extra = &regionExtra{authKey: append([]byte(nil), a.AuthKey...)}
+		digest = AuthDigest(extra.authKey)
 	}
-	// Regions associated with RMA events or endpoints start disabled.
-	m.explicitEnable = t.mode&ModeEndpoint != 0 || (t.mode&ModeRMAEvent != 0 && flags&fi.RMA_EVENT != 0)
-
+	regionID := nextRegionID.Add(1)
+	if regionID == 0 { // wrapped: 0 is reserved
+		regionID = nextRegionID.Add(1)
+	}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -416,35 +440,71 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 		t.mu.Unlock()
 		return nil, fmt.Errorf("%s: %d regions registered: %w", op, t.live, fi.ENOMR)
 	}
+	key := a.RequestedKey
 	if t.mode&ModeProvKey != 0 {
-		m.key = t.provKey()
-	} else {
-		m.key = a.RequestedKey
-		if t.index.Load().find(m.key) != nil {
-			t.mu.Unlock()
-			return nil, fmt.Errorf("%s: key %#x is in use: %w", op, m.key, fi.ENOKEY)
-		}
+		key = t.provKey()
+	} else if t.index.Load().find(key) != nil {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%s: key %#x is in use: %w", op, key, fi.ENOKEY)
 	}
+	// The region is ours alone until insert publishes it: a fresh one,
+	// or one every reader let go of (takeRegion); stale handles of its
+	// earlier registrations read only its generation.
+	r := t.takeRegion()
+	r.key = key
+	r.access = a.Access
+	r.authDigest = digest
+	r.rmaEvent = flags&fi.RMA_EVENT != 0
+	r.regionID = regionID
+	r.extra = extra
+	// Regions associated with RMA events or endpoints start disabled.
+	r.explicitEnable = t.mode&ModeEndpoint != 0 || (t.mode&ModeRMAEvent != 0 && flags&fi.RMA_EVENT != 0)
+	if len(iov) <= len(r.inlineSegs) {
+		r.segs = r.inlineSegs[:len(iov)]
+	} else {
+		r.segs = make([]segment, len(iov))
+	}
+	var off uint64
+	for i, b := range iov {
+		start := off
+		if t.mode&ModeVirtAddr != 0 {
+			start = addrOf(b)
+		}
+		r.segs[i] = segment{buf: b[:len(b):len(b)], start: start, va: addrOf(b)}
+		off += uint64(len(b))
+	}
+	if t.mode&ModeVirtAddr != 0 {
+		r.base, r.length = lo, hi-lo
+	} else {
+		r.base, r.length = 0, length
+	}
+	m := t.newHandle()
+	m.r, m.gen, m.ctx = r, r.gen.Load(), context
+	r.handle = m
 	q := t.events
 	if q != nil {
-		if m.extra == nil {
-			m.extra = new(regionExtra)
+		if r.extra == nil {
+			r.extra = new(regionExtra)
 		}
-		m.extra.done = make(chan struct{})
+		r.extra.done = make(chan struct{})
 	}
-	t.insert(m)
+	t.insert(r)
 	t.mu.Unlock()
 
 	if q == nil {
-		if err := t.publish(m); err != nil {
+		if err := t.publish(r); err != nil {
+			m.Close() // releases the region: its registration failed
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		return m, nil
 	}
 	// Asynchronous: the handle is complete before the event can exist.
+	// The goroutine touches r only before done is closed: Close, which
+	// recycles r, waits for that.
+	done := r.extra.done
 	go func() {
-		err := t.publish(m)
-		close(m.extra.done)
+		err := t.publish(r)
+		close(done)
 		if err != nil {
 			// The EQ reports what the call could not; if the EQ is
 			// overrun or closed there is nobody left to tell.
@@ -458,24 +518,24 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 
 // publish completes a registration: it writes the mirror entry and makes
 // the key usable, or withdraws the key when the mirror refuses it.
-func (t *Table) publish(m *MR) error {
-	if err := t.mirrorUpdate(m, !m.explicitEnable); err != nil {
-		m.state.Store(stFailed)
+func (t *Table) publish(r *region) error {
+	if err := t.mirrorUpdate(r, !r.explicitEnable); err != nil {
+		r.state.Store(stFailed)
 		t.mu.Lock()
-		t.remove(m)
+		t.remove(r)
 		t.mu.Unlock()
 		return err
 	}
 	st := uint32(stComplete)
-	if !m.explicitEnable {
+	if !r.explicitEnable {
 		st |= stEnabled
 	}
-	m.state.Store(st)
+	r.state.Store(st)
 	return nil
 }
 
-func (t *Table) mirrorKey(m *MR) bpf.XdpfabMrKey {
-	return bpf.XdpfabMrKey{DomainId: t.domainID, Key: m.key}
+func (t *Table) mirrorKey(r *region) bpf.XdpfabMrKey {
+	return bpf.XdpfabMrKey{DomainId: t.domainID, Key: r.key}
 }
 
 // mirrorEntry is the key and value of one mirror call. Mirror's methods
@@ -489,27 +549,27 @@ type mirrorEntry struct {
 
 var mirrorScratch = sync.Pool{New: func() any { return new(mirrorEntry) }}
 
-func (t *Table) mirrorUpdate(m *MR, enabled bool) error {
+func (t *Table) mirrorUpdate(r *region, enabled bool) error {
 	if t.mirror == nil {
 		return nil
 	}
-	v := bpf.XdpfabMrValue{Base: m.base, Len: m.length, Access: uint32(m.access), RegionId: m.regionID}
+	v := bpf.XdpfabMrValue{Base: r.base, Len: r.length, Access: uint32(r.access), RegionId: r.regionID}
 	if enabled {
 		v.Flags = RegionEnabled
 	}
 	var err error
 	if mm := t.mapMirror; mm != nil {
-		// m's mirror calls are serialized (registration, then m.mu),
-		// so m.kref is only touched by one goroutine at a time.
-		k := t.mirrorKey(m)
-		if m.kref == 0 {
-			m.kref, err = mm.add(&k, &v)
+		// r's mirror calls are serialized (registration, then m.mu),
+		// so r.kref is only touched by one goroutine at a time.
+		k := t.mirrorKey(r)
+		if r.kref == 0 {
+			r.kref, err = mm.add(&k, &v)
 		} else {
-			m.kref, err = mm.setAt(m.kref, &k, &v)
+			r.kref, err = mm.setAt(r.kref, &k, &v)
 		}
 	} else {
 		e := mirrorScratch.Get().(*mirrorEntry)
-		e.key, e.value = t.mirrorKey(m), v
+		e.key, e.value = t.mirrorKey(r), v
 		err = t.mirror.Update(&e.key, &e.value)
 		mirrorScratch.Put(e)
 	}
@@ -519,18 +579,18 @@ func (t *Table) mirrorUpdate(m *MR, enabled bool) error {
 	return nil
 }
 
-func (t *Table) mirrorDelete(m *MR) error {
+func (t *Table) mirrorDelete(r *region) error {
 	if t.mirror == nil {
 		return nil
 	}
 	var err error
 	if mm := t.mapMirror; mm != nil {
-		k := t.mirrorKey(m)
-		mm.deleteAt(m.kref, &k)
-		m.kref = 0
+		k := t.mirrorKey(r)
+		mm.deleteAt(r.kref, &k)
+		r.kref = 0
 	} else {
 		e := mirrorScratch.Get().(*mirrorEntry)
-		e.key = t.mirrorKey(m)
+		e.key = t.mirrorKey(r)
 		err = t.mirror.Delete(&e.key)
 		mirrorScratch.Put(e)
 	}
@@ -628,39 +688,41 @@ func (t *Table) IsMapped(key uint64) bool {
 // probing). Readers load slots atomically without locks; writers hold
 // Table.mu, and never modify an index once a newer one is stored, so a
 // reader holding an old index sees a consistent (if stale) snapshot — the
-// region's own state word then refuses anything closed since.
+// region's own state word then refuses anything closed since. With
+// recycling a region it lists is refilled only after the reader's next
+// quiescent point, by which time it loads the index afresh.
 type keyIndex struct {
-	slots []atomic.Pointer[MR]
+	slots []atomic.Pointer[region]
 	shift uint8 // 64 - log2(len(slots))
 }
 
 const minIndexSize = 64
 
 // tombstone marks a deleted slot so probe chains stay intact.
-var tombstone = new(MR)
+var tombstone = new(region)
 
 func newKeyIndex(size int) *keyIndex {
-	return &keyIndex{slots: make([]atomic.Pointer[MR], size), shift: uint8(64 - bits.TrailingZeros(uint(size)))}
+	return &keyIndex{slots: make([]atomic.Pointer[region], size), shift: uint8(64 - bits.TrailingZeros(uint(size)))}
 }
 
 func (ix *keyIndex) home(key uint64) uint64 { return (key * 0x9E3779B97F4A7C15) >> ix.shift }
 
-func (ix *keyIndex) find(key uint64) *MR {
+func (ix *keyIndex) find(key uint64) *region {
 	mask := uint64(len(ix.slots) - 1)
 	for i := ix.home(key); ; i = (i + 1) & mask {
-		m := ix.slots[i].Load()
-		if m == nil {
+		r := ix.slots[i].Load()
+		if r == nil {
 			return nil
 		}
-		if m.key == key && m != tombstone {
-			return m
+		if r.key == key && r != tombstone {
+			return r
 		}
 	}
 }
 
-// insert adds m, whose key is absent; t.mu is held. The index stays at most
+// insert adds r, whose key is absent; t.mu is held. The index stays at most
 // half full (tombstones included) so probes are short and always end.
-func (t *Table) insert(m *MR) {
+func (t *Table) insert(r *region) {
 	ix := t.index.Load()
 	if (t.live+t.tombs+1)*2 > len(ix.slots) {
 		size := minIndexSize
@@ -677,35 +739,35 @@ func (t *Table) insert(m *MR) {
 		t.tombs = 0
 		ix = nix
 	}
-	if ix.put(m) {
+	if ix.put(r) {
 		t.tombs--
 	}
 	t.live++
 }
 
-// put stores m in the first free or tombstoned slot of its probe chain and
+// put stores r in the first free or tombstoned slot of its probe chain and
 // reports whether that slot was a tombstone.
-func (ix *keyIndex) put(m *MR) bool {
+func (ix *keyIndex) put(r *region) bool {
 	mask := uint64(len(ix.slots) - 1)
-	for i := ix.home(m.key); ; i = (i + 1) & mask {
+	for i := ix.home(r.key); ; i = (i + 1) & mask {
 		o := ix.slots[i].Load()
 		if o == nil || o == tombstone {
-			ix.slots[i].Store(m)
+			ix.slots[i].Store(r)
 			return o == tombstone
 		}
 	}
 }
 
-// remove deletes m from the index; t.mu is held.
-func (t *Table) remove(m *MR) {
+// remove deletes r from the index; t.mu is held.
+func (t *Table) remove(r *region) {
 	ix := t.index.Load()
 	mask := uint64(len(ix.slots) - 1)
-	for i := ix.home(m.key); ; i = (i + 1) & mask {
+	for i := ix.home(r.key); ; i = (i + 1) & mask {
 		o := ix.slots[i].Load()
 		if o == nil {
 			return
 		}
-		if o == m {
+		if o == r {
 			ix.slots[i].Store(tombstone)
 			t.live--
 			t.tombs++

@@ -175,6 +175,7 @@ import (
 	"github.com/xdpfab/xdpfab/datapath/rxpoll"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/epoch"
 )
 
 // Peer identifies the other side: its transport address and endpoint id.
@@ -265,6 +266,13 @@ type Config struct {
 	OnCompleteBatch func([]Completion)
 	// Admit decides whether a source may open a session (nil admits all).
 	Admit func(p Peer, meta datapath.Meta) bool
+	// Epochs, when set, is the epoch domain the Handler's lock-free reads
+	// are announced in (mr's recycled regions): the receive side
+	// registers a reader, online from the start of each received batch
+	// to its end and offline otherwise, so an idle engine holds no
+	// reclamation back. The Handler must keep nothing it reached past its
+	// batch.
+	Epochs *epoch.Domain
 
 	Window       int           // packets in flight per peer, power of two, 64..4096 (256)
 	MaxPacket    int           // UDP payload bytes per packet (1472: a 1500 MTU over IPv4; use 1452 for IPv6)
@@ -516,7 +524,8 @@ type Engine struct {
 	// Receive state: only the goroutine holding rxMu (the receive
 	// goroutine, or a Progress caller) touches it.
 	rxMu    sync.Mutex
-	batchMu sync.Mutex // held from a received batch to its flushed responses (see Close)
+	batchMu sync.Mutex    // held from a received batch to its flushed responses (see Close)
+	reader  *epoch.Reader // Config.Epochs' reader (nil: none)
 	rxPeers map[Peer]*rxPeer
 	rxLRU   peerLRU       // rxPeers by activity
 	store   *rxStore      // their cached responses and held requests
@@ -595,6 +604,9 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		done:    make(chan struct{}),
 		ackBuf:  make([]byte, 0, 64*wire.HeaderLen),
 		pollBuf: make([]unix.PollFd, 0, 8),
+	}
+	if cfg.Epochs != nil {
+		e.reader = cfg.Epochs.NewReader()
 	}
 	for i := range e.freeOps {
 		e.freeOps[i] = int32(cfg.MaxOps - 1 - i)
@@ -1570,6 +1582,10 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	if err != nil || n == 0 {
 		return 0, err
 	}
+	// The Handler may reach recycled objects from here to the batch's
+	// end: two stores per batch, none per packet.
+	e.reader.Quiesce()
+	defer e.reader.Offline()
 	// Held until the batch's responses are flushed, so Close never shuts
 	// the transport between executing a request and answering it.
 	e.batchMu.Lock()
@@ -1735,6 +1751,7 @@ func (e *Engine) Close() error {
 	for _, rp := range e.rxPeers {
 		e.forgetShared(rp)
 	}
+	e.reader.Close() // no batch runs any more
 	e.rxMu.Unlock()
 	var out []Completion
 	e.mu.Lock()
