@@ -345,7 +345,7 @@ func (t *Transport) recvBatch(fd uintptr) bool {
 			b.msgs[i].hdr.Namelen = unix.SizeofSockaddrInet6
 			b.msgs[i].hdr.Flags = 0
 		}
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(len(b.pkts)),
+		n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(len(b.pkts)),
 			unix.MSG_DONTWAIT, 0, 0)
 		switch {
 		case e == unix.EINTR:
@@ -394,7 +394,7 @@ func (t *Transport) recvErrQueue(fd uintptr) bool {
 		m.Flags = 0
 		m.Control = &b.ctrl[i][0]
 		m.SetControllen(len(b.ctrl[i]))
-		n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(m)), unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
+		n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(m)), unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
 		b.ctrlLen[i] = int(m.Controllen)
 		m.Control = nil // recvmmsg must not see it
 		m.Controllen = 0
@@ -631,7 +631,7 @@ func (t *Transport) sendBatch(fd uintptr) bool {
 	b := &t.tx
 	off := b.n
 	for try := 0; ; try++ {
-		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[off])), uintptr(len(b.pkts)-off),
+		n, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[off])), uintptr(len(b.pkts)-off),
 			unix.MSG_DONTWAIT, 0, 0)
 		switch {
 		case e == unix.EAGAIN:
