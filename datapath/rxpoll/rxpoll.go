@@ -16,17 +16,9 @@
 // to look there on speculation; and one wake-up of the poller's goroutine
 // serves every socket that became ready meanwhile.
 //
-// When nothing is ready the poller's goroutine blocks its thread in
-// epoll_wait on the set itself, a blocking system call, so the process's
-// one poller holds one OS thread while idle. The set is deliberately not
-// in Go's netpoller: nested in the runtime's (edge-triggered) epoll, every
-// datagram queued on any socket of the set would wake whichever thread
-// sits in the runtime's epoll_wait (one does whenever a processor is idle
-// and a timer pending), also while the poller is busy and nobody waits:
-// at 10,000 peers that was most of a process's context switches, one
-// every few operations. Blocked on the set directly, a datagram wakes the
-// poller's thread only while it waits. An eventfd in the set wakes it to
-// stop.
+// The epoll descriptor itself sits in Go's netpoller (it is readable while
+// any descriptor in the set is ready), so the poller parks its goroutine,
+// not an OS thread, when nothing is ready.
 //
 // Handlers run on the poller's goroutine one after another: a handler that
 // blocks holds up every other registration in the process.
@@ -36,14 +28,16 @@
 // for up to the spin, yielding the processor between them, before the
 // goroutine parks: under a steady stream of datagrams (thousands of
 // endpoints each with an operation in flight) the next one usually comes
-// within microseconds, and a park costs a blocking epoll_wait, a thread
-// sleep and a wake-up (a context switch per datagram or two). An idle poller parks at once: the spin is counted from the
+// within microseconds, and a park costs the netpoller's blocking
+// epoll_wait, a thread sleep and a wake-up (a context switch per datagram
+// or two). An idle poller parks at once: the spin is counted from the
 // last round that found something. Off (0) by default: it pays only with
 // a core to spare for the looks.
 package rxpoll
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -69,13 +63,11 @@ type Handler interface {
 // maxEvents is the most ready descriptors one round takes from the kernel.
 const maxEvents = 256
 
-// wakeID is the epoll id of the poller's eventfd.
-const wakeID = -1
-
 // Poller is an epoll set with one goroutine serving it.
 type Poller struct {
-	epfd   int
-	wakeFD int // eventfd in the set: written to stop the goroutine
+	epfd int
+	file *os.File // epfd, so that Go's netpoller can wait for it
+	raw  syscall.RawConn
 
 	mu    sync.RWMutex // guards regs and free
 	regs  []*Registration
@@ -85,7 +77,8 @@ type Poller struct {
 	events []unix.EpollEvent // the poller goroutine's
 	ready  []*Registration   // the registrations of events, resolved
 	n      int               // events of the current round
-	done   chan struct{}     // closed when the goroutine ends
+	waitFn func(fd uintptr) bool
+	done   chan struct{} // closed when the goroutine ends
 	// lastReady is when a look last found ready descriptors (the poller
 	// goroutine's, for the spin).
 	lastReady time.Time
@@ -162,11 +155,8 @@ func stopIfIdle(p *Poller) {
 	shared = nil
 	sharedMu.Unlock()
 	p.stopping.Store(true)
-	one := [8]byte{1}
-	_, _ = unix.Write(p.wakeFD, one[:]) // ends a blocking wait
+	p.file.Close() // the goroutine's next wait fails
 	<-p.done
-	unix.Close(p.epfd)
-	unix.Close(p.wakeFD)
 }
 
 func newPoller() (*Poller, error) {
@@ -174,20 +164,21 @@ func newPoller() (*Poller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rxpoll: epoll_create1: %w", fi.Errno(err.(syscall.Errno)))
 	}
-	wfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	// Non-blocking, so that os.NewFile puts it in Go's netpoller.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(epfd)
+		return nil, fmt.Errorf("rxpoll: %w", fi.Errno(err.(syscall.Errno)))
+	}
+	f := os.NewFile(uintptr(epfd), "rxpoll")
+	raw, err := f.SyscallConn()
 	if err != nil {
-		unix.Close(epfd)
-		return nil, fmt.Errorf("rxpoll: eventfd: %w", fi.Errno(err.(syscall.Errno)))
+		f.Close()
+		return nil, fmt.Errorf("rxpoll: %w", err)
 	}
-	// Its id is no registration's (ids are indices into regs, far below).
-	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: wakeID}
-	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wfd, &ev); err != nil {
-		unix.Close(epfd)
-		unix.Close(wfd)
-		return nil, fmt.Errorf("rxpoll: epoll_ctl: %w", fi.Errno(err.(syscall.Errno)))
-	}
-	return &Poller{epfd: epfd, wakeFD: wfd, events: make([]unix.EpollEvent, maxEvents),
-		ready: make([]*Registration, 0, maxEvents), done: make(chan struct{})}, nil
+	p := &Poller{epfd: epfd, file: f, raw: raw, events: make([]unix.EpollEvent, maxEvents),
+		ready: make([]*Registration, 0, maxEvents), done: make(chan struct{})}
+	p.waitFn = p.poll
+	return p, nil
 }
 
 // Add puts fd in the set (level triggered, EPOLLIN; EPOLLERR is always
@@ -247,52 +238,45 @@ func (r *Registration) Remove() {
 	stopIfIdle(p)
 }
 
-// run is the poller's goroutine: wait for ready descriptors (blocked in
-// epoll_wait while there are none), run their handlers, repeat, until
-// stopIfIdle wakes it to stop.
+// run is the poller's goroutine: wait for ready descriptors (parked in the
+// netpoller while there are none), run their handlers, repeat.
 func (p *Poller) run() {
 	defer close(p.done)
-	for !p.stopping.Load() {
-		p.poll()
+	for {
+		p.n = 0
+		if err := p.raw.Read(p.waitFn); err != nil {
+			return // the epoll descriptor was closed (stopIfIdle)
+		}
 		p.dispatch()
 	}
 }
 
-// poll fills p.events with a round of ready descriptors: epoll_wait
-// without blocking, again while the spin since the last ready round lasts
-// (yielding between looks), then blocking. A round may be empty (EINTR,
-// the stop eventfd).
-func (p *Poller) poll() {
-	p.n = 0
+// poll is the RawConn.Read callback: epoll_wait without blocking, again
+// while the spin since the last ready round lasts (yielding between
+// looks); returning false parks the goroutine until the epoll descriptor
+// is readable. Spinning in the callback keeps the descriptor referenced:
+// stopIfIdle's Close takes effect when it returns.
+func (p *Poller) poll(fd uintptr) bool {
 	for {
-		n, err := epollPoll(uintptr(p.epfd), p.events)
+		n, err := epollPoll(fd, p.events)
+		if err == unix.EINTR {
+			continue
+		}
 		if err == nil && n > 0 {
 			p.n = n
 			if spin.Load() > 0 {
 				p.lastReady = time.Now()
 			}
-			return
+			return true
 		}
-		if err != nil && err != unix.EINTR {
-			return
-		}
-		if p.stopping.Load() {
-			return
+		if err != nil {
+			return false
 		}
 		d := spin.Load()
-		if d == 0 || time.Since(p.lastReady) > time.Duration(d) {
-			break
+		if d == 0 || time.Since(p.lastReady) > time.Duration(d) || p.stopping.Load() {
+			return false
 		}
 		runtime.Gosched()
-	}
-	// A blocking system call (Syscall6, not Raw): the runtime hands this
-	// thread's processor to other goroutines while it waits.
-	n, err := unix.EpollWait(p.epfd, p.events, -1)
-	if err == nil && n > 0 {
-		p.n = n
-		if spin.Load() > 0 {
-			p.lastReady = time.Now()
-		}
 	}
 }
 
@@ -306,7 +290,7 @@ func (p *Poller) dispatch() {
 	for i := 0; i < p.n; i++ {
 		id := uint32(p.events[i].Fd)
 		var r *Registration
-		if p.events[i].Fd != wakeID && int(id) < len(p.regs) {
+		if int(id) < len(p.regs) {
 			r = p.regs[id]
 		}
 		p.ready = append(p.ready, r)

@@ -166,7 +166,7 @@ func TestRegisterErrors(t *testing.T) {
 }
 
 // pollerState returns the scheduling state of the poller's goroutine as
-// runtime.Stack prints it ("syscall" when blocked in epoll_wait,
+// runtime.Stack prints it ("IO wait" when parked in the netpoller,
 // "runnable" or "running" while it spins), "" if there is none.
 func pollerState() string {
 	buf := make([]byte, 1<<20)
@@ -184,7 +184,7 @@ func pollerState() string {
 
 // TestSpinThenPark: with a spin set, the poller keeps looking after a
 // round that found a ready descriptor (handlers still run for datagrams
-// arriving meanwhile), and blocks in epoll_wait once the spin has
+// arriving meanwhile), and parks in the netpoller once the spin has
 // passed without one; an idle poller does not spin; Remove stops a
 // spinning poller.
 func TestSpinThenPark(t *testing.T) {
@@ -202,17 +202,17 @@ func TestSpinThenPark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the idle poller to park", func() bool { return pollerState() == "syscall" })
+	waitFor(t, "the idle poller to park", func() bool { return pollerState() == "IO wait" })
 	start := time.Now()
 	signal(t, fd)
 	waitFor(t, "the handler", func() bool { return runs.Load() == 1 })
 	time.Sleep(spinFor / 10)
-	if s := pollerState(); s == "syscall" && time.Since(start) < spinFor {
+	if s := pollerState(); s == "IO wait" && time.Since(start) < spinFor {
 		t.Fatalf("the poller parked %v after a ready round, within its %v spin", time.Since(start), spinFor)
 	}
 	signal(t, fd)
 	waitFor(t, "the handler while spinning", func() bool { return runs.Load() == 2 })
-	waitFor(t, "the poller to park after the spin", func() bool { return pollerState() == "syscall" })
+	waitFor(t, "the poller to park after the spin", func() bool { return pollerState() == "IO wait" })
 	if d := time.Since(start); d < spinFor {
 		t.Fatalf("parked %v after the last ready round, before its %v spin passed", d, spinFor)
 	}
