@@ -102,11 +102,11 @@ func (s *armedSocket) Read(f func(fd uintptr) bool) error {
 		if f(uintptr(s.fd)) {
 			return nil
 		}
-		var armErr error
 		if err := s.epRaw.Control(s.arm); err != nil {
-			return net.ErrClosed
-		} else if armErr = s.armErr; armErr != nil {
-			return armErr
+			return net.ErrClosed // Close closed the set
+		}
+		if s.armErr != nil {
+			return s.armErr
 		}
 		if err := s.epRaw.Read(s.epWait); err != nil {
 			return net.ErrClosed // Close closed the set to end the wait
