@@ -14,7 +14,7 @@ export PATH := $(PATH):/usr/local/go/bin
 # test` runs them all once more without it. Name a new guard to match.
 GUARDS = Allocs$$|NoAllocs?$$|ZeroAllocs?$$|DoesNotAllocate$$|ZeroCopy
 
-.PHONY: all build generate test lint bench bench-veth bench-incast bench-control bench-fabtests demo demo-mpi clean provider install-provider
+.PHONY: all build generate test lint bench bench-veth bench-incast bench-peers bench-control bench-fabtests demo demo-mpi clean provider install-provider
 
 all: build
 
@@ -77,6 +77,15 @@ bench-veth:
 bench-incast:
 	$(GO) build -o build/xdpfab ./cmd/xdpfab
 	build/xdpfab bench incast $(ARGS)
+
+# Many peers (issue 17): the rate, the target's memory and CPU per
+# operation, and exactly-once, against the number of initiator endpoints
+# (1, 100, 1,000, 10,000) on one target over the kernel UDP socket on
+# loopback, one run (no root needed; ARGS for more flags, e.g.
+# ARGS='--peers 1,10000 --ops 60 --rx shared,tgtspin').
+bench-peers:
+	$(GO) build -o build/xdpfab ./cmd/xdpfab
+	build/xdpfab bench peers $(ARGS)
 
 # Control-plane costs (MR reg+close, AV open/insert/lookup, CQ and counter
 # open+close) beside libfabric's udp;ofi_rxd, tcp;ofi_rxm and sockets and a

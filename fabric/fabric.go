@@ -30,7 +30,9 @@
 // Many endpoints. An endpoint on the kernel UDP socket has, by default, a
 // receive goroutine of its own, parked in Go's netpoller on its socket,
 // which the CQ's readers relieve while they wait (they receive themselves:
-// one wake-up per completion instead of two). With thousands of endpoints
+// one wake-up per completion instead of two); the netpoller watches the
+// socket only while that goroutine waits on it, so the datagrams that
+// arrive while readers receive wake no idle runtime thread (datapath/udp). With thousands of endpoints
 // in one process (a service with an endpoint per client, a test harness
 // playing 10,000 MPI ranks) every operation then wakes a goroutine of its
 // own and pays an empty receive before it parks again. The process's

@@ -54,7 +54,9 @@
 //   - Retransmission: per-packet timers starting at the peer's RTO, which
 //     is RFC 6298's srtt+4*rttvar but never below RetryInitial (1 ms, as
 //     rxd) so queueing under pipelined load does not cause spurious
-//     retransmissions; each expiry doubles it up to RetryMax (200 ms), for
+//     retransmissions; a peer with no RTT sample yet starts from the
+//     estimate of the endpoint's (else the process's) latest sample from
+//     another peer (rtoseed.go); each expiry doubles it up to RetryMax (200 ms), for
 //     the peer's later packets too until one is answered unretransmitted, and
 //     one timer pass resends at most 8 packets per peer so a scheduling
 //     stall does not turn into a retransmission storm. Fast retransmit: a
@@ -504,6 +506,7 @@ type Engine struct {
 	// thousands of idle peers does not scan them every millisecond.
 	active    []*txPeer
 	lastPeer  *txPeer // the entry of peers found last (nil after its removal): most traffic goes to one peer
+	rtoEst    int64   // unclamped RTO estimate (ns) of the last RTT sample from any peer, 0 before one (rtoseed.go)
 	ops       []op
 	freeOps   []int32
 	txq       []datapath.Packet // initiator packets built, to send before mu is released
@@ -1054,7 +1057,13 @@ func (e *Engine) buildPacket(p *txPeer) {
 		copy(s.buf, pkt)
 	}
 	s.seq, s.n = seq, len(pkt)
-	s.rto = max(p.rto, e.cfg.RetryInitial)
+	if p.srtt == 0 {
+		// No sample from this peer yet: start from what the endpoint
+		// measured to others (rtoseed.go). p.rto may be a backed-off one.
+		s.rto = max(p.rto, e.initialRTO())
+	} else {
+		s.rto = max(p.rto, e.cfg.RetryInitial)
+	}
 	s.retries, s.fastRetx = 0, false
 	s.sentAt = e.now()
 	s.deadline = s.sentAt + int64(s.rto)
@@ -1258,7 +1267,9 @@ func (e *Engine) rttSample(p *txPeer, rtt int64) {
 		p.rttvar += (d - p.rttvar) / 4
 		p.srtt += (rtt - p.srtt) / 8
 	}
-	p.rto = min(max(time.Duration(p.srtt+4*p.rttvar), e.cfg.RetryInitial), e.cfg.RetryMax)
+	est := p.srtt + 4*p.rttvar
+	p.rto = min(max(time.Duration(est), e.cfg.RetryInitial), e.cfg.RetryMax)
+	e.noteRTO(est)
 	e.stats.srtt.Store(p.srtt)
 }
 

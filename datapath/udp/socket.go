@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -25,32 +24,6 @@ type socket interface {
 	Close() error
 	LocalAddr() netip.AddrPort
 }
-
-// netSocket is a socket in Go's netpoller (net.ListenUDP): a goroutine
-// that waits parks, and Close wakes it.
-type netSocket struct {
-	conn *net.UDPConn
-	raw  syscall.RawConn
-}
-
-func listenNet(network string, addr netip.AddrPort) (socket, error) {
-	conn, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(addr))
-	if err != nil {
-		return nil, errnoOf(err)
-	}
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return &netSocket{conn: conn, raw: raw}, nil
-}
-
-func (s *netSocket) Read(f func(fd uintptr) bool) error  { return s.raw.Read(f) }
-func (s *netSocket) Write(f func(fd uintptr) bool) error { return s.raw.Write(f) }
-func (s *netSocket) Control(f func(fd uintptr)) error    { return s.raw.Control(f) }
-func (s *netSocket) Close() error                        { return s.conn.Close() }
-func (s *netSocket) LocalAddr() netip.AddrPort           { return s.conn.LocalAddr().(*net.UDPAddr).AddrPort() }
 
 // plainSocket is a socket outside Go's netpoller (Options.SharedPoll):
 // the process's shared receive poller (datapath/rxpoll) watches it, and a

@@ -6,14 +6,18 @@
 // traversed once per run instead of once per datagram; if the kernel or
 // device refuses GSO the transport stops using it.
 //
-// The socket stays in Go's netpoller (it is opened with net.ListenUDP), so
-// a blocking Receive parks the goroutine instead of an OS thread, and Close
-// wakes it. The system calls run inside syscall.RawConn callbacks that are
-// built once at Listen; the mmsghdr, iovec and sockaddr arrays are
-// preallocated, so once warm a Receive or Send allocates nothing. With
-// Options.SharedPoll the socket is left out of the netpoller instead: the
-// process's shared receive poller (datapath/rxpoll) watches it
-// (socket.go).
+// A blocking Receive parks the goroutine, not an OS thread, in Go's
+// netpoller, and Close wakes it; but the netpoller watches the socket only
+// while a Receive waits (armed.go: an epoll set of its own, armed one
+// report at a time), so that datagrams that arrive while the receiver is
+// busy, or while CQ readers receive for it, wake no idle thread. The
+// system calls, all non-blocking, are raw ones (the runtime's monitor
+// would otherwise hand the processor of a busy receiver to another thread
+// now and then) in callbacks built once at Listen; the mmsghdr, iovec and
+// sockaddr arrays are preallocated, so once warm a Receive or Send
+// allocates nothing. With Options.SharedPoll the socket is left out of the
+// netpoller entirely: the process's shared receive poller (datapath/rxpoll)
+// watches it (socket.go).
 //
 // The kernel neither resolves nor vets senders on this path: every
 // received packet carries datapath.NoMeta. Datagrams larger than the
@@ -118,7 +122,7 @@ func newBatchState(n int) batchState {
 
 // Transport is a UDP socket driven with recvmmsg/sendmmsg.
 type Transport struct {
-	raw   socket // the descriptor, in Go's netpoller or not (socket.go)
+	raw   socket // the descriptor: armed for the netpoller while a Receive waits (armed.go), or plain (socket.go)
 	fd    int    // the socket's descriptor, for PollFDs (valid until Close)
 	local netip.AddrPort
 	is4   bool // AF_INET socket: destinations must be IPv4
@@ -171,7 +175,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 		network = "udp4"
 		addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
 	}
-	listen := listenNet
+	listen := listenArmed
 	if opts.SharedPoll {
 		listen = listenPlain
 	}
@@ -345,7 +349,7 @@ func (t *Transport) recvBatch(fd uintptr) bool {
 			b.msgs[i].hdr.Namelen = unix.SizeofSockaddrInet6
 			b.msgs[i].hdr.Flags = 0
 		}
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(len(b.pkts)),
+		n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(len(b.pkts)),
 			unix.MSG_DONTWAIT, 0, 0)
 		switch {
 		case e == unix.EINTR:
@@ -394,7 +398,7 @@ func (t *Transport) recvErrQueue(fd uintptr) bool {
 		m.Flags = 0
 		m.Control = &b.ctrl[i][0]
 		m.SetControllen(len(b.ctrl[i]))
-		n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(m)), unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
+		n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(m)), unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
 		b.ctrlLen[i] = int(m.Controllen)
 		m.Control = nil // recvmmsg must not see it
 		m.Controllen = 0
@@ -631,7 +635,7 @@ func (t *Transport) sendBatch(fd uintptr) bool {
 	b := &t.tx
 	off := b.n
 	for try := 0; ; try++ {
-		n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[off])), uintptr(len(b.pkts)-off),
+		n, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.msgs[off])), uintptr(len(b.pkts)-off),
 			unix.MSG_DONTWAIT, 0, 0)
 		switch {
 		case e == unix.EAGAIN:
