@@ -529,6 +529,10 @@ type Engine struct {
 	rxIn    Incoming
 	rxBld   wire.Builder
 	rxAcks  []*rxPeer
+	// ansRuns and ansBuf are gatherAnswers' scratch: the runs of simple
+	// responses it found, and the ACKs that replace them until flushRx.
+	ansRuns []answerRun
+	ansBuf  []byte
 	rxOffer []*rxPeer // peers to hand to Config.Shared after the batch
 	rxCompl []Completion
 	// refused are the previous batch's ICMP port unreachables, refusedNew
@@ -594,6 +598,8 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		tombs:   make(map[Peer]tomb),
 		done:    make(chan struct{}),
 		ackBuf:  make([]byte, 0, 64*wire.HeaderLen),
+		ansRuns: make([]answerRun, 0, tr.BatchSize()),
+		ansBuf:  make([]byte, 0, tr.BatchSize()*wire.HeaderLen),
 		pollBuf: make([]unix.PollFd, 0, 8),
 	}
 	for i := range e.freeOps {
@@ -1142,6 +1148,8 @@ func (e *Engine) handleResponse(pk *wire.Packet, src netip.AddrPort, out *[]Comp
 	}
 	if pk.Type == wire.TypeResp {
 		e.matchResponse(p, pk, out)
+	} else if pk.Flags&wire.HdrAnswers != 0 {
+		e.handleAnswers(pk, src, out) // a gathered acknowledgement (gatherAnswers)
 	}
 	// Fast retransmit: the target holds later packets but misses Ack.
 	if pk.Sack != 0 && pk.Ack-p.base < p.nextSeq-p.base {
@@ -1681,6 +1689,7 @@ func (e *Engine) sendDeferredLocked() {
 		return
 	}
 	e.foldAnswers()
+	e.gatherAnswers()
 	both := append(append(e.txBoth, e.txq...), e.rxOut...)
 	clear(e.txq)
 	e.txq = e.txq[:0]

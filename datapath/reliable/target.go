@@ -335,10 +335,12 @@ func (e *Engine) queueRx(buf []byte, addr netip.AddrPort) {
 func (e *Engine) flushRx() {
 	e.rxDeferred.Store(false)
 	if len(e.rxOut) > 0 {
+		e.gatherAnswers()
 		e.send(e.rxOut)
 		clear(e.rxOut)
 		e.rxOut = e.rxOut[:0]
 	}
 	e.ackBuf = e.ackBuf[:0]
+	e.ansBuf = e.ansBuf[:0]
 	e.store.flushed()
 }
