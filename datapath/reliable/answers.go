@@ -86,11 +86,12 @@ func foldAnswer(txq []datapath.Packet, addr netip.AddrPort, ep, session, seq uin
 const maxAnswers = 1<<16 - 1
 
 // simpleResponse reports whether the encoded packet b is a response
-// that an answer says all of: no flags (not held, not lost), no
-// selective ack (a gap the initiator should hear about at once), every op
-// a success, no response bytes.
+// that an answer says all of: to a first transmission and sent for the
+// first time (wire.HdrOriginal, which answers stand for), no other flag
+// (not held, not lost), no selective ack (a gap the initiator should hear
+// about at once), every op a success, no response bytes.
 func simpleResponse(b []byte) bool {
-	if len(b) < wire.HeaderLen || wire.Type(b[2]) != wire.TypeResp || b[3] != 0 ||
+	if len(b) < wire.HeaderLen || wire.Type(b[2]) != wire.TypeResp || b[3] != wire.HdrOriginal ||
 		binary.LittleEndian.Uint64(b[32:]) != 0 {
 		return false
 	}
@@ -123,8 +124,8 @@ func (e *Engine) handleAnswers(pk *wire.Packet, src netip.AddrPort, out *[]Compl
 	for seq := last - uint32(n) + 1; ; seq++ {
 		if seq-p.base < p.nextSeq-p.base {
 			if s := p.slot(seq); s != nil && s.seq == seq {
-				a.Header = wire.Header{Type: wire.TypeResp, NumOps: uint16(s.nsegs), SrcEP: pk.SrcEP,
-					DstEP: pk.DstEP, Session: session, Seq: seq}
+				a.Header = wire.Header{Type: wire.TypeResp, Flags: wire.HdrOriginal, NumOps: uint16(s.nsegs),
+					SrcEP: pk.SrcEP, DstEP: pk.DstEP, Session: session, Seq: seq}
 				for i := 0; i < s.nsegs; i++ {
 					a.Resps[i] = wire.RespDesc{Opcode: e.ops[s.segs[i].op].req.Opcode}
 				}

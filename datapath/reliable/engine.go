@@ -42,7 +42,10 @@
 //     succeeded" (a message's, a write's) rides on that request
 //     (wire.HdrAnswers, answers.go: a delayed acknowledgement, as TCP's)
 //     instead of travelling as a packet of its own. A ping-pong thus
-//     costs one send and one datagram per message.
+//     costs one send and one datagram per message. The other such
+//     responses of a batch go out as one ACK per run of consecutive
+//     requests of a peer (gathered acknowledgements, answers.go), not a
+//     packet per request packet.
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
@@ -52,12 +55,17 @@
 //     treated as a lost datagram (its packets' retransmission timers resend
 //     them) and counted in Stats.TxErrors, never reported to the caller.
 //   - Retransmission: per-packet timers starting at the peer's RTO, which
-//     is RFC 6298's srtt+4*rttvar but never below RetryInitial (1 ms, as
-//     rxd) so queueing under pipelined load does not cause spurious
-//     retransmissions; each expiry doubles it up to RetryMax (200 ms), for
-//     the peer's later packets too until one is answered unretransmitted, and
-//     one timer pass resends at most 8 packets per peer so a scheduling
-//     stall does not turn into a retransmission storm. Fast retransmit: a
+//     is srtt+4*rttvar (RFC 6298, with rttvar the largest deviation of the
+//     last round trip, not of the last sample) but never below
+//     RetryInitial (1 ms, as rxd) nor below a floor learnt from spurious
+//     timeouts: a response to the first transmission of a packet that was
+//     retransmitted (wire.HdrOriginal, Eifel) raises it to twice that
+//     round trip, and it decays over about a second (rto.go). Each expiry
+//     doubles the timeout up to RetryMax (200 ms), for the peer's later
+//     packets too until one is answered unretransmitted (or a spurious
+//     timeout is detected), and one timer pass resends at most 8 packets
+//     per peer so a scheduling stall does not turn into a retransmission
+//     storm. Fast retransmit: a
 //     selective ack showing a gap, or a response to a request 3 or more
 //     newer than an unanswered one (the target answers in order), resends
 //     the missing packet at once.
@@ -415,11 +423,10 @@ type txPeer struct {
 	slots    []*txSlot
 	qhead    int32 // ops with segments not yet packed, FIFO
 	qtail    int32
-	moreOpen bool  // the last op queued had FI_MORE
-	moreFrom int64 // engine clock when moreOpen was set
-	inflight int   // ops fully packed, not completed
-	srtt     int64 // smoothed RTT, ns (0 = no sample yet)
-	rttvar   int64
+	moreOpen bool          // the last op queued had FI_MORE
+	moreFrom int64         // engine clock when moreOpen was set
+	inflight int           // ops fully packed, not completed
+	est      rtoEstimator  // round trips and the timeout they give (rto.go)
 	rto      time.Duration // initial timeout of new packets
 	heard    int64         // engine clock of the last response matched (path checks)
 	// active is p's position in Engine.active, -1 when not there.
@@ -1048,7 +1055,7 @@ func (e *Engine) buildPacket(p *txPeer) {
 		copy(s.buf, pkt)
 	}
 	s.seq, s.n = seq, len(pkt)
-	s.rto = max(p.rto, e.cfg.RetryInitial)
+	s.rto = max(p.rto, e.cfg.RetryInitial) // p.rto is 0 before the first sample
 	s.retries, s.fastRetx = 0, false
 	s.sentAt = e.now()
 	s.deadline = s.sentAt + int64(s.rto)
@@ -1132,7 +1139,7 @@ func (e *Engine) failPeer(p *txPeer, err fi.Errno, out *[]Completion) {
 	p.qhead, p.qtail = -1, -1
 	p.inflight = 0
 	p.moreOpen = false
-	p.srtt, p.rttvar, p.rto = 0, 0, 0
+	p.est, p.rto = rtoEstimator{}, 0
 }
 
 // handleResponse processes a RESP or ACK from the target. e.mu is held.
@@ -1191,9 +1198,23 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	now := e.now()
 	p.heard = now
 	// Karn's rule, plus: a request the target held behind a lost one
-	// (HdrHeld) is no sample, its wait was not round-trip time.
-	if s.retries == 0 && !s.fastRetx && pk.Flags&wire.HdrHeld == 0 {
-		e.rttSample(p, now-s.sentAt)
+	// (HdrHeld) is no sample, its wait was not round-trip time. A
+	// response to the first transmission (HdrOriginal) of a packet
+	// retransmitted meanwhile is one: the retransmission was spurious
+	// (rto.go).
+	sampled := false
+	switch {
+	case pk.Flags&wire.HdrHeld != 0:
+	case s.retries == 0 && !s.fastRetx:
+		p.est.sample(now - s.sentAt)
+		sampled = true
+	case pk.Flags&wire.HdrOriginal != 0:
+		e.stats.spuriousRetransmits.Add(1)
+		p.est.sample(now - s.sentAt)
+		if s.retries > 0 {
+			p.est.spurious(now-s.sentAt, now) // a timeout, not a fast retransmit (reordering)
+		}
+		sampled = true
 	}
 	for i := 0; i < s.nsegs; i++ {
 		ref := &s.segs[i]
@@ -1213,6 +1234,13 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	e.freeSlot(p, s)
 	for p.base != p.nextSeq && p.slot(p.base) == nil {
 		p.base++
+	}
+	p.est.advance(p.base, p.nextSeq, now)
+	if sampled {
+		// A true sample: the timeout of the next packets follows the
+		// estimate again, undoing a backoff (RFC 6298 5.7, see expire).
+		p.rto = p.est.timeout(e.cfg.RetryInitial, e.cfg.RetryMax)
+		e.stats.srtt.Store(p.est.srtt)
 	}
 	// The target answers in order: a request reorderThresh or more below
 	// the one just answered that is still unanswered lost its response (or
@@ -1240,23 +1268,6 @@ const retxBurst = 8
 // reorderThresh is how far responses may be reordered before a missing one
 // counts as lost (TCP's duplicate-ack threshold).
 const reorderThresh = 3
-
-// rttSample updates p's RTT estimate (RFC 6298, Karn's rule: only packets
-// never retransmitted are sampled) and the timeout of its next packets.
-func (e *Engine) rttSample(p *txPeer, rtt int64) {
-	if p.srtt == 0 {
-		p.srtt, p.rttvar = rtt, rtt/2
-	} else {
-		d := p.srtt - rtt
-		if d < 0 {
-			d = -d
-		}
-		p.rttvar += (d - p.rttvar) / 4
-		p.srtt += (rtt - p.srtt) / 8
-	}
-	p.rto = min(max(time.Duration(p.srtt+4*p.rttvar), e.cfg.RetryInitial), e.cfg.RetryMax)
-	e.stats.srtt.Store(p.srtt)
-}
 
 // retransmit resends slot s with a fresh Ack field. e.mu is held.
 func (e *Engine) retransmit(p *txPeer, s *txSlot) {

@@ -349,7 +349,7 @@ func fetchAddRun(t *testing.T, o netOpts, initiators, n, depth int) (targetStats
 		e.mu.Lock()
 		var srtt, rto int64
 		for _, p := range e.peers {
-			srtt, rto = p.srtt, int64(p.rto)
+			srtt, rto = p.est.srtt, int64(p.rto)
 		}
 		e.mu.Unlock()
 		t.Logf("initiator: tx %d retx %d fast %d srtt %v rto %v", s.TxRequests, s.Retransmits, s.FastRetransmits, time.Duration(srtt), time.Duration(rto))

@@ -61,8 +61,11 @@ func TestGatheredAnswers(t *testing.T) {
 	tb := newTestTarget(writes * size)
 	lb := &headerLog{Transport: listenTransport(t, netOpts{}, 0)}
 	// CoalesceAt off: every write goes out at Submit, so the whole burst
-	// is queued at the target before it receives.
-	a := newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 1, ManualProgress: true, CoalesceAt: -1}, nil, ca)
+	// is queued at the target before it receives. No retransmission
+	// within the test (a loaded machine may not run the target for a
+	// while): every request packet is answered once.
+	a := newEngine(t, listenTransport(t, netOpts{}, 0), Config{EndpointID: 1, ManualProgress: true, CoalesceAt: -1,
+		RetryInitial: 5 * time.Second, RetryMax: 10 * time.Second}, nil, ca)
 	b := newEngine(t, lb, Config{EndpointID: 2, ManualProgress: true}, tb, nil)
 	pb := Peer{b.LocalAddr(), 2}
 	data := make([]byte, writes*size)
@@ -109,7 +112,7 @@ func TestGatheredAnswers(t *testing.T) {
 // atomic adds (both answered by gathered ACKs) through loss, duplication
 // and reordering: every add executes exactly once (the counter is
 // exact), every write's data arrives, every operation completes
-// successfully, and ACKs did answer runs of requests.
+// successfully, and (without impairment) ACKs did answer runs of requests.
 func TestGatheredAnswersUnderLoss(t *testing.T) {
 	for _, rate := range []float64{0, 0.05, 0.20} {
 		t.Run(fmt.Sprintf("loss%v", rate), func(t *testing.T) {
@@ -167,7 +170,9 @@ func TestGatheredAnswersUnderLoss(t *testing.T) {
 			if !same {
 				t.Fatal("target memory differs from the writes")
 			}
-			if acks == 0 || answered < 2*acks {
+			if answered < 2*acks || rate == 0 && acks == 0 {
+				// Under impairment runs are short (held and replayed
+				// responses go alone): gathering is required lossless.
 				t.Fatalf("%d ACKs answering %d requests: answers not gathered", acks, answered)
 			}
 			if v := binary.LittleEndian.Uint64(one); v != 1 {

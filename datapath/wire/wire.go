@@ -61,7 +61,8 @@ func (t Type) String() string {
 
 // Header flags (header byte 3).
 const (
-	// HdrRetransmit marks a retransmitted request (diagnostics only).
+	// HdrRetransmit marks a retransmitted request: the target's response
+	// to it carries no HdrOriginal.
 	HdrRetransmit uint8 = 1 << 0
 	// HdrHeld marks a response to a request the target had to hold until an
 	// earlier one arrived, so its round trip is no RTT sample.
@@ -82,8 +83,17 @@ const (
 	// the receiver's), in place of that many such responses (one frame per
 	// receive batch instead of one per request packet). REQ and ACK only;
 	// see Header.Answer.
-	HdrAnswers   uint8 = 1 << 3
-	hdrFlagsMask       = HdrRetransmit | HdrHeld | HdrLost | HdrAnswers
+	HdrAnswers uint8 = 1 << 3
+	// HdrOriginal marks a response the target made executing the
+	// request's first transmission (one without HdrRetransmit, not held
+	// behind a missing one) and sends for the first time: it is not a
+	// replay from the target's cache, so it answers the original. An
+	// initiator that retransmitted the request meanwhile knows the
+	// retransmission was spurious and that the round trip since the first
+	// transmission is a true RTT sample (Eifel, RFC 3522). RESP only;
+	// answers (HdrAnswers) stand for responses with it.
+	HdrOriginal  uint8 = 1 << 4
+	hdrFlagsMask       = HdrRetransmit | HdrHeld | HdrLost | HdrAnswers | HdrOriginal
 )
 
 // Opcode is the operation an op descriptor asks for.
@@ -267,6 +277,9 @@ func (h *Header) parse(b []byte) error {
 	// Bytes 6..7 count the answers of a REQ or ACK with HdrAnswers; 0
 	// otherwise.
 	if answers := h.Flags&HdrAnswers != 0; answers != (h.Answered != 0) || answers && h.Type == TypeResp {
+		return ErrReserved
+	}
+	if h.Flags&HdrOriginal != 0 && h.Type != TypeResp {
 		return ErrReserved
 	}
 	switch h.Type {
