@@ -293,15 +293,17 @@ type Config struct {
 	BusyPoll bool
 	// CoalesceAt: when this many packets to a peer are in flight, Submit
 	// leaves new requests queued for the receive side to pack together
-	// when the next response arrives (2; negative disables). It trades a
-	// little latency under load for far fewer packets; one request in
-	// flight is never delayed. Packets, not bytes, are what a software
+	// when the next response arrives, or MoreHold after (2; negative
+	// disables). It trades a little latency under load for far fewer
+	// packets; one request in flight is never delayed. Packets, not bytes, are what a software
 	// datapath pays for: on veth with AF_XDP, 64 fetch-adds in flight ran
 	// at 0.31 packets per op and 468 k ops/s with 16, at 0.084 packets
 	// per op and 1.09 M ops/s with 2 (BenchmarkVeth, busy-poll).
 	CoalesceAt int
 	// MoreHold bounds how long requests posted with FI_MORE wait for the
-	// request without it that should follow at once (200 µs).
+	// request without it that should follow at once, and how long
+	// coalescing (CoalesceAt) leaves requests queued for the next
+	// response (200 µs).
 	MoreHold time.Duration
 	// Shared, if set, is a second executor that may deliver some of a
 	// peer's requests from the same sequence space (shared.go): the XDP
@@ -425,6 +427,9 @@ type txPeer struct {
 	qtail    int32
 	moreOpen bool          // the last op queued had FI_MORE
 	moreFrom int64         // engine clock when moreOpen was set
+	// heldFrom is when coalescing first left ops queued that are still
+	// queued (engine clock; 0: none).
+	heldFrom int64
 	inflight int           // ops fully packed, not completed
 	est      rtoEstimator  // round trips and the timeout they give (rto.go)
 	rto      time.Duration // initial timeout of new packets
@@ -749,6 +754,12 @@ func (e *Engine) Submit(r *Request) error {
 	// packs everything queued by then into as few packets as possible.
 	if e.cfg.CoalesceAt <= 0 || int(p.nextSeq-p.base) < e.cfg.CoalesceAt {
 		e.pump(p)
+	} else if p.heldFrom == 0 && !more {
+		// The ack clock may stall (a peer not scheduled answers late,
+		// and the timeout may be long, rto.go): the ops go out by
+		// MoreHold at the latest.
+		p.heldFrom = e.now()
+		e.armTimer(p.heldFrom + int64(e.cfg.MoreHold))
 	}
 	// Accepted: a send that fails now is the retransmission timer's
 	// business (the packets are in their slots with deadlines), not the
@@ -947,6 +958,9 @@ func (e *Engine) pump(p *txPeer) {
 		}
 		e.buildPacket(p)
 	}
+	if p.qhead < 0 {
+		p.heldFrom = 0 // nothing left queued
+	}
 }
 
 // buildPacket packs ops from the head of p's queue into one packet and
@@ -1139,6 +1153,7 @@ func (e *Engine) failPeer(p *txPeer, err fi.Errno, out *[]Completion) {
 	p.qhead, p.qtail = -1, -1
 	p.inflight = 0
 	p.moreOpen = false
+	p.heldFrom = 0
 	p.est, p.rto = rtoEstimator{}, 0
 }
 
@@ -1358,11 +1373,21 @@ func (e *Engine) expire(out *[]Completion) int64 {
 				due = true
 			}
 		}
-		// Requests left queued by coalescing go out at the latest when a
-		// timer of the peer expires (its response may be lost), or now if
-		// nothing is in flight to bring a response. Only at deadlines:
-		// pumping whenever Submit arms a timer would split what coalescing
-		// is gathering.
+		// Requests left queued by coalescing go out at the latest
+		// MoreHold after the first was left, or when a timer of the peer
+		// expires (its response may be lost), or now if nothing is in
+		// flight to bring a response. Only at deadlines: pumping whenever
+		// Submit arms a timer would split what coalescing is gathering.
+		if p.heldFrom != 0 {
+			if held := p.heldFrom + int64(e.cfg.MoreHold); held > now {
+				if next == 0 || held < next {
+					next = held
+				}
+			} else {
+				p.heldFrom = 0
+				due = true
+			}
+		}
 		if due || p.nextSeq == p.base {
 			e.pump(p)
 		}
