@@ -425,8 +425,8 @@ type txPeer struct {
 	slots    []*txSlot
 	qhead    int32 // ops with segments not yet packed, FIFO
 	qtail    int32
-	moreOpen bool          // the last op queued had FI_MORE
-	moreFrom int64         // engine clock when moreOpen was set
+	moreOpen bool  // the last op queued had FI_MORE
+	moreFrom int64 // engine clock when moreOpen was set
 	// heldFrom is when coalescing first left ops queued that are still
 	// queued (engine clock; 0: none).
 	heldFrom int64
