@@ -113,7 +113,10 @@ func TestSpuriousTimeoutDetected(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		ft := &firstAnswerTransport{delay: stall}
 		st, est, rto = spuriousRun(t, ft)
-		if ft.original {
+		ft.mu.Lock()
+		original := ft.original
+		ft.mu.Unlock()
+		if original {
 			break
 		}
 		// A loaded machine ran the target only after a retransmission
