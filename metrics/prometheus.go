@@ -53,6 +53,7 @@ var (
 	descReqPkts     = desc("engine_request_packets_total", "Request packets sent (first transmissions).", epLabels)
 	descRetx        = desc("engine_retransmits_total", "Request packets retransmitted (timer or fast).", epLabels)
 	descFastRetx    = desc("engine_fast_retransmits_total", "Retransmissions triggered by a gap, not a timer.", epLabels)
+	descSpurious    = desc("engine_spurious_retransmits_total", "Retransmitted packets whose first transmission was answered: not needed.", epLabels)
 	descPktsPerOp   = desc("engine_packets_per_op", "Request packets sent, retransmissions included, per completed operation, since the endpoint opened.", epLabels)
 	descSRTT        = desc("engine_srtt_seconds", "Smoothed round-trip time of the peer sampled last.", epLabels)
 	descResponses   = desc("engine_responses_total", "Responses matched to a request in flight.", epLabels)
@@ -75,7 +76,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{descXDP, descOps, descOpErrors, descTimeouts, descInFlight, descReqPkts, descRetx,
-	descFastRetx, descPktsPerOp, descSRTT, descResponses, descDelivered, descDups, descResets, descUnreachable,
+	descFastRetx, descSpurious, descPktsPerOp, descSRTT, descResponses, descDelivered, descDups, descResets, descUnreachable,
 	descEAgain, descDrops, descTrRx, descTrTx, descRxDropped, descRxInvalid, descTxInvalid, descRxRingFull,
 	descFillRingEmpty, descTxRingEmpty}
 
@@ -117,6 +118,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(descReqPkts, e.RequestPackets, l...)
 			counter(descRetx, e.Retransmits, l...)
 			counter(descFastRetx, e.FastRetransmits, l...)
+			counter(descSpurious, e.SpuriousRetransmits, l...)
 			gauge(descPktsPerOp, e.PacketsPerOp, l...)
 			gauge(descSRTT, e.SRTTSeconds, l...)
 			counter(descResponses, e.Responses, l...)

@@ -61,6 +61,7 @@ type Engine struct {
 	RequestPackets       uint64            `json:"request_packets"` // first transmissions
 	Retransmits          uint64            `json:"retransmits"`
 	FastRetransmits      uint64            `json:"fast_retransmits"`
+	SpuriousRetransmits  uint64            `json:"spurious_retransmits"` // whose first transmission was answered
 	PacketsPerOp         float64           `json:"packets_per_op"`
 	SRTTSeconds          float64           `json:"srtt_seconds"`
 	Responses            uint64            `json:"responses"`
@@ -76,7 +77,7 @@ type Engine struct {
 func EngineOf(s reliable.Stats) Engine {
 	e := Engine{Ops: map[string]uint64{}, OpErrors: map[string]uint64{}, Drops: map[string]uint64{},
 		Timeouts: s.Timeouts, InFlight: s.InFlight, RequestPackets: s.TxRequests, Retransmits: s.Retransmits,
-		FastRetransmits: s.FastRetransmits, PacketsPerOp: s.PacketsPerOp(), SRTTSeconds: s.SRTT.Seconds(),
+		FastRetransmits: s.FastRetransmits, SpuriousRetransmits: s.SpuriousRetransmits, PacketsPerOp: s.PacketsPerOp(), SRTTSeconds: s.SRTT.Seconds(),
 		Responses: s.RxResponses, Delivered: s.Delivered, DuplicatesSuppressed: s.DuplicatesSuppressed(),
 		SessionResets: s.SessionResets, PeersUnreachable: s.PeersUnreachable, EAgain: s.EAgain}
 	for op := wire.Opcode(1); op.Valid(); op++ {

@@ -243,7 +243,7 @@ func printProcesses(w io.Writer, ps []metrics.Process) {
 			fmt.Fprintf(tw, "    op errors\t%s\n", opsLine(e.OpErrors))
 			fmt.Fprintf(tw, "    in flight\t%d\n", e.InFlight)
 			fmt.Fprintf(tw, "    request packets\t%d\t%.3f per op\n", e.RequestPackets, e.PacketsPerOp)
-			fmt.Fprintf(tw, "    retransmits\t%d\t%d fast\n", e.Retransmits, e.FastRetransmits)
+			fmt.Fprintf(tw, "    retransmits\t%d\t%d fast, %d spurious\n", e.Retransmits, e.FastRetransmits, e.SpuriousRetransmits)
 			fmt.Fprintf(tw, "    timeouts\t%d\t%d peers unreachable\n", e.Timeouts, e.PeersUnreachable)
 			fmt.Fprintf(tw, "    executed as target\t%d request packets\n", e.Delivered)
 			fmt.Fprintf(tw, "    duplicates suppressed\t%d\n", e.DuplicatesSuppressed)

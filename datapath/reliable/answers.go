@@ -86,11 +86,12 @@ func foldAnswer(txq []datapath.Packet, addr netip.AddrPort, ep, session, seq uin
 const maxAnswers = 1<<16 - 1
 
 // simpleResponse reports whether the encoded packet b is a response
-// that an answer says all of: no flags (not held, not lost), no
-// selective ack (a gap the initiator should hear about at once), every op
-// a success, no response bytes.
+// that an answer says all of: to a first transmission and sent for the
+// first time (wire.HdrOriginal, which answers stand for), no other flag
+// (not held, not lost), no selective ack (a gap the initiator should hear
+// about at once), every op a success, no response bytes.
 func simpleResponse(b []byte) bool {
-	if len(b) < wire.HeaderLen || wire.Type(b[2]) != wire.TypeResp || b[3] != 0 ||
+	if len(b) < wire.HeaderLen || wire.Type(b[2]) != wire.TypeResp || b[3] != wire.HdrOriginal ||
 		binary.LittleEndian.Uint64(b[32:]) != 0 {
 		return false
 	}
@@ -106,13 +107,14 @@ func simpleResponse(b []byte) bool {
 	return true
 }
 
-// handleAnswers completes our requests that the request pk answers, as
-// the responses it stands for would. Answers to nothing in flight (late,
-// duplicated, another session's) are ignored. e.mu is held.
+// handleAnswers completes our requests that the packet pk (a REQ or ACK
+// with wire.HdrAnswers) answers, as the responses it stands for would.
+// Answers to nothing in flight (late, duplicated, another session's) are
+// ignored. e.mu is held.
 func (e *Engine) handleAnswers(pk *wire.Packet, src netip.AddrPort, out *[]Completion) {
 	session, last, n := pk.Answer()
 	if n == 0 || pk.DstEP != e.cfg.EndpointID {
-		return // handleRequest counts the wrong endpoint
+		return // handleRequest and handleResponse count the wrong endpoint
 	}
 	p := e.txPeerOf(Peer{src, pk.SrcEP})
 	if p == nil || session != p.session {
@@ -122,8 +124,8 @@ func (e *Engine) handleAnswers(pk *wire.Packet, src netip.AddrPort, out *[]Compl
 	for seq := last - uint32(n) + 1; ; seq++ {
 		if seq-p.base < p.nextSeq-p.base {
 			if s := p.slot(seq); s != nil && s.seq == seq {
-				a.Header = wire.Header{Type: wire.TypeResp, NumOps: uint16(s.nsegs), SrcEP: pk.SrcEP,
-					DstEP: pk.DstEP, Session: session, Seq: seq}
+				a.Header = wire.Header{Type: wire.TypeResp, Flags: wire.HdrOriginal, NumOps: uint16(s.nsegs),
+					SrcEP: pk.SrcEP, DstEP: pk.DstEP, Session: session, Seq: seq}
 				for i := 0; i < s.nsegs; i++ {
 					a.Resps[i] = wire.RespDesc{Opcode: e.ops[s.segs[i].op].req.Opcode}
 				}
@@ -135,4 +137,90 @@ func (e *Engine) handleAnswers(pk *wire.Packet, src netip.AddrPort, out *[]Compl
 		}
 	}
 	e.pump(p)
+}
+
+// Gathered acknowledgements: the simple responses a batch leaves to send
+// (a write's, a message's: one per request packet, and a 4 KiB write is
+// three packets) go out as one ACK per run of consecutive sequence
+// numbers of one peer (wire.HdrAnswers on an ACK) instead of a RESP each.
+// The packets, not their bytes, are what a software datapath pays for:
+// each frame is a socket buffer, a pass of the emulated wire and of the
+// XDP program, and a receive at the initiator. What a response of its own
+// would add (the target's receive state at that request) the ACK carries
+// for the last one, as TCP's cumulative ack. Loss is as for answers on a
+// request: the responses stay cached, and a lost ACK costs the initiator
+// a retransmission answered from the cache.
+
+// gatherAnswers replaces each run of two or more simple responses in
+// rxOut to one peer, consecutive sequence numbers of one session, with
+// one ACK answering them, placed where the run's first response was.
+// rxMu is held.
+func (e *Engine) gatherAnswers() {
+	if len(e.rxOut) < 2 {
+		return
+	}
+	runs := e.ansRuns[:0]
+	for i := range e.rxOut {
+		b := e.rxOut[i].Buf
+		if !simpleResponse(b) {
+			continue
+		}
+		dst := binary.LittleEndian.Uint32(b[12:])
+		session := binary.LittleEndian.Uint32(b[20:])
+		seq := binary.LittleEndian.Uint32(b[24:])
+		k := 0
+		for ; k < len(runs); k++ {
+			r := &runs[k]
+			if r.last+1 == seq && r.n < maxAnswers && r.session == session && r.dst == dst && e.rxOut[r.first].Addr == e.rxOut[i].Addr {
+				break
+			}
+		}
+		if k == len(runs) {
+			runs = append(runs, answerRun{first: i, session: session, dst: dst, last: seq - 1})
+		}
+		r := &runs[k]
+		r.last = seq
+		r.n++
+		r.ack = binary.LittleEndian.Uint32(b[28:])
+		if r.n > 1 {
+			e.rxOut[i].Buf = nil // answered by the run's ACK
+		}
+	}
+	gathered := 0
+	for k := range runs {
+		r := &runs[k]
+		if r.n < 2 {
+			continue
+		}
+		first := e.rxOut[r.first].Buf
+		off := len(e.ansBuf)
+		e.ansBuf = e.ansBuf[:off+wire.HeaderLen]
+		e.rxOut[r.first].Buf = wire.EncodeAnswersAck(e.ansBuf[off:off+wire.HeaderLen:off+wire.HeaderLen],
+			wire.Header{SrcEP: binary.LittleEndian.Uint32(first[8:]), DstEP: r.dst, AuthKey: binary.LittleEndian.Uint32(first[16:])},
+			r.session, r.last, r.ack, 0, uint16(r.n))
+		gathered += r.n
+	}
+	e.ansRuns = runs[:0]
+	if gathered == 0 {
+		return
+	}
+	e.stats.answersSent.Add(uint64(gathered))
+	kept := e.rxOut[:0]
+	for _, r := range e.rxOut {
+		if r.Buf != nil {
+			kept = append(kept, r)
+		}
+	}
+	clear(e.rxOut[len(kept):])
+	e.rxOut = kept
+}
+
+// answerRun is a run of simple responses gatherAnswers found: rxOut's
+// index of the first, the peer's endpoint id, session, last sequence
+// number, the Ack field of the last and how many.
+type answerRun struct {
+	first        int
+	dst, session uint32
+	last, ack    uint32
+	n            int
 }

@@ -124,7 +124,7 @@ func pipeline(b *testing.B, ini *Engine, c *completions, r *Request, depth int, 
 	if testing.Verbose() {
 		ini.mu.Lock()
 		for _, p := range ini.peers {
-			b.Logf("srtt %v rttvar %v rto %v; stats %+v", time.Duration(p.srtt), time.Duration(p.rttvar), p.rto, s)
+			b.Logf("srtt %v rttvar %v rto %v; stats %+v", time.Duration(p.est.srtt), time.Duration(p.est.rttvar), p.rto, s)
 		}
 		ini.mu.Unlock()
 	}

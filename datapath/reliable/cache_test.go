@@ -238,10 +238,18 @@ func TestAgedResponseRetransmission(t *testing.T) {
 	}
 	waitStats(t, target, func(s Stats) bool { return s.Delivered == 1 }, "fetch-add executed")
 	// Age is checked after each received batch: another peer's requests,
-	// between the initiator's retransmissions (50 ms apart by now).
+	// between the initiator's retransmissions (50 ms apart by now). The
+	// other peer's last response ages too (counted in CacheAged alike):
+	// wait for the initiator's to be gone.
 	other := newRawInitiator(t, target.LocalAddr())
+	iniAged := func() bool {
+		target.rxMu.Lock()
+		defer target.rxMu.Unlock()
+		rp := target.rxPeers[Peer{ini.LocalAddr(), 1}]
+		return rp != nil && rp.cache.head < 0
+	}
 	deadline := time.Now().Add(5 * time.Second)
-	for seq := uint32(1); target.Stats().CacheAged == 0; seq++ {
+	for seq := uint32(1); !iniAged(); seq++ {
 		if time.Now().After(deadline) {
 			t.Fatalf("response never aged out: %+v", target.Stats())
 		}

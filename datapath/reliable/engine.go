@@ -42,7 +42,10 @@
 //     succeeded" (a message's, a write's) rides on that request
 //     (wire.HdrAnswers, answers.go: a delayed acknowledgement, as TCP's)
 //     instead of travelling as a packet of its own. A ping-pong thus
-//     costs one send and one datagram per message.
+//     costs one send and one datagram per message. The other such
+//     responses of a batch go out as one ACK per run of consecutive
+//     requests of a peer (gathered acknowledgements, answers.go), not a
+//     packet per request packet.
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
@@ -52,14 +55,19 @@
 //     treated as a lost datagram (its packets' retransmission timers resend
 //     them) and counted in Stats.TxErrors, never reported to the caller.
 //   - Retransmission: per-packet timers starting at the peer's RTO, which
-//     is RFC 6298's srtt+4*rttvar but never below RetryInitial (1 ms, as
-//     rxd) so queueing under pipelined load does not cause spurious
-//     retransmissions; a peer with no RTT sample yet starts from the
-//     estimate of the endpoint's (else the process's) latest sample from
-//     another peer (rtoseed.go); each expiry doubles it up to RetryMax (200 ms), for
-//     the peer's later packets too until one is answered unretransmitted, and
-//     one timer pass resends at most 8 packets per peer so a scheduling
-//     stall does not turn into a retransmission storm. Fast retransmit: a
+//     is srtt+4*rttvar (RFC 6298, with rttvar the largest deviation of the
+//     last round trip, not of the last sample) but never below
+//     RetryInitial (1 ms, as rxd) nor below a floor learnt from spurious
+//     timeouts: a response to the first transmission of a packet that was
+//     retransmitted (wire.HdrOriginal, Eifel) raises it to twice that
+//     round trip, and it decays over about a second (rto.go). Each expiry
+//     doubles the timeout up to RetryMax (200 ms), for the peer's later
+//     packets too until one is answered unretransmitted (or a spurious
+//     timeout is detected), and one timer pass resends at most 8 packets
+//     per peer so a scheduling stall does not turn into a retransmission
+//     storm. A peer with no RTT sample yet starts from the estimate of the
+//     endpoint's (else the process's) latest sample from another peer
+//     (rtoseed.go). Fast retransmit: a
 //     selective ack showing a gap, or a response to a request 3 or more
 //     newer than an unanswered one (the target answers in order), resends
 //     the missing packet at once.
@@ -295,15 +303,17 @@ type Config struct {
 	BusyPoll bool
 	// CoalesceAt: when this many packets to a peer are in flight, Submit
 	// leaves new requests queued for the receive side to pack together
-	// when the next response arrives (2; negative disables). It trades a
-	// little latency under load for far fewer packets; one request in
-	// flight is never delayed. Packets, not bytes, are what a software
+	// when the next response arrives, or MoreHold after (2; negative
+	// disables). It trades a little latency under load for far fewer
+	// packets; one request in flight is never delayed. Packets, not bytes, are what a software
 	// datapath pays for: on veth with AF_XDP, 64 fetch-adds in flight ran
 	// at 0.31 packets per op and 468 k ops/s with 16, at 0.084 packets
 	// per op and 1.09 M ops/s with 2 (BenchmarkVeth, busy-poll).
 	CoalesceAt int
 	// MoreHold bounds how long requests posted with FI_MORE wait for the
-	// request without it that should follow at once (200 µs).
+	// request without it that should follow at once, and how long
+	// coalescing (CoalesceAt) leaves requests queued for the next
+	// response (200 µs).
 	MoreHold time.Duration
 	// Shared, if set, is a second executor that may deliver some of a
 	// peer's requests from the same sequence space (shared.go): the XDP
@@ -427,9 +437,11 @@ type txPeer struct {
 	qtail    int32
 	moreOpen bool  // the last op queued had FI_MORE
 	moreFrom int64 // engine clock when moreOpen was set
-	inflight int   // ops fully packed, not completed
-	srtt     int64 // smoothed RTT, ns (0 = no sample yet)
-	rttvar   int64
+	// heldFrom is when coalescing first left ops queued that are still
+	// queued (engine clock; 0: none).
+	heldFrom int64
+	inflight int           // ops fully packed, not completed
+	est      rtoEstimator  // round trips and the timeout they give (rto.go)
 	rto      time.Duration // initial timeout of new packets
 	heard    int64         // engine clock of the last response matched (path checks)
 	// active is p's position in Engine.active, -1 when not there.
@@ -541,6 +553,10 @@ type Engine struct {
 	rxIn    Incoming
 	rxBld   wire.Builder
 	rxAcks  []*rxPeer
+	// ansRuns and ansBuf are gatherAnswers' scratch: the runs of simple
+	// responses it found, and the ACKs that replace them until flushRx.
+	ansRuns []answerRun
+	ansBuf  []byte
 	rxOffer []*rxPeer // peers to hand to Config.Shared after the batch
 	rxCompl []Completion
 	// refused are the previous batch's ICMP port unreachables, refusedNew
@@ -606,6 +622,8 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		tombs:   make(map[Peer]tomb),
 		done:    make(chan struct{}),
 		ackBuf:  make([]byte, 0, 64*wire.HeaderLen),
+		ansRuns: make([]answerRun, 0, tr.BatchSize()),
+		ansBuf:  make([]byte, 0, tr.BatchSize()*wire.HeaderLen),
 		pollBuf: make([]unix.PollFd, 0, 8),
 	}
 	if cfg.Epochs != nil {
@@ -751,6 +769,12 @@ func (e *Engine) Submit(r *Request) error {
 	// packs everything queued by then into as few packets as possible.
 	if e.cfg.CoalesceAt <= 0 || int(p.nextSeq-p.base) < e.cfg.CoalesceAt {
 		e.pump(p)
+	} else if p.heldFrom == 0 && !more {
+		// The ack clock may stall (a peer not scheduled answers late,
+		// and the timeout may be long, rto.go): the ops go out by
+		// MoreHold at the latest.
+		p.heldFrom = e.now()
+		e.armTimer(p.heldFrom + int64(e.cfg.MoreHold))
 	}
 	// Accepted: a send that fails now is the retransmission timer's
 	// business (the packets are in their slots with deadlines), not the
@@ -949,6 +973,9 @@ func (e *Engine) pump(p *txPeer) {
 		}
 		e.buildPacket(p)
 	}
+	if p.qhead < 0 {
+		p.heldFrom = 0 // nothing left queued
+	}
 }
 
 // buildPacket packs ops from the head of p's queue into one packet and
@@ -1057,7 +1084,7 @@ func (e *Engine) buildPacket(p *txPeer) {
 		copy(s.buf, pkt)
 	}
 	s.seq, s.n = seq, len(pkt)
-	if p.srtt == 0 {
+	if p.est.srtt == 0 {
 		// No sample from this peer yet: start from what the endpoint
 		// measured to others (rtoseed.go). p.rto may be a backed-off one.
 		s.rto = max(p.rto, e.initialRTO())
@@ -1147,7 +1174,8 @@ func (e *Engine) failPeer(p *txPeer, err fi.Errno, out *[]Completion) {
 	p.qhead, p.qtail = -1, -1
 	p.inflight = 0
 	p.moreOpen = false
-	p.srtt, p.rttvar, p.rto = 0, 0, 0
+	p.heldFrom = 0
+	p.est, p.rto = rtoEstimator{}, 0
 }
 
 // handleResponse processes a RESP or ACK from the target. e.mu is held.
@@ -1163,6 +1191,8 @@ func (e *Engine) handleResponse(pk *wire.Packet, src netip.AddrPort, out *[]Comp
 	}
 	if pk.Type == wire.TypeResp {
 		e.matchResponse(p, pk, out)
+	} else if pk.Flags&wire.HdrAnswers != 0 {
+		e.handleAnswers(pk, src, out) // a gathered acknowledgement (gatherAnswers)
 	}
 	// Fast retransmit: the target holds later packets but misses Ack.
 	if pk.Sack != 0 && pk.Ack-p.base < p.nextSeq-p.base {
@@ -1204,9 +1234,23 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	now := e.now()
 	p.heard = now
 	// Karn's rule, plus: a request the target held behind a lost one
-	// (HdrHeld) is no sample, its wait was not round-trip time.
-	if s.retries == 0 && !s.fastRetx && pk.Flags&wire.HdrHeld == 0 {
-		e.rttSample(p, now-s.sentAt)
+	// (HdrHeld) is no sample, its wait was not round-trip time. A
+	// response to the first transmission (HdrOriginal) of a packet
+	// retransmitted meanwhile is one: the retransmission was spurious
+	// (rto.go).
+	sampled := false
+	switch {
+	case pk.Flags&wire.HdrHeld != 0:
+	case s.retries == 0 && !s.fastRetx:
+		p.est.sample(now - s.sentAt)
+		sampled = true
+	case pk.Flags&wire.HdrOriginal != 0:
+		e.stats.spuriousRetransmits.Add(1)
+		p.est.sample(now - s.sentAt)
+		if s.retries > 0 {
+			p.est.spurious(now-s.sentAt, now) // a timeout, not a fast retransmit (reordering)
+		}
+		sampled = true
 	}
 	for i := 0; i < s.nsegs; i++ {
 		ref := &s.segs[i]
@@ -1226,6 +1270,14 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	e.freeSlot(p, s)
 	for p.base != p.nextSeq && p.slot(p.base) == nil {
 		p.base++
+	}
+	p.est.advance(p.base, p.nextSeq, now)
+	if sampled {
+		// A true sample: the timeout of the next packets follows the
+		// estimate again, undoing a backoff (RFC 6298 5.7, see expire).
+		p.rto = p.est.timeout(e.cfg.RetryInitial, e.cfg.RetryMax)
+		e.noteRTO(p.est.srtt + 4*p.est.rttvar)
+		e.stats.srtt.Store(p.est.srtt)
 	}
 	// The target answers in order: a request reorderThresh or more below
 	// the one just answered that is still unanswered lost its response (or
@@ -1253,25 +1305,6 @@ const retxBurst = 8
 // reorderThresh is how far responses may be reordered before a missing one
 // counts as lost (TCP's duplicate-ack threshold).
 const reorderThresh = 3
-
-// rttSample updates p's RTT estimate (RFC 6298, Karn's rule: only packets
-// never retransmitted are sampled) and the timeout of its next packets.
-func (e *Engine) rttSample(p *txPeer, rtt int64) {
-	if p.srtt == 0 {
-		p.srtt, p.rttvar = rtt, rtt/2
-	} else {
-		d := p.srtt - rtt
-		if d < 0 {
-			d = -d
-		}
-		p.rttvar += (d - p.rttvar) / 4
-		p.srtt += (rtt - p.srtt) / 8
-	}
-	est := p.srtt + 4*p.rttvar
-	p.rto = min(max(time.Duration(est), e.cfg.RetryInitial), e.cfg.RetryMax)
-	e.noteRTO(est)
-	e.stats.srtt.Store(p.srtt)
-}
 
 // retransmit resends slot s with a fresh Ack field. e.mu is held.
 func (e *Engine) retransmit(p *txPeer, s *txSlot) {
@@ -1362,11 +1395,21 @@ func (e *Engine) expire(out *[]Completion) int64 {
 				due = true
 			}
 		}
-		// Requests left queued by coalescing go out at the latest when a
-		// timer of the peer expires (its response may be lost), or now if
-		// nothing is in flight to bring a response. Only at deadlines:
-		// pumping whenever Submit arms a timer would split what coalescing
-		// is gathering.
+		// Requests left queued by coalescing go out at the latest
+		// MoreHold after the first was left, or when a timer of the peer
+		// expires (its response may be lost), or now if nothing is in
+		// flight to bring a response. Only at deadlines: pumping whenever
+		// Submit arms a timer would split what coalescing is gathering.
+		if p.heldFrom != 0 {
+			if held := p.heldFrom + int64(e.cfg.MoreHold); held > now {
+				if next == 0 || held < next {
+					next = held
+				}
+			} else {
+				p.heldFrom = 0
+				due = true
+			}
+		}
 		if due || p.nextSeq == p.base {
 			e.pump(p)
 		}
@@ -1708,6 +1751,7 @@ func (e *Engine) sendDeferredLocked() {
 		return
 	}
 	e.foldAnswers()
+	e.gatherAnswers()
 	both := append(append(e.txBoth, e.txq...), e.rxOut...)
 	clear(e.txq)
 	e.txq = e.txq[:0]

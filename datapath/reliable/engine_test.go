@@ -349,7 +349,7 @@ func fetchAddRun(t *testing.T, o netOpts, initiators, n, depth int) (targetStats
 		e.mu.Lock()
 		var srtt, rto int64
 		for _, p := range e.peers {
-			srtt, rto = p.srtt, int64(p.rto)
+			srtt, rto = p.est.srtt, int64(p.rto)
 		}
 		e.mu.Unlock()
 		t.Logf("initiator: tx %d retx %d fast %d srtt %v rto %v", s.TxRequests, s.Retransmits, s.FastRetransmits, time.Duration(srtt), time.Duration(rto))
@@ -604,9 +604,12 @@ func TestBackoff(t *testing.T) {
 func TestCoalescing(t *testing.T) {
 	tgt := newTestTarget(4096)
 	// The timer also sends what coalescing left queued: keep its first
-	// tick (RetryInitial after the first request) out of the test's way
-	// even on a loaded machine. Nothing is lost on loopback.
-	ini, c, target := pair(t, netOpts{cfg: Config{CoalesceAt: 4, RetryInitial: 10 * time.Second, RetryMax: 10 * time.Second}}, tgt)
+	// tick (RetryInitial after the first request, MoreHold after the
+	// first request left queued) out of the test's way even on a loaded
+	// machine. Nothing is lost on loopback. TestCoalesceHold tests the
+	// hold.
+	ini, c, target := pair(t, netOpts{cfg: Config{CoalesceAt: 4, RetryInitial: 10 * time.Second, RetryMax: 10 * time.Second,
+		MoreHold: 10 * time.Second}}, tgt)
 	peer := Peer{target.LocalAddr(), 2}
 	openGate := tgt.closeGate(t)
 	before := ini.Stats().TxRequests
@@ -635,6 +638,49 @@ func TestCoalescing(t *testing.T) {
 	}
 	if n := ini.Stats().TxRequests - before; n != 5 {
 		t.Fatalf("20 requests took %d packets, want 5 (16 coalesced into one)", n)
+	}
+}
+
+// TestCoalesceHold: requests coalescing left queued go out MoreHold
+// after, when no response comes to pack them (a target that is not
+// scheduled answers late, and the retransmission timeout may be long):
+// not at the timeout, nor at the late answer.
+func TestCoalesceHold(t *testing.T) {
+	tgt := newTestTarget(4096)
+	ini, c, target := pair(t, netOpts{cfg: Config{CoalesceAt: 1, RetryInitial: 10 * time.Second, RetryMax: 10 * time.Second,
+		MoreHold: 20 * time.Millisecond}}, tgt)
+	peer := Peer{target.LocalAddr(), 2}
+	openGate := tgt.closeGate(t)
+	before := ini.Stats().TxRequests
+	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: 1000, Payload: []byte{1}}); err != nil {
+		t.Fatal(err) // stalls the target in the gate
+	}
+	start := time.Now()
+	for i := range 3 {
+		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: uint64(i), Payload: []byte{1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for ini.Stats().TxRequests-before < 2 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the queued requests were not sent while the target stalled")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	waited := time.Since(start)
+	openGate()
+	for range 4 {
+		if cp := c.wait(t, 5*time.Second); cp.Err != 0 {
+			t.Fatal(cp)
+		}
+	}
+	n := ini.Stats().TxRequests - before
+	t.Logf("queued requests sent after %v, %d packets in all", waited, n)
+	if n != 2 {
+		t.Fatalf("4 requests took %d packets, want 2 (3 coalesced into one)", n)
+	}
+	if waited < 20*time.Millisecond {
+		t.Fatalf("queued requests sent after %v, before MoreHold", waited)
 	}
 }
 

@@ -125,7 +125,8 @@ func TestProcessRTOUpdates(t *testing.T) {
 	withProcessRTO(t, 0)
 	e := &Engine{cfg: Config{RetryInitial: time.Millisecond, RetryMax: time.Second}}
 	p := &txPeer{peer: Peer{netip.MustParseAddrPort("127.0.0.1:9"), 1}}
-	e.rttSample(p, int64(2*time.Millisecond)) // srtt 2 ms, rttvar 1 ms: estimate 6 ms
+	p.est.sample(int64(2 * time.Millisecond)) // srtt 2 ms, rttvar 1 ms: estimate 6 ms
+	e.noteRTO(p.est.srtt + 4*p.est.rttvar)    // as a sampled response does (matchResponse)
 	if got := processRTO.Load(); got != int64(6*time.Millisecond) || e.rtoEst != got {
 		t.Fatalf("after the first sample: process %v, engine %v, want 6ms", time.Duration(got), time.Duration(e.rtoEst))
 	}

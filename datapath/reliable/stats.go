@@ -56,26 +56,27 @@ func dropReasonOf(err error) DropReason {
 }
 
 type counters struct {
-	drops             [NumDropReasons]atomic.Uint64
-	txRequests        atomic.Uint64
-	retransmits       atomic.Uint64
-	fastRetransmits   atomic.Uint64
-	rxResponses       atomic.Uint64
-	delivered         atomic.Uint64
-	held              atomic.Uint64
-	replayedFromCache atomic.Uint64
-	acksSent          atomic.Uint64
-	answersSent       atomic.Uint64
-	sessionResets     atomic.Uint64
-	peersUnreachable  atomic.Uint64
-	peersEvicted      atomic.Uint64
-	peersRefused      atomic.Uint64
-	eagain            atomic.Uint64
-	rxErrors          atomic.Uint64
-	txErrors          atomic.Uint64
-	cacheAged         atomic.Uint64
-	responsesLost     atomic.Uint64
-	resultsLost       atomic.Uint64
+	drops               [NumDropReasons]atomic.Uint64
+	txRequests          atomic.Uint64
+	retransmits         atomic.Uint64
+	fastRetransmits     atomic.Uint64
+	spuriousRetransmits atomic.Uint64
+	rxResponses         atomic.Uint64
+	delivered           atomic.Uint64
+	held                atomic.Uint64
+	replayedFromCache   atomic.Uint64
+	acksSent            atomic.Uint64
+	answersSent         atomic.Uint64
+	sessionResets       atomic.Uint64
+	peersUnreachable    atomic.Uint64
+	peersEvicted        atomic.Uint64
+	peersRefused        atomic.Uint64
+	eagain              atomic.Uint64
+	rxErrors            atomic.Uint64
+	txErrors            atomic.Uint64
+	cacheAged           atomic.Uint64
+	responsesLost       atomic.Uint64
+	resultsLost         atomic.Uint64
 
 	// Per-operation counters (metrics): completions by opcode, failed
 	// ones by opcode, and those that timed out.
@@ -98,15 +99,19 @@ func (c *counters) drop(r DropReason) { c.drops[r].Add(1) }
 
 // Stats is a snapshot of an engine's counters.
 type Stats struct {
-	Drops             [NumDropReasons]uint64 // indexed by DropReason
-	TxRequests        uint64                 // request packets sent (first transmissions)
-	Retransmits       uint64                 // request packets resent (timer or fast)
-	FastRetransmits   uint64                 // of which triggered by a selective ack
-	RxResponses       uint64                 // responses matched to a request in flight
-	Delivered         uint64                 // request packets executed by the handler
-	Held              uint64                 // request packets held for in-order delivery
-	ReplayedFromCache uint64                 // duplicate requests answered from the response cache
-	AcksSent          uint64
+	Drops           [NumDropReasons]uint64 // indexed by DropReason
+	TxRequests      uint64                 // request packets sent (first transmissions)
+	Retransmits     uint64                 // request packets resent (timer or fast)
+	FastRetransmits uint64                 // of which triggered by a selective ack
+	// SpuriousRetransmits counts packets retransmitted whose first
+	// transmission was answered (wire.HdrOriginal): the retransmission
+	// was not needed (rto.go).
+	SpuriousRetransmits uint64
+	RxResponses         uint64 // responses matched to a request in flight
+	Delivered           uint64 // request packets executed by the handler
+	Held                uint64 // request packets held for in-order delivery
+	ReplayedFromCache   uint64 // duplicate requests answered from the response cache
+	AcksSent            uint64
 	// AnswersSent counts responses that did not go out as packets of
 	// their own: a request to the same peer carried them (wire.HdrAnswers,
 	// answers.go).
@@ -212,7 +217,7 @@ func (c *counters) opDone(op wire.Opcode, err fi.Errno) {
 func (e *Engine) Stats() Stats {
 	c := &e.stats
 	s := Stats{TxRequests: c.txRequests.Load(), Retransmits: c.retransmits.Load(),
-		FastRetransmits: c.fastRetransmits.Load(), RxResponses: c.rxResponses.Load(),
+		FastRetransmits: c.fastRetransmits.Load(), SpuriousRetransmits: c.spuriousRetransmits.Load(), RxResponses: c.rxResponses.Load(),
 		Delivered: c.delivered.Load(), Held: c.held.Load(), ReplayedFromCache: c.replayedFromCache.Load(),
 		AcksSent: c.acksSent.Load(), AnswersSent: c.answersSent.Load(), SessionResets: c.sessionResets.Load(),
 		PeersUnreachable: c.peersUnreachable.Load(), PeersEvicted: c.peersEvicted.Load(),

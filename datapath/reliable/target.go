@@ -256,8 +256,11 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held b
 	}
 	e.stats.delivered.Add(1)
 	out := b.Finish()
-	if held {
+	switch {
+	case held:
 		out[3] |= wire.HdrHeld
+	case pk.Flags&wire.HdrRetransmit == 0:
+		out[3] |= wire.HdrOriginal // until it is replayed (sendCached)
 	}
 	// The ack state after this delivery.
 	wire.PutAck(out, rp.win.next+1, 0)
@@ -271,6 +274,12 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held b
 func (e *Engine) sendCached(rp *rxPeer, i int32) {
 	e.store.touch(i, e.now())
 	en := &e.store.ents[i]
+	// A replay answers a retransmission (or a duplicate), not the first
+	// transmission: it must not tell the initiator that its timeout was
+	// spurious. The first sending may still be queued in rxOut with the
+	// same bytes; it then goes without the mark too, which only forgoes a
+	// detection.
+	en.buf[3] &^= wire.HdrOriginal
 	wire.PutAck(en.buf, rp.win.next, rp.win.sack())
 	e.queueRx(en.buf[:en.n], rp.peer.Addr)
 }
@@ -335,10 +344,12 @@ func (e *Engine) queueRx(buf []byte, addr netip.AddrPort) {
 func (e *Engine) flushRx() {
 	e.rxDeferred.Store(false)
 	if len(e.rxOut) > 0 {
+		e.gatherAnswers()
 		e.send(e.rxOut)
 		clear(e.rxOut)
 		e.rxOut = e.rxOut[:0]
 	}
 	e.ackBuf = e.ackBuf[:0]
+	e.ansBuf = e.ansBuf[:0]
 	e.store.flushed()
 }

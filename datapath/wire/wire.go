@@ -61,7 +61,8 @@ func (t Type) String() string {
 
 // Header flags (header byte 3).
 const (
-	// HdrRetransmit marks a retransmitted request (diagnostics only).
+	// HdrRetransmit marks a retransmitted request: the target's response
+	// to it carries no HdrOriginal.
 	HdrRetransmit uint8 = 1 << 0
 	// HdrHeld marks a response to a request the target had to hold until an
 	// earlier one arrived, so its round trip is no RTT sample.
@@ -77,9 +78,22 @@ const (
 	// no response bytes (what their responses would have said). A
 	// delayed acknowledgement riding on the reverse direction's data, as
 	// TCP's: a message ping-pong costs two frames per round trip, not four.
-	// REQ only; see Header.Answer.
-	HdrAnswers   uint8 = 1 << 3
-	hdrFlagsMask       = HdrRetransmit | HdrHeld | HdrLost | HdrAnswers
+	// On an ACK it marks a gathered acknowledgement: the ACK answers
+	// Answered of the receiver's requests ending at its Seq (its Session
+	// the receiver's), in place of that many such responses (one frame per
+	// receive batch instead of one per request packet). REQ and ACK only;
+	// see Header.Answer.
+	HdrAnswers uint8 = 1 << 3
+	// HdrOriginal marks a response the target made executing the
+	// request's first transmission (one without HdrRetransmit, not held
+	// behind a missing one) and sends for the first time: it is not a
+	// replay from the target's cache, so it answers the original. An
+	// initiator that retransmitted the request meanwhile knows the
+	// retransmission was spurious and that the round trip since the first
+	// transmission is a true RTT sample (Eifel, RFC 3522). RESP only;
+	// answers (HdrAnswers) stand for responses with it.
+	HdrOriginal  uint8 = 1 << 4
+	hdrFlagsMask       = HdrRetransmit | HdrHeld | HdrLost | HdrAnswers | HdrOriginal
 )
 
 // Opcode is the operation an op descriptor asks for.
@@ -151,22 +165,32 @@ type Header struct {
 	DstEP   uint32 // receiver's endpoint id
 	AuthKey uint32 // auth key id the request is made under (0 = none)
 	Session uint32 // initiator incarnation the sequence space belongs to
-	Seq     uint32 // REQ: packet sequence number; RESP: Seq of the answered request
+	Seq     uint32 // REQ: packet sequence number; RESP: Seq of the answered request; ACK with HdrAnswers: the last one answered
 	Ack     uint32 // REQ: lowest Seq still awaiting a response; RESP/ACK: next Seq the target will deliver
 	Sack    uint64 // RESP/ACK: bit i set = request Ack+1+i is held by the target; REQ with HdrAnswers: see Answer
-	// Answered is, in a REQ with HdrAnswers, how many of the receiver's
-	// requests it answers (1..65535; header bytes 6..7, otherwise 0).
+	// Answered is, in a REQ or ACK with HdrAnswers, how many of the
+	// receiver's requests it answers (1..65535; header bytes 6..7,
+	// otherwise 0).
 	Answered uint16
 }
 
-// Answer returns what a REQ with HdrAnswers answers: the receiver's
-// requests last-n+1..last of its session, all delivered, every op a
-// success without response bytes. n is 0 for any other packet.
+// Answer returns what a REQ or ACK with HdrAnswers answers: the
+// receiver's requests last-n+1..last of its session, all delivered, every
+// op a success without response bytes. A REQ carries session and last in
+// its Sack field (unused in requests), an ACK in Session and Seq (its Sack
+// is the target's selective ack, as in any ACK). n is 0 for any other
+// packet.
 func (h *Header) Answer() (session, last uint32, n int) {
-	if h.Type != TypeReq || h.Flags&HdrAnswers == 0 {
+	if h.Flags&HdrAnswers == 0 {
 		return 0, 0, 0
 	}
-	return uint32(h.Sack), uint32(h.Sack >> 32), int(h.Answered)
+	switch h.Type {
+	case TypeReq:
+		return uint32(h.Sack), uint32(h.Sack >> 32), int(h.Answered)
+	case TypeAck:
+		return h.Session, h.Seq, int(h.Answered)
+	}
+	return 0, 0, 0
 }
 
 // PutAnswer makes the encoded request b answer n (1..65535) of its
@@ -250,8 +274,12 @@ func (h *Header) parse(b []byte) error {
 	if h.Flags&^hdrFlagsMask != 0 {
 		return ErrReserved
 	}
-	// Bytes 6..7 count the answers of a REQ with HdrAnswers; 0 otherwise.
-	if answers := h.Flags&HdrAnswers != 0; answers != (h.Answered != 0) || answers && h.Type != TypeReq {
+	// Bytes 6..7 count the answers of a REQ or ACK with HdrAnswers; 0
+	// otherwise.
+	if answers := h.Flags&HdrAnswers != 0; answers != (h.Answered != 0) || answers && h.Type == TypeResp {
+		return ErrReserved
+	}
+	if h.Flags&HdrOriginal != 0 && h.Type != TypeResp {
 		return ErrReserved
 	}
 	switch h.Type {
@@ -545,6 +573,17 @@ func EncodeAck(buf []byte, h Header) []byte {
 	h.NumOps = 0
 	h.Put(buf)
 	return buf[:HeaderLen]
+}
+
+// EncodeAnswersAck writes into buf an ACK that answers n (1..65535) of its
+// receiver's requests, session's last-n+1..last (HdrAnswers), with the
+// receive state ack and sack, and returns it. h gives the endpoints and
+// auth key; its other fields are set here.
+func EncodeAnswersAck(buf []byte, h Header, session, last, ack uint32, sack uint64, n uint16) []byte {
+	h.Flags = HdrAnswers
+	h.Answered = n
+	h.Session, h.Seq, h.Ack, h.Sack = session, last, ack, sack
+	return EncodeAck(buf, h)
 }
 
 var le = binary.LittleEndian

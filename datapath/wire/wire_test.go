@@ -151,6 +151,8 @@ func TestDecodeRejects(t *testing.T) {
 			return p
 		}), ErrReserved},
 		{"ack with ops", mut(func(p []byte) []byte { p[2] = uint8(TypeAck); return p }), ErrNumOps},
+		{"ack answers without a count", EncodeAck(make([]byte, HeaderLen), Header{Flags: HdrAnswers}), ErrReserved},
+		{"ack answer count without the flag", EncodeAck(make([]byte, HeaderLen), Header{Answered: 2}), ErrReserved},
 	}
 	var p Packet
 	for _, c := range cases {
@@ -195,6 +197,31 @@ func TestAnswerRoundTrip(t *testing.T) {
 	}
 	if _, _, n := p.Answer(); n != 0 {
 		t.Fatalf("a plain request answers %d", n)
+	}
+}
+
+// TestAnswersAckRoundTrip: an ACK answers a run of its receiver's
+// requests (HdrAnswers: session, last, count) beside its receive state,
+// through Decode; a plain ACK answers nothing.
+func TestAnswersAckRoundTrip(t *testing.T) {
+	buf := make([]byte, HeaderLen)
+	pkt := EncodeAnswersAck(buf, Header{SrcEP: 7, DstEP: 9, AuthKey: 3}, 0xabcdef01, 0xfffffffe, 0xffffffff, 1<<5, 40)
+	var p Packet
+	if err := Decode(pkt, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Type != TypeAck || p.SrcEP != 7 || p.DstEP != 9 || p.AuthKey != 3 || p.Ack != 0xffffffff || p.Sack != 1<<5 {
+		t.Fatalf("header %+v", p.Header)
+	}
+	if s, last, n := p.Answer(); s != 0xabcdef01 || last != 0xfffffffe || n != 40 {
+		t.Fatalf("Answer() = %#x %#x %d", s, last, n)
+	}
+	plain := EncodeAck(make([]byte, HeaderLen), Header{Session: 1, Ack: 2})
+	if err := Decode(plain, &p); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, n := p.Answer(); n != 0 {
+		t.Fatalf("a plain ack answers %d", n)
 	}
 }
 
