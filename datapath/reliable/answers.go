@@ -51,14 +51,7 @@ func (e *Engine) foldAnswers() {
 		return
 	}
 	e.stats.answersSent.Add(uint64(folded))
-	kept := e.rxOut[:0]
-	for _, r := range e.rxOut {
-		if r.Buf != nil {
-			kept = append(kept, r)
-		}
-	}
-	clear(e.rxOut[len(kept):])
-	e.rxOut = kept
+	e.compactRxOut()
 }
 
 // foldAnswer makes a request in txq to (addr, ep) answer seq of session:
@@ -205,14 +198,7 @@ func (e *Engine) gatherAnswers() {
 		return
 	}
 	e.stats.answersSent.Add(uint64(gathered))
-	kept := e.rxOut[:0]
-	for _, r := range e.rxOut {
-		if r.Buf != nil {
-			kept = append(kept, r)
-		}
-	}
-	clear(e.rxOut[len(kept):])
-	e.rxOut = kept
+	e.compactRxOut()
 }
 
 // answerRun is a run of simple responses gatherAnswers found: rxOut's
@@ -223,4 +209,17 @@ type answerRun struct {
 	dst, session uint32
 	last, ack    uint32
 	n            int
+}
+
+// compactRxOut drops the responses of rxOut that an answer took over
+// (their Buf set to nil), keeping the others in order. rxMu is held.
+func (e *Engine) compactRxOut() {
+	kept := e.rxOut[:0]
+	for _, r := range e.rxOut {
+		if r.Buf != nil {
+			kept = append(kept, r)
+		}
+	}
+	clear(e.rxOut[len(kept):])
+	e.rxOut = kept
 }
