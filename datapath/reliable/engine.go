@@ -1302,6 +1302,42 @@ const PathCheckRetries = 3
 // retxBurst bounds timer-driven retransmissions per peer per timer pass.
 const retxBurst = 8
 
+// lateDue says which of p's due packets a timer pass resends: those due
+// before late, and the first lateEq (in sequence order) due at late, at
+// most retxBurst in all, the ones overdue longest. With no more than
+// retxBurst due, late is now and lateEq covers them all. e.mu is held.
+func (p *txPeer) lateDue(now int64) (late int64, lateEq int) {
+	var oldest [retxBurst]int64 // the earliest deadlines due, ascending
+	n, due := 0, 0
+	for seq := p.base; seq != p.nextSeq; seq++ {
+		s := p.slot(seq)
+		if s == nil || s.deadline > now {
+			continue
+		}
+		due++
+		if n == retxBurst && s.deadline >= oldest[n-1] {
+			continue
+		}
+		i := min(n, retxBurst-1)
+		for ; i > 0 && oldest[i-1] > s.deadline; i-- {
+			oldest[i] = oldest[i-1]
+		}
+		oldest[i] = s.deadline
+		n = min(n+1, retxBurst)
+	}
+	if due <= retxBurst {
+		return now, due
+	}
+	late = oldest[retxBurst-1]
+	lateEq = retxBurst
+	for _, d := range oldest {
+		if d < late {
+			lateEq--
+		}
+	}
+	return late, lateEq
+}
+
 // reorderThresh is how far responses may be reordered before a missing one
 // counts as lost (TCP's duplicate-ack threshold).
 const reorderThresh = 3
@@ -1343,22 +1379,37 @@ func (e *Engine) expire(out *[]Completion) int64 {
 	// Backwards: deactivate moves the last peer, already seen, into i.
 	for i := len(e.active) - 1; i >= 0; i-- {
 		p := e.active[i]
-		burst := 0
 		due := false
 		pathChecked := false
+		// At most retxBurst resends per pass: a stall (often our own
+		// scheduling) expires many packets at once, and the answers to
+		// the first few (with gap detection) sort out the rest without
+		// a storm. The burst goes to the packets overdue longest
+		// (lateDue), and the rest stay due for the next pass, about a
+		// round trip later (pace). Taking the lowest sequence numbers
+		// instead, and pushing the rest by their RTO, starves a gap:
+		// once timeouts reach RetryMax the resent and the pushed fall
+		// due together, the same low packets take every burst, and a
+		// lost one higher up is never resent while the target holds
+		// everything behind it (nothing is answered; its cached
+		// responses age out).
+		late, lateEq := p.lateDue(now)
 		for seq := p.base; seq != p.nextSeq; seq++ {
 			s := p.slot(seq)
 			if s == nil {
 				continue
 			}
 			due = due || s.deadline <= now
-			if s.deadline <= now && burst >= retxBurst {
-				// A stall (often our own scheduling) expired many packets
-				// at once: resend the oldest few; their answers and the
-				// gap detection sort out the rest without a storm.
-				s.deadline = now + int64(s.rto)
+			if s.deadline <= now && (s.deadline > late || s.deadline == late && lateEq == 0) {
+				// Left for the next pass.
+				if pace := now + max(p.est.srtt, int64(e.cfg.RetryInitial)); next == 0 || pace < next {
+					next = pace
+				}
+				continue
 			} else if s.deadline <= now {
-				burst++
+				if s.deadline == late {
+					lateEq--
+				}
 				if s.retries >= e.cfg.MaxRetries {
 					e.stats.peersUnreachable.Add(1)
 					e.failPeer(p, fi.ETIMEDOUT, out)

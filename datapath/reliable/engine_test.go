@@ -246,6 +246,12 @@ func testSegmented(t *testing.T, o netOpts) {
 	peer := Peer{target.LocalAddr(), 2}
 	rng := rand.New(rand.NewPCG(1, 2))
 	seg := ini.MaxSegment()
+	defer func() {
+		if t.Failed() {
+			t.Logf("initiator stats: %+v", ini.Stats())
+			t.Logf("target stats: %+v", target.Stats())
+		}
+	}()
 	for _, size := range []int{1, 100, seg - 1, seg, seg + 1, 4096, 65536, 1 << 20} {
 		data := make([]byte, size)
 		for i := range data {
