@@ -60,9 +60,6 @@ const (
 	// benchOpTimeout bounds the wait for any one completion: the reliable
 	// datapath reports an unreachable peer before it.
 	benchOpTimeout = 10 * time.Second
-	// xskRebindWait bounds the wait for an AF_XDP queue that a closed
-	// socket still holds (up to ~0.4 s seen on veth).
-	xskRebindWait = 2 * time.Second
 	// udpResend is how long the UDP ping-pong waits for an echo before it
 	// counts the datagram lost and sends it again.
 	udpResend = 100 * time.Millisecond
@@ -280,16 +277,9 @@ func openBenchNode(local netip.AddrPort, o *benchOptions, acceptUnknown bool) (_
 	if err != nil {
 		return nil, err
 	}
-	// An AF_XDP socket bound to the queue just before (the previous bench
-	// on this interface) frees the queue some time after its close: the
-	// kernel releases the buffer pool from a workqueue. Wait for it.
-	for deadline := time.Now().Add(xskRebindWait); ; time.Sleep(10 * time.Millisecond) {
-		n.ep, err = n.dom.Endpoint(fabric.EPAttr{AcceptUnknown: acceptUnknown, RxSize: benchRxSize}, nil)
-		if err == nil || !errors.Is(err, unix.EBUSY) || n.dom.Transport() != fabric.TransportXDP ||
-			time.Now().After(deadline) {
-			break
-		}
-	}
+	// An AF_XDP queue the previous bench on this interface closed is
+	// freed some time later; afxdp.Open waits for it (ReleaseWait).
+	n.ep, err = n.dom.Endpoint(fabric.EPAttr{AcceptUnknown: acceptUnknown, RxSize: benchRxSize}, nil)
 	if err != nil {
 		return nil, err
 	}

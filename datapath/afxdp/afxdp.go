@@ -192,23 +192,6 @@ func Open(opts Options) (*Transport, error) {
 	return t, nil
 }
 
-// RebindWait bounds how long Open retries a queue the kernel still holds
-// for a socket closed just before: it releases the queue's buffer pool from
-// a workqueue, and until then binding fails with EBUSY (seen for up to
-// ~0.4 s on veth).
-const RebindWait = 2 * time.Second
-
-func openQueue(ifindex, q int, mode xsk.BindMode) (*xsk.Socket, error) {
-	deadline := time.Now().Add(RebindWait)
-	for {
-		s, err := xsk.Open(ifindex, q, xsk.Options{Mode: mode})
-		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
-			return s, err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // InterfaceOf returns the name of the interface holding addr, in the
 // calling thread's network namespace.
 func InterfaceOf(addr netip.Addr) (string, error) {

@@ -26,6 +26,7 @@ import (
 // reads its rings directly, with no hand-off.
 type device struct {
 	key     string
+	claim   int // the claim on the interface's queues (queues.go), -1 when none
 	att     *xdp.Attachment
 	socks   []*xsk.Socket
 	pollFDs []unix.PollFd
@@ -68,7 +69,11 @@ func openDevice(iface string, bind xsk.BindMode) (*device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("xdpfab is not attached on %s: %w", iface, err)
 	}
-	d := &device{key: key, att: att, ports: map[uint16]*Transport{}}
+	d := &device{key: key, claim: -1, att: att, ports: map[uint16]*Transport{}}
+	if d.claim, err = claimQueues(att.Ifindex); err != nil {
+		att.Close()
+		return nil, fmt.Errorf("%s: %w", iface, err)
+	}
 	if err := d.open(iface, bind); err != nil {
 		d.release()
 		return nil, err
@@ -155,6 +160,10 @@ func (d *device) release() {
 	}
 	d.socks = nil
 	d.att.Close()
+	if d.claim >= 0 {
+		unix.Close(d.claim) // after the sockets: a claimant finds them closed
+		d.claim = -1
+	}
 }
 
 // drain moves what the RX rings hold to the queues of the transports the

@@ -241,7 +241,7 @@ func TestFabtests(t *testing.T) {
 						p.unlinkSharedAVs(t)
 						defer p.unlinkSharedAVs(t)
 					}
-					before := p.redirected(t)
+					before := p.counters(t)
 					began := time.Now()
 					err, out := runCase(p, c)
 					t.Logf("%s: %v", c.id(), time.Since(began).Round(100*time.Millisecond))
@@ -259,7 +259,7 @@ func TestFabtests(t *testing.T) {
 						t.Errorf("%s: %v\n%s", c.id(), err, tail(out, 30))
 					}
 					if err == nil && !c.unit {
-						p.checkXDP(t, before)
+						p.checkXDP(t, before, out)
 					}
 				})
 			}
@@ -292,14 +292,14 @@ func attach(t *testing.T, ns *testenv.Netns, iface string, mode xdp.Mode) {
 	t.Cleanup(func() { _ = ns.Do(func() error { return xdp.Detach(iface) }) })
 }
 
-// redirected is how many datagrams the XDP programs of both ends have
-// redirected to AF_XDP sockets (0 over the kernel socket).
-func (p *pair) redirected(t *testing.T) uint64 {
+// counters is the sum of the XDP program's counters at both ends (zero
+// over the kernel socket).
+func (p *pair) counters(t *testing.T) xdp.Counters {
 	t.Helper()
+	var sum xdp.Counters
 	if !p.xdp {
-		return 0
+		return sum
 	}
-	var sum uint64
 	for _, side := range []struct {
 		ns    *testenv.Netns
 		iface string
@@ -311,7 +311,9 @@ func (p *pair) redirected(t *testing.T) uint64 {
 			}
 			defer a.Close()
 			c, err := a.Counters()
-			sum += c[bpf.XdpfabXdpfabCounterCNT_REDIRECT_XSK]
+			for i := range c {
+				sum[i] += c[i]
+			}
 			return err
 		})
 		if err != nil {
@@ -337,15 +339,27 @@ func attachState(ns *testenv.Netns) string {
 }
 
 // checkXDP fails a run over AF_XDP whose traffic did not reach the AF_XDP
-// sockets (the provider fell back to the kernel socket).
-func (p *pair) checkXDP(t *testing.T, before uint64) {
+// sockets (the provider fell back to the kernel socket), saying what the
+// XDP programs did with the run's datagrams and what the run printed (the
+// provider logs why it took the kernel socket).
+func (p *pair) checkXDP(t *testing.T, before xdp.Counters, out string) {
 	t.Helper()
 	if !p.xdp {
 		return
 	}
-	if after := p.redirected(t); after == before {
-		t.Errorf("no datagram was redirected to an AF_XDP socket (redirect_xsk stayed %d): the run did not use AF_XDP", after)
+	after := p.counters(t)
+	redirect := bpf.XdpfabXdpfabCounterCNT_REDIRECT_XSK
+	if after[redirect] != before[redirect] {
+		return
 	}
+	var delta strings.Builder
+	for i := range after {
+		if d := after[i] - before[i]; d != 0 {
+			fmt.Fprintf(&delta, " %v=%d", bpf.Counter(i), d)
+		}
+	}
+	t.Errorf("no datagram was redirected to an AF_XDP socket (redirect_xsk stayed %d): the run did not use AF_XDP\nXDP counters during the run:%s\n%s",
+		after[redirect], delta.String(), tail(out, 30))
 }
 
 // caseTimeout bounds one fabtests run.
