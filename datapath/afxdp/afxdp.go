@@ -74,7 +74,8 @@ const FallbackPoll = 2 * time.Millisecond
 // KernelPollInterval is how often Receive looks at the kernel socket while
 // the AF_XDP path is busy. The kernel socket carries only what the program
 // passes to the stack (fragments, traffic before Configure, ICMP errors),
-// so its packets may wait this long; the AF_XDP path does not.
+// so its packets may wait this long (KernelPollInterval + kernelBusySlack
+// while AF_XDP datagrams keep coming); the AF_XDP path does not.
 const KernelPollInterval = 100 * time.Microsecond
 
 // batch is the most packets one ring pass or Send moves.
