@@ -438,7 +438,7 @@ static ssize_t counted_read(struct xf_cq *c, ssize_t n, int first)
 		k = __atomic_add_fetch(&c->empty, 1, __ATOMIC_RELAXED);
 		if (k == 1 && !first)
 			__atomic_store_n(&c->wait_start, mono_ns(), __ATOMIC_RELAXED);
-		if (c->yield_polls && k % c->yield_polls == 0)
+		if (c->yield_polls && !first && k % c->yield_polls == 0)
 			sched_yield();
 		return n;
 	}
