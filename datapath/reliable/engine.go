@@ -64,8 +64,10 @@
 //     doubles the timeout up to RetryMax (200 ms), for the peer's later
 //     packets too until one is answered unretransmitted (or a spurious
 //     timeout is detected), and one timer pass resends at most 8 packets
-//     per peer so a scheduling stall does not turn into a retransmission
-//     storm. A peer with no RTT sample yet starts from the estimate of the
+//     per peer, those overdue longest, so a scheduling stall does not turn
+//     into a retransmission storm; the rest stay due for the next pass
+//     about a round trip later (never pushed back behind the packets just
+//     resent, which would starve a gap). A peer with no RTT sample yet starts from the estimate of the
 //     endpoint's (else the process's) latest sample from another peer
 //     (rtoseed.go). Fast retransmit: a
 //     selective ack showing a gap, or a response to a request 3 or more
