@@ -578,7 +578,10 @@ type Engine struct {
 
 	// Readers assisting the receive goroutine (BeginAssist), and when the
 	// last one ended (e.now()).
-	assisters   atomic.Int32
+	assisters atomic.Int32
+	// held: coalescing left requests queued since the last sendHeld
+	// (held.go). Set with mu held.
+	held        atomic.Bool
 	lastAssist  atomic.Int64
 	assistTimer *time.Timer // receiveLoop's
 
@@ -775,6 +778,7 @@ func (e *Engine) Submit(r *Request) error {
 		// MoreHold at the latest.
 		p.heldFrom = e.now()
 		e.armTimer(p.heldFrom + int64(e.cfg.MoreHold))
+		e.held.Store(true)
 	}
 	// Accepted: a send that fails now is the retransmission timer's
 	// business (the packets are in their slots with deadlines), not the
@@ -1573,6 +1577,7 @@ func (e *Engine) EndAssist() {
 // BeginAssist and EndAssist, and for Progress callers of manual engines
 // alike it must not be called from OnComplete or the Handler.
 func (e *Engine) Assist() int {
+	e.sendHeld() // the reader waits for completions (held.go)
 	if !e.rxMu.TryLock() {
 		return 0
 	}
@@ -1653,6 +1658,7 @@ func (e *Engine) Progress(wait bool) (int, error) {
 	if !e.cfg.ManualProgress {
 		return 0, fmt.Errorf("reliable progress: engine has auto progress: %w", fi.EOPBADSTATE)
 	}
+	e.sendHeld() // the caller waits for completions (held.go)
 	n, err := e.progress(wait)
 	if err != nil {
 		return 0, fmt.Errorf("reliable progress: %w", err)
