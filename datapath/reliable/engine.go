@@ -25,7 +25,9 @@
 //     never come, so a forgotten FI_MORE delays but never strands requests.
 //     Requests also share packets when they queue behind a full window
 //     and, with Config.CoalesceAt packets already in flight, when Submit
-//     leaves them for the receive side to pack at the next response.
+//     leaves them for the receive side to pack at the next response (or
+//     until a reader assists or drives the engine, which sends them at
+//     once: it waits for completions, so nothing more is coming; held.go).
 //   - FI_INJECT: Payload and Compare are copied before Submit returns (at
 //     most Config.InjectSize bytes together); the caller may reuse them at
 //     once. Result, an output buffer, is unaffected: it stays the caller's
@@ -303,7 +305,8 @@ type Config struct {
 	BusyPoll bool
 	// CoalesceAt: when this many packets to a peer are in flight, Submit
 	// leaves new requests queued for the receive side to pack together
-	// when the next response arrives, or MoreHold after (2; negative
+	// when the next response arrives, or MoreHold after, or when a reader
+	// assists (Assist, Poll) or drives (Progress) the engine (2; negative
 	// disables). It trades a little latency under load for far fewer
 	// packets; one request in flight is never delayed. Packets, not bytes, are what a software
 	// datapath pays for: on veth with AF_XDP, 64 fetch-adds in flight ran
