@@ -65,10 +65,14 @@ func (t *benchTarget) publishCPU() {
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&t.mem[benchCPUOff])), uint64(ns))
 }
 
-// readTargetCPU reads the CPU time the target published.
+// readTargetCPU reads the CPU time the target published. An atomic read,
+// not an RMA read: the target executes it with an atomic load, as
+// publishCPU stores it (an RMA read copies the bytes, which the race
+// detector rightly reports against the store).
 func (c *benchClient) readTargetCPU() (uint64, error) {
-	buf := c.results[0]
-	if err := c.ep.Read(buf, mr.Desc{}, c.peer, benchCPUOff, c.o.key, c.ctxs[0]); err != nil {
+	buf := c.results[0][:8]
+	if err := c.ep.FetchAtomic(c.one, 1, mr.Desc{}, buf, mr.Desc{}, c.peer, benchCPUOff, c.o.key,
+		fatomic.UINT64, fatomic.ATOMIC_READ, c.ctxs[0]); err != nil {
 		return 0, err
 	}
 	_, failed, err := c.reap(c.comps[:1])
@@ -76,7 +80,7 @@ func (c *benchClient) readTargetCPU() (uint64, error) {
 		return 0, err
 	}
 	if failed != nil {
-		return 0, fmt.Errorf("RMA read of the target's CPU time: %w", failed.Err)
+		return 0, fmt.Errorf("atomic read of the target's CPU time: %w", failed.Err)
 	}
 	return binary.LittleEndian.Uint64(buf), nil
 }

@@ -66,8 +66,11 @@
 //     doubles the timeout up to RetryMax (200 ms), for the peer's later
 //     packets too until one is answered unretransmitted (or a spurious
 //     timeout is detected), and one timer pass resends at most 8 packets
-//     per peer so a scheduling stall does not turn into a retransmission
-//     storm. A peer with no RTT sample yet starts from the estimate of the
+//     per peer, those overdue longest, so a scheduling stall does not turn
+//     into a retransmission storm; the rest stay due for the next pass
+//     about a round trip later, all of them resent within about an RTO
+//     (never pushed back behind the packets just resent, which would
+//     starve a gap). A peer with no RTT sample yet starts from the estimate of the
 //     endpoint's (else the process's) latest sample from another peer
 //     (rtoseed.go). Fast retransmit: a
 //     selective ack showing a gap, or a response to a request 3 or more
@@ -1313,9 +1316,9 @@ const retxBurst = 8
 // before late, and the first lateEq (in sequence order) due at late, at
 // most retxBurst in all, the ones overdue longest. With no more than
 // retxBurst due, late is now and lateEq covers them all. e.mu is held.
-func (p *txPeer) lateDue(now int64) (late int64, lateEq int) {
+func (p *txPeer) lateDue(now int64) (late int64, lateEq, due int) {
 	var oldest [retxBurst]int64 // the earliest deadlines due, ascending
-	n, due := 0, 0
+	n := 0
 	for seq := p.base; seq != p.nextSeq; seq++ {
 		s := p.slot(seq)
 		if s == nil || s.deadline > now {
@@ -1333,7 +1336,7 @@ func (p *txPeer) lateDue(now int64) (late int64, lateEq int) {
 		n = min(n+1, retxBurst)
 	}
 	if due <= retxBurst {
-		return now, due
+		return now, due, due
 	}
 	late = oldest[retxBurst-1]
 	lateEq = retxBurst
@@ -1342,8 +1345,28 @@ func (p *txPeer) lateDue(now int64) (late int64, lateEq int) {
 			lateEq--
 		}
 	}
-	return late, lateEq
+	return late, lateEq, due
 }
+
+// retxPace is how long the due packets a timer pass left (left of them)
+// wait for the next: about a round trip, for the burst's answers to come
+// back (they acknowledge much of the rest), but short enough that the
+// passes get through all of them within about an RTO, as their timers
+// asked: with a round trip inflated by load or loss (hundreds of ms) and
+// a full window due, a round trip per pass would leave the last of them
+// unsent for many RTOs, past the target's retry budget, which then no
+// longer has their responses. Never below minRetxPace.
+func (p *txPeer) retxPace(left int, retryInitial time.Duration) int64 {
+	pace := max(p.est.srtt, int64(retryInitial))
+	if spread := int64(p.rto) * retxBurst / int64(max(left, 1)); spread < pace {
+		pace = spread
+	}
+	return max(pace, int64(minRetxPace))
+}
+
+// minRetxPace bounds how often a peer's timer passes come while packets
+// are left due: 8 packets per 50 µs at most.
+const minRetxPace = 50 * time.Microsecond
 
 // reorderThresh is how far responses may be reordered before a missing one
 // counts as lost (TCP's duplicate-ack threshold).
@@ -1393,14 +1416,18 @@ func (e *Engine) expire(out *[]Completion) int64 {
 		// the first few (with gap detection) sort out the rest without
 		// a storm. The burst goes to the packets overdue longest
 		// (lateDue), and the rest stay due for the next pass, about a
-		// round trip later (pace). Taking the lowest sequence numbers
+		// round trip later (retxPace). Taking the lowest sequence numbers
 		// instead, and pushing the rest by their RTO, starves a gap:
 		// once timeouts reach RetryMax the resent and the pushed fall
 		// due together, the same low packets take every burst, and a
 		// lost one higher up is never resent while the target holds
 		// everything behind it (nothing is answered; its cached
 		// responses age out).
-		late, lateEq := p.lateDue(now)
+		late, lateEq, ndue := p.lateDue(now)
+		var pace int64 // when the next pass comes for the packets left due
+		if ndue > retxBurst {
+			pace = now + p.retxPace(ndue-retxBurst, e.cfg.RetryInitial)
+		}
 		for seq := p.base; seq != p.nextSeq; seq++ {
 			s := p.slot(seq)
 			if s == nil {
@@ -1409,7 +1436,7 @@ func (e *Engine) expire(out *[]Completion) int64 {
 			due = due || s.deadline <= now
 			if s.deadline <= now && (s.deadline > late || s.deadline == late && lateEq == 0) {
 				// Left for the next pass.
-				if pace := now + max(p.est.srtt, int64(e.cfg.RetryInitial)); next == 0 || pace < next {
+				if next == 0 || pace < next {
 					next = pace
 				}
 				continue

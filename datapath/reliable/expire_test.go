@@ -70,3 +70,32 @@ func TestExpireNoStarvation(t *testing.T) {
 		t.Fatalf("after %d passes, packets never resent (offsets): %v; completions %v", packets/retxBurst+1, starved, out)
 	}
 }
+
+// TestRetxPace: the packets a timer pass leaves due come up again about a
+// round trip later, but all of them within about an RTO however long the
+// round trip (a loaded or lossy path inflates it to hundreds of ms, and a
+// round trip per pass of 8 left the last of a full window unsent past the
+// target's retry budget: TestSegmented/loss0.2 ended in FI_ENODATA).
+func TestRetxPace(t *testing.T) {
+	for _, c := range []struct {
+		srtt, rto time.Duration
+		left      int
+		want      time.Duration
+	}{
+		{0, 200 * time.Millisecond, 8, time.Millisecond}, // no sample: RetryInitial
+		{300 * time.Microsecond, 200 * time.Millisecond, 8, time.Millisecond},
+		{5 * time.Millisecond, 200 * time.Millisecond, 8, 5 * time.Millisecond}, // a round trip
+		{205 * time.Millisecond, 200 * time.Millisecond, 248, 200 * time.Millisecond * 8 / 248},
+		{100 * time.Microsecond, time.Millisecond, 248, minRetxPace}, // floor
+	} {
+		p := &txPeer{rto: c.rto}
+		p.est.srtt = int64(c.srtt)
+		got := time.Duration(p.retxPace(c.left, time.Millisecond))
+		if got != c.want {
+			t.Errorf("srtt %v rto %v, %d left: pace %v, want %v", c.srtt, c.rto, c.left, got, c.want)
+		}
+		if passes := (c.left + retxBurst - 1) / retxBurst; got > minRetxPace && time.Duration(passes)*got > c.rto+c.rto/8 {
+			t.Errorf("srtt %v rto %v, %d left: %d passes of %v take longer than the RTO", c.srtt, c.rto, c.left, passes, got)
+		}
+	}
+}
