@@ -30,6 +30,11 @@
 # with the columns new/base and manual/base (above 1: the working tree
 # ahead).
 #
+# MTU=N sets the veth pair's MTU (default: the kernel's 1500) for every
+# configuration alike. With xdpfab's program attached natively a veth
+# takes at most 3506 (a frame must fit one page for XDP); xdpfab's
+# packets follow the MTU (fabric/mtu.go), TCP's segments too.
+#
 # Every cell is the median of REPS runs (default 3), the configurations
 # interleaved run by run so that a burst of load elsewhere on the machine
 # hits them alike; the ratio columns say how many times better xdpfab is
@@ -111,6 +116,10 @@ ip -n "$ns_a" link add "$if_a" type veth peer name "$if_b" netns "$ns_b"
 ip -n "$ns_a" addr add "$ip_a/24" dev "$if_a"
 ip -n "$ns_b" addr add "$ip_b/24" dev "$if_b"
 for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
+if [ -n "${MTU:-}" ]; then
+	ip -n "$ns_a" link set "$if_a" mtu "$MTU"
+	ip -n "$ns_b" link set "$if_b" mtu "$MTU"
+fi
 ip -n "$ns_a" link set "$if_a" up
 ip -n "$ns_b" link set "$if_b" up
 "$tmp/xdpfab" -n "$ns_a" attach "$if_a" --mode auto >&2

@@ -92,18 +92,8 @@ func ownerChild(spec string) {
 // for it to be ready; it returns the child and its av_id and domain_id.
 func startOwnerChild(t *testing.T, ns *testenv.Netns, iface, test string) (*exec.Cmd, uint32, uint32) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), ownerChildEnv+"="+ns.Name+":"+iface)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
+	child := testenv.StartChild(t, test, ownerChildEnv+"="+ns.Name+":"+iface)
+	cmd, out := child.Cmd, child.Stdout
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)

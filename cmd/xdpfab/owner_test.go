@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -109,18 +108,8 @@ func TestKilledOwner(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 
 	const port = 7600
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledOwner$", "-test.count=1")
-	cmd.Env = append(os.Environ(), endpointChildEnv+"="+nb.Name+","+netip.AddrPortFrom(v.AddrB.Addr(), port).String())
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
+	child := testenv.StartChild(t, "TestKilledOwner", endpointChildEnv+"="+nb.Name+","+netip.AddrPortFrom(v.AddrB.Addr(), port).String())
+	cmd, out := child.Cmd, child.Stdout
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -81,21 +80,9 @@ func TestQueueClaim(t *testing.T) {
 	tr.Close()
 
 	// Held by a live process.
-	cmd := exec.Command(os.Args[0], "-test.run=^TestQueueClaim$", "-test.count=1")
-	cmd.Env = append(os.Environ(), holderEnv+"="+a.Name+":"+v.NameA+":"+v.AddrA.Addr().String())
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
+	child := testenv.StartChild(t, "TestQueueClaim", holderEnv+"="+a.Name+":"+v.NameA+":"+v.AddrA.Addr().String())
+	cmd, stdin := child.Cmd, child.Stdin
+	line, err := bufio.NewReader(child.Stdout).ReadString('\n')
 	require.NoError(t, err)
 	require.Equal(t, "ready\n", line)
 	start = time.Now()

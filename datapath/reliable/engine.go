@@ -25,7 +25,9 @@
 //     never come, so a forgotten FI_MORE delays but never strands requests.
 //     Requests also share packets when they queue behind a full window
 //     and, with Config.CoalesceAt packets already in flight, when Submit
-//     leaves them for the receive side to pack at the next response.
+//     leaves them for the receive side to pack at the next response (or
+//     until a reader assists or drives the engine, which sends them at
+//     once: it waits for completions, so nothing more is coming; held.go).
 //   - FI_INJECT: Payload and Compare are copied before Submit returns (at
 //     most Config.InjectSize bytes together); the caller may reuse them at
 //     once. Result, an output buffer, is unaffected: it stays the caller's
@@ -306,7 +308,8 @@ type Config struct {
 	BusyPoll bool
 	// CoalesceAt: when this many packets to a peer are in flight, Submit
 	// leaves new requests queued for the receive side to pack together
-	// when the next response arrives, or MoreHold after (2; negative
+	// when the next response arrives, or MoreHold after, or when a reader
+	// assists (Assist, Poll) or drives (Progress) the engine (2; negative
 	// disables). It trades a little latency under load for far fewer
 	// packets; one request in flight is never delayed. Packets, not bytes, are what a software
 	// datapath pays for: on veth with AF_XDP, 64 fetch-adds in flight ran
@@ -581,7 +584,10 @@ type Engine struct {
 
 	// Readers assisting the receive goroutine (BeginAssist), and when the
 	// last one ended (e.now()).
-	assisters   atomic.Int32
+	assisters atomic.Int32
+	// held: coalescing left requests queued since the last sendHeld
+	// (held.go). Set with mu held.
+	held        atomic.Bool
 	lastAssist  atomic.Int64
 	assistTimer *time.Timer // receiveLoop's
 
@@ -778,6 +784,7 @@ func (e *Engine) Submit(r *Request) error {
 		// MoreHold at the latest.
 		p.heldFrom = e.now()
 		e.armTimer(p.heldFrom + int64(e.cfg.MoreHold))
+		e.held.Store(true)
 	}
 	// Accepted: a send that fails now is the retransmission timer's
 	// business (the packets are in their slots with deadlines), not the
@@ -1600,6 +1607,7 @@ func (e *Engine) EndAssist() {
 // BeginAssist and EndAssist, and for Progress callers of manual engines
 // alike it must not be called from OnComplete or the Handler.
 func (e *Engine) Assist() int {
+	e.sendHeld() // the reader waits for completions (held.go)
 	if !e.rxMu.TryLock() {
 		return 0
 	}
@@ -1680,6 +1688,7 @@ func (e *Engine) Progress(wait bool) (int, error) {
 	if !e.cfg.ManualProgress {
 		return 0, fmt.Errorf("reliable progress: engine has auto progress: %w", fi.EOPBADSTATE)
 	}
+	e.sendHeld() // the caller waits for completions (held.go)
 	n, err := e.progress(wait)
 	if err != nil {
 		return 0, fmt.Errorf("reliable progress: %w", err)

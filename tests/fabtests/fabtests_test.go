@@ -385,15 +385,22 @@ func runCase(p *pair, c fabtestCase) (error, string) {
 	var srvOut string
 	var srvErr error
 	done := make(chan struct{})
+	srvPid := make(chan int, 1)
 	go func() {
 		defer close(done)
-		srvOut, srvErr = run(ctx, p.provDir, p.a, filepath.Join(p.bin, c.name), srvArgs...)
+		srvOut, srvErr = runStarted(ctx, p.provDir, p.a, srvPid, filepath.Join(p.bin, c.name), srvArgs...)
 	}()
 	if !awaitServerPort(ctx, p.a, serverPort) {
+		var where string
+		select {
+		case pid := <-srvPid:
+			where = threadsOf(pid) // before it is killed
+		default:
+		}
 		cancel()
 		<-done
 		return fmt.Errorf("server: port %d not bound within %v", serverPort, serverReadyTimeout),
-			"--- server\n" + srvOut
+			"--- server\n" + srvOut + "--- where the server's threads were\n" + where
 	}
 	cliOut, cliErr := run(ctx, p.provDir, p.b, filepath.Join(p.bin, c.name), cliArgs...)
 	if cliErr != nil {
@@ -419,6 +426,12 @@ func netnsPath(ns *testenv.Netns) string { return "/var/run/netns/" + ns.Name }
 // the host's bpffs and with it xdpfab's pinned XDP program, so the
 // provider would fall back to the kernel socket.
 func run(ctx context.Context, provDir string, ns *testenv.Netns, prog string, args ...string) (string, error) {
+	return runStarted(ctx, provDir, ns, nil, prog, args...)
+}
+
+// runStarted is run, sending the process's pid on started (if not nil)
+// once it has started.
+func runStarted(ctx context.Context, provDir string, ns *testenv.Netns, started chan<- int, prog string, args ...string) (string, error) {
 	// stdbuf: fabtests' stdout is a pipe here; line buffering keeps what a
 	// killed run printed.
 	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + netnsPath(ns), "stdbuf", "-oL", "-eL", prog}, args...)...)
@@ -427,7 +440,13 @@ func run(ctx context.Context, provDir string, ns *testenv.Netns, prog string, ar
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		if started != nil {
+			started <- cmd.Process.Pid
+		}
+		err = cmd.Wait()
+	}
 	if ctx.Err() != nil && err != nil {
 		err = fmt.Errorf("%v (timed out or stopped after %v)", err, caseTimeout)
 	}
@@ -440,4 +459,36 @@ func tail(s string, n int) string {
 		lines = append([]string{"..."}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// threadsOf describes what the threads of process pid and its children
+// wait in (wchan, kernel stack), for the report of a server that did not
+// get ready: blocked in the kernel (RTNL, a queue release) or busy.
+func threadsOf(pid int) string {
+	var b strings.Builder
+	pids := []int{pid}
+	if kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
+		for _, f := range strings.Fields(string(kids)) {
+			var k int
+			if _, err := fmt.Sscan(f, &k); err == nil {
+				pids = append(pids, k)
+			}
+		}
+	}
+	for _, p := range pids {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p))
+		fmt.Fprintf(&b, "pid %d %s", p, comm)
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", p))
+		for _, task := range tasks {
+			wchan, _ := os.ReadFile(task + "/wchan")
+			stat, _ := os.ReadFile(task + "/stat")
+			stack, _ := os.ReadFile(task + "/stack")
+			state := ""
+			if f := strings.Fields(string(stat)); len(f) > 2 {
+				state = f[2]
+			}
+			fmt.Fprintf(&b, "  %s %s wchan=%s\n%s", filepath.Base(task), state, wchan, stack)
+		}
+	}
+	return b.String()
 }

@@ -10,8 +10,11 @@ import (
 	"github.com/xdpfab/xdpfab/internal/testenv"
 )
 
-// serverReadyTimeout bounds the wait for a fabtests server's port.
-const serverReadyTimeout = 10 * time.Second
+// serverReadyTimeout bounds the wait for a fabtests server's port. A
+// loaded host took over 10 s once (load average 8, other tests creating
+// and destroying namespaces): the failure report says where the server's
+// threads were.
+const serverReadyTimeout = 30 * time.Second
 
 // awaitServerPort waits until a UDP socket is bound to port in ns (the
 // fabtests server opened its endpoint) or a TCP socket listens in ns (the
