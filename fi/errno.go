@@ -139,6 +139,12 @@ func ErrnoOf(err error) Errno {
 	if err == nil {
 		return SUCCESS
 	}
+	// A bare Errno first: an empty CQ read's FI_EAGAIN comes this way
+	// millions of times a second, and errors.As costs reflection and an
+	// allocation (its target escapes) on every call.
+	if e, ok := err.(Errno); ok {
+		return e
+	}
 	var e Errno
 	if errors.As(err, &e) {
 		return e

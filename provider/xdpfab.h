@@ -87,6 +87,8 @@ struct xf_cq {
 	int manual; /* an empty read calls Go (manual progress: drives it; auto: polls, Engine.Poll) */
 	unsigned yield_polls; /* sched_yield every this many empty reads in a row (0: never): objects.c */
 	unsigned empty;       /* empty reads in a row */
+	int waits_long;       /* the last wait (run of empty reads) took a round trip: the next one yields at once (objects.c) */
+	uint64_t wait_start;  /* CLOCK_MONOTONIC ns of the run's first empty read */
 	size_t entry_size;
 	struct xf_cqring *ring;
 };

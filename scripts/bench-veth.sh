@@ -12,6 +12,9 @@
 # build, then with the work tree's, each with its own XDP program attached
 # (the program serves the kernel-resident phases), so a change is judged
 # by ratios from one run on a shared, noisy machine.
+#
+# PHASES=REGEXP runs only the phases whose names match (bench run
+# --phases), e.g. PHASES='^(udp ping-pong|tagged ping-pong|fetch-add)'.
 set -eu
 GO=${GO:-go}
 DURATION=${DURATION:-4s}
@@ -104,7 +107,7 @@ run1() { # build, transport, extra flags...
 	done
 	printf '\n== transport %s %s%s\n' "$tr" "$*" "$label"
 	nsenter --net="/run/netns/$ns_cli" -- "$bin/$b" bench run --peer "$ip_srv:$port" --addr "$ip_cli" \
-		--transport "$tr" "$@" --duration "$DURATION" --count "$COUNT" 2>"$tmp/run.err" || {
+		--transport "$tr" "$@" --duration "$DURATION" --count "$COUNT" ${PHASES:+--phases "$PHASES"} 2>"$tmp/run.err" || {
 		# The progress line went to run.err too: the error is its last line.
 		tr '\r' '\n' <"$tmp/run.err" | tail -n 2 >&2
 		exit 1

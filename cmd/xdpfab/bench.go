@@ -368,6 +368,8 @@ type benchTarget struct {
 	msgs   uint64   // messages received
 	tagged benchTaggedTarget
 	kernel benchKernelTarget
+	// cpuPublished is when publishCPU last wrote the CPU time.
+	cpuPublished time.Time
 }
 
 func openBenchTarget(local netip.AddrPort, o *benchOptions) (*benchTarget, error) {

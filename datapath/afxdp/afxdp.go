@@ -74,7 +74,8 @@ const FallbackPoll = 2 * time.Millisecond
 // KernelPollInterval is how often Receive looks at the kernel socket while
 // the AF_XDP path is busy. The kernel socket carries only what the program
 // passes to the stack (fragments, traffic before Configure, ICMP errors),
-// so its packets may wait this long; the AF_XDP path does not.
+// so its packets may wait this long (KernelPollInterval + kernelBusySlack
+// while AF_XDP datagrams keep coming); the AF_XDP path does not.
 const KernelPollInterval = 100 * time.Microsecond
 
 // batch is the most packets one ring pass or Send moves.
@@ -235,7 +236,13 @@ func (t *Transport) BatchSize() int { return batch }
 
 // Receive implements datapath.Transport. The caller that gets the device's
 // RX lock drains the rings for every transport and, when nothing is there
-// and wait is set, polls them; the others wait for their queue.
+// and wait is set, polls them; the others wait for their queue. The kernel
+// socket is looked at (receiveKernel) by a round that found nothing on the
+// rings, after them: its check, a system call when due (1-2 µs in a VM),
+// then never delays a datagram waiting on a ring, as it did every
+// KernelPollInterval to a ping-pong's messages. A round with datagrams in
+// hand looks only when the check is kernelBusySlack overdue, so a stream
+// that never leaves the rings empty does not starve the kernel socket.
 func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 	d := t.dev
 	waited := false
@@ -243,28 +250,34 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 		if t.closed.Load() {
 			return 0, datapath.ErrClosed
 		}
-		n := t.q.pop(pkts)
-		if n < len(pkts) {
-			m, err := t.receiveKernel(pkts[n:], waited)
-			if err != nil {
-				return n, err
+		if n := t.q.pop(pkts); n > 0 {
+			if n < len(pkts) {
+				m, err := t.receiveKernel(pkts[n:], waited, true)
+				if err != nil {
+					return n, err
+				}
+				n += m
 			}
-			n += m
-		}
-		if n > 0 {
 			return n, nil
 		}
 		if d.rxMu.TryLock() {
-			got := d.drain()
-			if got == 0 && wait {
+			if d.drain() > 0 {
+				d.rxMu.Unlock()
+				continue
+			}
+			m, err := t.receiveKernel(pkts, waited, false)
+			if err == nil && m == 0 && wait {
 				d.poll(FallbackPoll)
 				waited = true
 			}
 			d.rxMu.Unlock()
-			if got > 0 || wait {
-				continue
+			if err != nil || m > 0 || !wait {
+				return m, err
 			}
-			return 0, nil
+			continue
+		}
+		if m, err := t.receiveKernel(pkts, waited, false); err != nil || m > 0 {
+			return m, err
 		}
 		if !wait {
 			return 0, nil
@@ -280,17 +293,26 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 	}
 }
 
+// kernelBusySlack is how far past KernelPollInterval a Receive round that
+// has AF_XDP datagrams in hand lets the kernel socket's check slip.
+const kernelBusySlack = 900 * time.Microsecond
+
 // receiveKernel takes what the kernel socket holds if KernelPollInterval
-// has passed since it last looked and found nothing.
+// (plus kernelBusySlack when busy: the caller has datagrams already) has
+// passed since it last looked and found nothing.
 // A spinning receiver calls it millions of times a second, so it reads the
 // clock on every 16th call only, unless the caller has just waited.
-func (t *Transport) receiveKernel(pkts []datapath.Packet, waited bool) (int, error) {
+func (t *Transport) receiveKernel(pkts []datapath.Packet, waited, busy bool) (int, error) {
 	t.kernelCalls++
 	if !waited && t.kernelCalls%16 != 0 {
 		return 0, nil
 	}
 	now := int64(time.Since(t.epoch))
-	if now < t.kernelNext {
+	next := t.kernelNext
+	if busy {
+		next += int64(kernelBusySlack)
+	}
+	if now < next {
 		return 0, nil
 	}
 	m, err := t.kernel.Receive(pkts, false)
