@@ -652,21 +652,8 @@ func TestCoalescing(t *testing.T) {
 // scheduled answers late, and the retransmission timeout may be long):
 // not at the timeout, nor at the late answer.
 func TestCoalesceHold(t *testing.T) {
-	tgt := newTestTarget(4096)
-	ini, c, target := pair(t, netOpts{cfg: Config{CoalesceAt: 1, RetryInitial: 10 * time.Second, RetryMax: 10 * time.Second,
-		MoreHold: 20 * time.Millisecond}}, tgt)
-	peer := Peer{target.LocalAddr(), 2}
-	openGate := tgt.closeGate(t)
-	before := ini.Stats().TxRequests
-	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: 1000, Payload: []byte{1}}); err != nil {
-		t.Fatal(err) // stalls the target in the gate
-	}
 	start := time.Now()
-	for i := range 3 {
-		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: uint64(i), Payload: []byte{1}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ini, c, _, openGate, before := stalledWithHeld(t, 20*time.Millisecond)
 	for ini.Stats().TxRequests-before < 2 {
 		if time.Since(start) > 5*time.Second {
 			t.Fatal("the queued requests were not sent while the target stalled")

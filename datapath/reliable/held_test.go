@@ -13,20 +13,7 @@ import (
 // packet, as soon as a reader assists the engine (held.go); requests held
 // by FI_MORE stay held.
 func TestHeldSentOnAssist(t *testing.T) {
-	tgt := newTestTarget(4096)
-	ini, c, target := pair(t, netOpts{cfg: Config{CoalesceAt: 1, RetryInitial: 10 * time.Second, RetryMax: 10 * time.Second,
-		MoreHold: 10 * time.Second}}, tgt)
-	peer := Peer{target.LocalAddr(), 2}
-	openGate := tgt.closeGate(t)
-	before := ini.Stats().TxRequests
-	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: 1000, Payload: []byte{1}}); err != nil {
-		t.Fatal(err) // stalls the target in the gate
-	}
-	for i := range 3 {
-		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: uint64(i), Payload: []byte{1}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ini, c, peer, openGate, before := stalledWithHeld(t, 10*time.Second)
 	time.Sleep(20 * time.Millisecond)
 	if n := ini.Stats().TxRequests - before; n != 1 {
 		t.Fatalf("%d packets before the reader assisted, want 1 (3 held)", n)

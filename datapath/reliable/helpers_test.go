@@ -251,3 +251,27 @@ func exchangeLive(t testing.TB, e *Engine, c *completions, peer Peer, msg string
 		}
 	}
 }
+
+// stalledWithHeld makes an initiator and a target (CoalesceAt 1, 10 s
+// timers, MoreHold as given) and submits a write that stalls the target in
+// its gate, then three that coalescing holds behind it. It returns the
+// initiator, its completions, the target's address, the gate's opener and
+// the initiator's TxRequests before the first write.
+func stalledWithHeld(t *testing.T, moreHold time.Duration) (ini *Engine, c *completions, peer Peer, openGate func(), before uint64) {
+	t.Helper()
+	tgt := newTestTarget(4096)
+	ini, c, target := pair(t, netOpts{cfg: Config{CoalesceAt: 1, RetryInitial: 10 * time.Second, RetryMax: 10 * time.Second,
+		MoreHold: moreHold}}, tgt)
+	peer = Peer{target.LocalAddr(), 2}
+	openGate = tgt.closeGate(t)
+	before = ini.Stats().TxRequests
+	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: 1000, Payload: []byte{1}}); err != nil {
+		t.Fatal(err) // stalls the target in the gate
+	}
+	for i := range 3 {
+		if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Addr: uint64(i), Payload: []byte{1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ini, c, peer, openGate, before
+}
