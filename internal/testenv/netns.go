@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -38,7 +40,13 @@ type Netns struct {
 // when tb ends (or the run is interrupted).
 func NewNetns(tb testing.TB) *Netns {
 	tb.Helper()
-	sweepOnce.Do(sweepStale)
+	sweepOnce.Do(func() {
+		sweepStale()
+		netnsDirErr = prepareNetnsDir()
+	})
+	if netnsDirErr != nil {
+		tb.Fatalf("prepare %s: %v", netnsDir, netnsDirErr)
+	}
 	name := fmt.Sprintf("%s%d-%d", netnsPrefix, os.Getpid(), nameSeq.Add(1))
 	h, err := newNamedNetns(name)
 	if err != nil {
@@ -62,6 +70,32 @@ func NewNetns(tb testing.TB) *Netns {
 		tb.Fatalf("loopback up in %s: %v", name, err)
 	}
 	return ns
+}
+
+// netnsDirErr is what prepareNetnsDir said (sweepOnce).
+var netnsDirErr error
+
+// prepareNetnsDir makes netnsDir a mount point of its own with shared
+// propagation, as `ip netns add` does before it mounts a namespace there.
+// Without it, the first namespaces made on a fresh machine (before any ip
+// netns command) are mounted on the plain directory; a later ip netns
+// command then bind-mounts the directory over them, and they can be
+// neither unmounted nor removed through it: left behind for good.
+func prepareNetnsDir() error {
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return err
+	}
+	err := unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if errors.Is(err, unix.EINVAL) { // not a mount point yet
+		if err := unix.Mount(netnsDir, netnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind-mount %s on itself: %w", netnsDir, err)
+		}
+		err = unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	}
+	if err != nil {
+		return fmt.Errorf("make %s shared: %w", netnsDir, err)
+	}
+	return nil
 }
 
 // newNamedNetns creates a named netns on a locked thread and puts the thread
