@@ -1440,7 +1440,8 @@ func (e *Engine) expire(out *[]Completion) int64 {
 					next = pace
 				}
 				continue
-			} else if s.deadline <= now {
+			}
+			if s.deadline <= now {
 				if s.deadline == late {
 					lateEq--
 				}
