@@ -50,7 +50,8 @@ child process) and that many initiator endpoints in this process, each doing --o
 fetch-adds (default 200; more where few peers, so that a phase does at least
 --min-ops, default 20000) on the target's counter, --inflight (default 64) in flight
 across all of them. Prints the aggregate rate and its ratio to the single-peer phase,
-the target's RSS growth over the phase and per peer, its CPU time per operation, and
+that ratio in operations per CPU-second of the target and the initiators together
+("per CPU": steadier than the rate on a machine whose other load moves), the target's RSS growth over the phase and per peer, its CPU time per operation, and
 checks that every fetch-add executed exactly once (distinct fetched values, the final
 counter). --rx shared (the default) has the process's shared receive poller serve
 every initiator's socket (reliable.Config.SharedPoll, udp.Options.SharedPoll); --rx
@@ -164,7 +165,12 @@ type peersPhase struct {
 	PerPeer     float64 `json:"target_bytes_per_peer"`
 	TargetCPUus float64 `json:"target_cpu_us_per_op"`
 	// InitCPUus is the initiators' process's CPU time per operation.
-	InitCPUus   float64 `json:"initiator_cpu_us_per_op"`
+	InitCPUus float64 `json:"initiator_cpu_us_per_op"`
+	// CPURatio is operations per CPU-second of both processes together
+	// against the first phase of the same kind's: what RateRatio would be
+	// with the machine to themselves and busy, steadier than the rate on a
+	// machine whose other load moves.
+	CPURatio    float64 `json:"ops_per_cpu_vs_first"`
 	Retransmits uint64  `json:"retransmits"`
 	Failed      int     `json:"failed"`
 	ExactlyOnce bool    `json:"exactly_once"`
@@ -195,7 +201,7 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 		o.veth = net
 	}
 	var rows []peersPhase
-	first := map[string]float64{} // each kind's (net and receive side) first rate
+	first := map[string]peersPhase{} // each kind's (net and receive side) first phase
 	for _, n := range o.peers {
 		for _, nt := range o.nets {
 			for _, m := range o.rxModes {
@@ -214,10 +220,13 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 				}
 				r.Net, r.Rx = nt, m
 				kind := nt + "/" + m
-				if f, ok := first[kind]; ok && f > 0 {
-					r.RateRatio = r.Rate / f
+				if f, ok := first[kind]; ok && f.Rate > 0 {
+					r.RateRatio = r.Rate / f.Rate
+					if cpu := r.TargetCPUus + r.InitCPUus; cpu > 0 {
+						r.CPURatio = (f.TargetCPUus + f.InitCPUus) / cpu
+					}
 				} else {
-					first[kind], r.RateRatio = r.Rate, 1
+					first[kind], r.RateRatio, r.CPURatio = *r, 1, 1
 				}
 				rows = append(rows, *r)
 			}
@@ -230,9 +239,9 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 	}
 	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (net lo: kernel UDP over loopback; veth: AF_XDP, the initiators' kernel sockets in a namespace of their own), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, spin: the poller spinning %v before it parks, tgtspin: the target's, spinall: both, own: a receive goroutine each\n",
 		o.ops, o.inflight, onOff(o.coalesce), o.spin)
-	fmt.Fprintf(stdout, "%8s %5s %4s %7s %10s %12s %9s %14s %12s %12s %12s %8s %s\n", "peers", "net", "tgt", "rx", "ops", "ops/s", "vs 1st", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
+	fmt.Fprintf(stdout, "%8s %5s %4s %7s %10s %12s %9s %9s %14s %12s %12s %12s %8s %s\n", "peers", "net", "tgt", "rx", "ops", "ops/s", "vs 1st", "per CPU", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "%8d %5s %4s %7s %10d %12s %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %v\n", r.Peers, r.Net, r.Transport, r.Rx, r.Ops, si(r.Rate), r.RateRatio,
+		fmt.Fprintf(stdout, "%8d %5s %4s %7s %10d %12s %8.2fx %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %v\n", r.Peers, r.Net, r.Transport, r.Rx, r.Ops, si(r.Rate), r.RateRatio, r.CPURatio,
 			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.TargetCPUus, r.InitCPUus, r.Retransmits, r.ExactlyOnce)
 	}
 	for _, r := range rows {

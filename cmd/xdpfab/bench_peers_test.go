@@ -90,8 +90,10 @@ func TestBenchPeersVeth(t *testing.T) {
 		require.True(t, r.ExactlyOnce, "%+v", r)
 		require.Zero(t, r.Failed)
 		require.Positive(t, r.Rate)
+		require.Positive(t, r.CPURatio)
 		if r.Peers == 1 {
 			require.Equal(t, 1.0, r.RateRatio)
+			require.Equal(t, 1.0, r.CPURatio)
 		}
 	}
 	entries, err := os.ReadDir("/run/netns")
