@@ -49,6 +49,12 @@ func TestBenchPeers(t *testing.T) {
 		require.True(t, r.ExactlyOnce, "%+v", r)
 		require.Zero(t, r.Failed)
 		require.Positive(t, r.Rate)
+		require.Equal(t, "lo", r.Net)
+		require.Equal(t, "udp", r.Transport)
+		require.Positive(t, r.CPURatio)
+		if r.Peers == 1 {
+			require.Equal(t, 1.0, r.CPURatio)
+		}
 	}
 }
 
