@@ -9,9 +9,9 @@
 // frames in the ring are the receive path's working set. Receive peeks
 // completed RX descriptors and hands their frames to the caller, who must
 // Release them; Release puts the frames straight back on the fill ring,
-// so the fill ring stays stocked without allocation. Transmit frames come from the free list
-// (NextTxFrame), are queued with Transmit and come back through the
-// completion ring, which Transmit and Reclaim drain.
+// so the fill ring stays stocked without allocation. Transmit frames come
+// from the free list (NextTxFrame), are queued with Transmit and come back
+// through the completion ring, which Transmit and Reclaim drain.
 //
 // The indices shared with the kernel are read and written only with
 // sync/atomic (see ringHeader); each side caches the other's index and
@@ -337,11 +337,11 @@ const initialFill = 512
 // growFill gives the fill ring more of the spare receive frames when less
 // than half of its population is left in it (the kernel took the rest
 // for packets the caller has not released yet; Release asks before it
-// puts its frames back): as many again as it has,
-// so a population that is too small for the traffic doubles within a
-// batch. A burst larger than what the ring holds before the next Release
-// is dropped (Stats.Rx_fill_ring_empty_descs) and resent by the sender,
-// as on any busy NIC. rxMu is held.
+// puts its frames back): as many again as it has, so a population that
+// is too small for the traffic doubles within a batch. A burst larger
+// than what the ring holds before the next Release is dropped
+// (Stats().Rx_fill_ring_empty_descs) and resent by the sender, as on any
+// busy NIC. rxMu is held.
 func (s *Socket) growFill() {
 	left := s.fill.cachedProd - s.fill.consumer.Load()
 	if int(left) >= s.fillPop/2 {
