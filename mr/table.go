@@ -244,10 +244,32 @@ type Table struct {
 	closed  bool
 	pool    regionPool // closed regions waiting for reuse (recycle.go)
 	handles []MR       // handles not yet handed out (newHandle)
+	nextID  uint32     // the region ids [nextID, endID) are this Table's to give (newRegionID)
+	endID   uint32
 }
 
-// nextRegionID numbers regions xdpfab-wide (mr_value.region_id); 0 is unused.
+// nextRegionID numbers regions xdpfab-wide (mr_value.region_id); 0 is
+// unused. Tables take their ids from it in blocks of regionIDBlock
+// (newRegionID), so a registration costs no locked add on a word every
+// domain's registrations share.
 var nextRegionID atomic.Uint32
+
+const regionIDBlock = 64
+
+// newRegionID returns a region id no other registration of the process
+// has (until the 32-bit ids wrap); t.mu is held.
+func (t *Table) newRegionID() uint32 {
+	if t.nextID == t.endID {
+		t.endID = nextRegionID.Add(regionIDBlock)
+		t.nextID = t.endID - regionIDBlock
+	}
+	id := t.nextID
+	t.nextID++
+	if id == 0 { // wrapped: 0 is reserved
+		return t.newRegionID()
+	}
+	return id
+}
 
 // NewTable opens the MR registry of a domain.
 func NewTable(cfg Config) (*Table, error) {
@@ -427,10 +449,6 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 		extra = &regionExtra{authKey: append([]byte(nil), a.AuthKey...)}
 		digest = AuthDigest(extra.authKey)
 	}
-	regionID := nextRegionID.Add(1)
-	if regionID == 0 { // wrapped: 0 is reserved
-		regionID = nextRegionID.Add(1)
-	}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -455,7 +473,7 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 	r.access = a.Access
 	r.authDigest = digest
 	r.rmaEvent = flags&fi.RMA_EVENT != 0
-	r.regionID = regionID
+	r.regionID = t.newRegionID()
 	r.extra = extra
 	// Regions associated with RMA events or endpoints start disabled.
 	r.explicitEnable = t.mode&ModeEndpoint != 0 || (t.mode&ModeRMAEvent != 0 && flags&fi.RMA_EVENT != 0)
