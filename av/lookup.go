@@ -186,6 +186,11 @@ func (av *AV) AddrPortAuthKey(fiAddr fi.Addr) (netip.AddrPort, fi.Addr, bool) {
 				e := &ch.e[a&chunkMask]
 				m, w0, w1 := e.meta.Load(), e.ip0.Load(), e.ip1.Load()
 				if t.seq.Load() == s && metaState(m)&entryUsed != 0 && (av.attr.Type != TypeMap || fi.Addr(metaGen(m)) == a>>32) {
+					if w0 == 0 && uint32(w1) == 0xffff0000 { // IPv4, addrPortOfWords's first case: no call
+						v := uint32(w1 >> 32)
+						ip := netip.AddrFrom4([4]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)})
+						return netip.AddrPortFrom(ip, metaPort(m)), keyHandle(metaKey(m)), true
+					}
 					return addrPortOfWords(w0, w1, metaPort(m)), keyHandle(metaKey(m)), true
 				}
 			}
