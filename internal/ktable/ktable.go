@@ -419,12 +419,17 @@ func (t *Table) Insert(k *Key, v *Value) error {
 // b1 and b2 has more of them (two choices keep the buckets' loads within
 // a slot or two of each other, so a table fills to ~90% before a key
 // finds both full), nil if both are full.
+//
+// Each bucket's slots are read only until the choice is known (a slot is
+// a cache line, a miss of its own in a big table): b1's until more than
+// half of them are found free (an empty bucket: 5 of 8), b2's until it
+// has more free than b1.
 func emptier(b1, b2 *bucket) (*slot, uint32, uint32) {
-	s1, q1, st1, n1 := free(b1)
+	s1, q1, st1, n1 := free(b1, Ways/2+1)
 	if n1 > Ways/2 {
 		return s1, q1, st1 // mostly empty: no need to read the other bucket
 	}
-	s2, q2, st2, n2 := free(b2)
+	s2, q2, st2, n2 := free(b2, n1+1)
 	if n2 > n1 {
 		return s2, q2, st2
 	}
@@ -432,9 +437,12 @@ func emptier(b1, b2 *bucket) (*slot, uint32, uint32) {
 }
 
 // free returns the first stable free or dead slot of b, its seq and
-// state, and how many such slots b has.
-func free(b *bucket) (first *slot, seq, state uint32, n int) {
+// state, and how many such slots b has, counting no further than enough.
+func free(b *bucket, enough int) (first *slot, seq, state uint32, n int) {
 	for i := range b {
+		if n == enough {
+			break
+		}
 		s := &b[i]
 		q := atomic.LoadUint32(&s.seq)
 		if q&1 != 0 {
