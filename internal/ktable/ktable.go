@@ -359,8 +359,8 @@ func (t *Table) Put(k *Key, v *Value) error {
 // write. The mapping is not Go memory, which the race detector does not
 // watch.
 func fill(s *slot, seq uint32, k *Key, v *Value) {
-	s.key = *k
-	s.val = *v
+	s.key[0], s.key[1], s.key[2] = k[0], k[1], k[2]
+	setValue(s, v)
 	s.state = stateUsed
 	memorder.StoreRelease32(&s.seq, seq+2)
 }
@@ -370,8 +370,16 @@ func fill(s *slot, seq uint32, k *Key, v *Value) {
 // use), written, then even again.
 func rewrite(s *slot, seq uint32, v *Value) {
 	memorder.StoreRelease32(&s.seq, seq+1)
-	s.val = *v
+	setValue(s, v)
 	memorder.StoreRelease32(&s.seq, seq+2)
+}
+
+// setValue stores v in the claimed slot s word by word: callers build
+// keys and values on the stack with 8-byte stores, and a whole-array copy
+// reads them back with 16-byte loads, which cannot be forwarded from
+// those stores and wait for them to reach the cache.
+func setValue(s *slot, v *Value) {
+	s.val[0], s.val[1], s.val[2], s.val[3] = v[0], v[1], v[2], v[3]
 }
 
 // The header counts entries in use in the low 32 bits of val[0] and
