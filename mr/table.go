@@ -175,6 +175,7 @@ import (
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/epoch"
+	"github.com/xdpfab/xdpfab/internal/ktable"
 )
 
 // Domain attributes of memory registration.
@@ -576,21 +577,25 @@ func (t *Table) mirrorUpdate(r *region, enabled bool) error {
 	if t.mirror == nil {
 		return nil
 	}
-	v := bpf.XdpfabMrValue{Base: r.base, Len: r.length, Access: uint32(r.access), RegionId: r.regionID}
+	var flags uint32
 	if enabled {
-		v.Flags = RegionEnabled
+		flags = RegionEnabled
 	}
 	var err error
 	if mm := t.mapMirror; mm != nil {
 		// r's mirror calls are serialized (registration, then m.mu),
 		// so r.kref is only touched by one goroutine at a time.
-		k := t.mirrorKey(r)
+		var k ktable.Key
+		var v ktable.Value
+		t.slotKey(&k, r)
+		slotValue(&v, r, flags)
 		if r.kref == 0 {
 			r.kref, err = mm.add(&k, &v)
 		} else {
 			r.kref, err = mm.setAt(r.kref, &k, &v)
 		}
 	} else {
+		v := bpf.XdpfabMrValue{Base: r.base, Len: r.length, Access: uint32(r.access), RegionId: r.regionID, Flags: flags}
 		e := mirrorScratch.Get().(*mirrorEntry)
 		e.key, e.value = t.mirrorKey(r), v
 		err = t.mirror.Update(&e.key, &e.value)
@@ -608,7 +613,8 @@ func (t *Table) mirrorDelete(r *region) error {
 	}
 	var err error
 	if mm := t.mapMirror; mm != nil {
-		k := t.mirrorKey(r)
+		var k ktable.Key
+		t.slotKey(&k, r)
 		mm.deleteAt(r.kref, &k)
 		r.kref = 0
 	} else {
