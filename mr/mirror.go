@@ -56,7 +56,7 @@ func NewMapMirror(m *ebpf.Map) (*MapMirror, error) {
 		return nil, fmt.Errorf("mr: map %v has type %v key %d value %d, mr_map needs %v key %d value %d",
 			m, m.Type(), m.KeySize(), m.ValueSize(), spec.Type, spec.KeySize, spec.ValueSize)
 	}
-	t, err := ktable.Open(m, ktable.RandomSeed())
+	t, err := ktable.OpenUncounted(m, ktable.RandomSeed())
 	if err != nil {
 		return nil, fmt.Errorf("mr: %w", err)
 	}
