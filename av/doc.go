@@ -65,7 +65,8 @@
 // or no huge page free the memory stays in small pages (slower lookups,
 // same results); a slab's unused tail costs at most 12 MiB per AV, and
 // an AV below 64 chunks allocates none. AddrPort reads a live dense entry
-// in the one call it inlines to; anything else takes the longer path.
+// in the one call it inlines to, and builds an IPv4 peer's address there
+// with one byte swap (addr4OfWord); anything else takes the longer path.
 //
 // The endpoint package binds endpoints with
 // AttachEndpoint / DetachEndpoint and EnableEndpoint / DisableEndpoint,

@@ -1,6 +1,7 @@
 package av
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -186,6 +187,9 @@ func (av *AV) AddrPortAuthKey(fiAddr fi.Addr) (netip.AddrPort, fi.Addr, bool) {
 				e := &ch.e[a&chunkMask]
 				m, w0, w1 := e.meta.Load(), e.ip0.Load(), e.ip1.Load()
 				if t.seq.Load() == s && metaState(m)&entryUsed != 0 && (av.attr.Type != TypeMap || fi.Addr(metaGen(m)) == a>>32) {
+					if w0 == 0 && uint32(w1) == 0xffff0000 { // IPv4, addrPortOfWords's first case: no call
+						return netip.AddrPortFrom(addr4OfWord(w1), metaPort(m)), keyHandle(metaKey(m)), true
+					}
 					return addrPortOfWords(w0, w1, metaPort(m)), keyHandle(metaKey(m)), true
 				}
 			}
@@ -240,10 +244,20 @@ func keyHandle(id uint16) fi.Addr {
 // 16 bytes.
 func addrPortOfWords(w0, w1 uint64, port uint16) netip.AddrPort {
 	if w0 == 0 && uint32(w1) == 0xffff0000 { // ::ffff:a.b.c.d
-		v := uint32(w1 >> 32)
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)}), port)
+		return netip.AddrPortFrom(addr4OfWord(w1), port)
 	}
 	return netip.AddrPortFrom(netip.AddrFrom16(ipOfWords(w0, w1)), port)
+}
+
+// addr4OfWord returns the IPv4 address of an IPv4-mapped entry whose
+// second word is w1 (bytes 12..15 in its high half). The bytes go
+// through an array stored whole, so AddrFrom4's big-endian assembly
+// compiles to one byte swap; built from four shifted bytes it was a
+// dozen shifts and ors, a fifth of a hot lookup.
+func addr4OfWord(w1 uint64) netip.Addr {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(w1>>32))
+	return netip.AddrFrom4(b)
 }
 
 // addrPortOf returns ip (IPv4 unmapped) and port as a netip.AddrPort.

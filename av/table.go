@@ -57,8 +57,8 @@ type entry struct {
 
 // word is a 64-bit word of the table that lock-free readers load: Load is
 // atomic, Store a release store that only the writer makes, inside a
-// write section (table.lockWrite), which readers detect by seq. The
-// race detector sees the loads, not the stores.
+// write section (table.lockWrite), which readers detect by seq. Under
+// the race detector the stores are sync/atomic ones (internal/memorder).
 type word struct{ v uint64 }
 
 func (w *word) Load() uint64   { return atomic.LoadUint64(&w.v) }

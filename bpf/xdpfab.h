@@ -75,10 +75,13 @@ struct mr_value {
  * Layout. Array element i is bucket i, KT_WAYS slots of 64 bytes (one
  * cache line each). Bucket 0 is the header: its slot 0 holds state
  * KT_HEADER, key[0] the table's hash seed, key[1] the number of data
- * buckets nb (a power of two, >= 2), key[2] KT_MAGIC, val[0] the entries
- * in use (low 32 bits) and the tombstones (high 32 bits), one word so that
- * one atomic add keeps both (informational; val[1] is 0). Data buckets are
- * 1..nb. A key is 3 words (24 bytes), a value 4 words (32 bytes); the
+ * buckets nb (a power of two, >= 2), key[2] KT_MAGIC, val[1] flags, val[0]
+ * the entries in use (low 32 bits) and the tombstones (high 32 bits), one
+ * word so that one atomic add keeps both (informational). With flag
+ * KT_UNCOUNTED (1; the MR table, which writers in several processes share)
+ * writers keep no counts, val[0] stays 0 and readers count by walking the
+ * slots: a count kept by every writer cost each write a locked add on one
+ * shared word. Data buckets are 1..nb. A key is 3 words (24 bytes), a value 4 words (32 bytes); the
  * tables say how their types fill them, unused words are 0.
  *
  * Placement. h = kt_hash(seed, key); the key lives in bucket 1 + (h & (nb-1))

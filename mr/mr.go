@@ -9,6 +9,7 @@ import (
 
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/ktable"
+	"github.com/xdpfab/xdpfab/internal/memorder"
 )
 
 // Counter is what an MR needs from a completion counter bound to it with
@@ -62,8 +63,8 @@ type region struct {
 	// is recycled, which happens only after every reader has passed a
 	// quiescent point since its Close.
 	key          uint64
-	state        atomic.Uint32 // st* bits; written under mu (or before done closes)
-	authDigest   uint32        // AuthDigest(authKey): what LookupAuth compares
+	state        memorder.Uint32 // st* bits; written under mu (or before done closes), release stores
+	authDigest   uint32          // AuthDigest(authKey): what LookupAuth compares
 	access       fi.Flags
 	base, length uint64 // remote extent: [base, base+length)
 	segs         []segment
@@ -72,8 +73,9 @@ type region struct {
 
 	// gen is the registration's generation: Close advances it under mu,
 	// which makes every handle of the registration stale. It is never
-	// reset, so a handle never names a later registration.
-	gen atomic.Uint64
+	// reset, so a handle never names a later registration. Its writers
+	// hold mu, so a release store advances it.
+	gen memorder.Uint64
 
 	// Set at registration, then read-only.
 	regionID       uint32
@@ -415,7 +417,7 @@ func (m *MR) Refresh(iov [][]byte, flags fi.Flags) error {
 		}
 	}
 	st := r.state.Load()
-	r.state.Store(st | stStale) // peers fail while the refresh is occurring
+	r.state.StoreSync(st | stStale) // peers fail while the refresh is occurring: visible before the pages are touched
 	if st&stEnabled != 0 && st&stStale == 0 {
 		if err := r.table.mirrorUpdate(r, false); err != nil {
 			return fmt.Errorf("mr refresh: %w", err)
@@ -462,7 +464,7 @@ func (m *MR) Close() error {
 	st := r.state.Load()
 	if st&stFailed != 0 { // publish removed it from the index
 		r.state.Store(st | stClosed)
-		r.gen.Add(1)
+		r.gen.Store(r.gen.Load() + 1)
 		t.mu.Lock()
 		t.retire(r)
 		t.mu.Unlock()
@@ -479,9 +481,13 @@ func (m *MR) Close() error {
 			return fmt.Errorf("mr close: bound counter still open: %w", fi.EBUSY)
 		}
 	}
-	r.state.Store(st | stClosed) // Lookup refuses from here on
+	// Lookup refuses from here on. The state and generation are release
+	// stores (a MOV each, not a locked XCHG): the locked instructions of
+	// t.mu below (and of the MR table's count in mirrorDelete) make them
+	// visible to every CPU before Close returns.
+	r.state.Store(st | stClosed)
 	err = t.mirrorDelete(r)
-	r.gen.Add(1) // m and every copy of it are stale from here on
+	r.gen.Store(r.gen.Load() + 1) // m and every copy of it are stale from here on
 	t.mu.Lock()
 	t.remove(r)
 	t.retire(r)

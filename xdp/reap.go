@@ -105,7 +105,7 @@ func (a *Attachment) removeOwned(dead *Owner, live []Owner) error {
 		}
 	}
 	if len(domIDs) > 0 {
-		t, err := ktable.Open(a.MRMap, 0)
+		t, err := ktable.OpenUncounted(a.MRMap, 0)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("MR table: %w", err))
 		} else {

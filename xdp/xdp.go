@@ -369,7 +369,7 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 	objs.MrVet.Close()
 	// Write the MR table's header now, so that every process sharing the
 	// table finds the same seed.
-	if t, err := ktable.Open(objs.MrMap, ktable.RandomSeed()); err != nil {
+	if t, err := ktable.OpenUncounted(objs.MrMap, ktable.RandomSeed()); err != nil {
 		return nil, fmt.Errorf("xdp: attach %s: MR table: %w", iface, err)
 	} else {
 		t.Close()

@@ -18,7 +18,11 @@
 // the slot with one store of seq ordered after them
 // (memorder.StoreRelease: a MOV on x86-64, from assembly so that the
 // compiler can neither reorder nor drop it), and the header keeps both counts in one word (one atomic add
-// a write). A table with one writer (an AV's: Own) goes further: the
+// a write). A table opened with OpenUncounted (the MR table) keeps no
+// counts at all: its writers, in several processes, would each take a
+// locked add on the header's one word a write, two of the dozen locked
+// instructions of a registration and close; Len and Dead walk it instead
+// (a few ms for the MR table's 16 MiB, for `xdpfab status`). A table with one writer (an AV's: Own) goes further: the
 // writer keeps a tag byte per slot in Go memory (8 bytes a bucket), finds
 // a key's slot or a free one from the tags without reading the buckets,
 // marks slots odd with a plain store instead of a compare-and-swap and
@@ -79,6 +83,10 @@ const (
 	stateUsed   = 1 // KT_USED
 	stateDead   = 2 // KT_DEAD
 	stateHeader = 3 // KT_HEADER
+
+	// headerUncounted, in the header's val[1], is KT_UNCOUNTED: writers
+	// keep no counts in val[0] (Len and Dead walk the table).
+	headerUncounted = 1
 )
 
 // Key and Value are a slot's key and value words.
@@ -118,6 +126,10 @@ type Table struct {
 	// table.
 	tags  []uint64
 	count uint64 // owned: the header's val[0], which only this writer changes
+
+	// noCounts: the header says KT_UNCOUNTED (OpenUncounted), so writes
+	// leave val[0] alone.
+	noCounts bool
 }
 
 // Buckets returns how many data buckets a table needs for n entries at
@@ -149,23 +161,37 @@ func Create(spec *ebpf.MapSpec, nb int, seed uint64) (*Table, error) {
 		return nil, err
 	}
 	t.ownMap = true
-	t.init(seed)
+	t.init(seed, 0)
 	return t, nil
 }
 
 // Open maps the kernel table m, which stays the caller's. A map whose
 // header was never written (a new map the XDP loader created) gets one,
 // with seed; a map whose header is another's fails.
-func Open(m *ebpf.Map, seed uint64) (*Table, error) {
+func Open(m *ebpf.Map, seed uint64) (*Table, error) { return open(m, seed, 0) }
+
+// OpenUncounted is Open of a table whose writers share it and count
+// nothing: a header it writes says KT_UNCOUNTED, so that no write
+// updates the header's counts, which on a table shared by several
+// writers took a locked add each (two of a registration's dozen locked
+// instructions in the MR table: ~13% of a reg+close). Len and Dead then
+// walk the table. What a map's header says wins: a map whose header
+// another Open wrote keeps counting.
+func OpenUncounted(m *ebpf.Map, seed uint64) (*Table, error) {
+	return open(m, seed, headerUncounted)
+}
+
+func open(m *ebpf.Map, seed, flags uint64) (*Table, error) {
 	t, err := mapTable(m, true)
 	if err != nil {
 		return nil, err
 	}
-	t.init(seed)
+	t.init(seed, flags)
 	if atomic.LoadUint64(&t.hdr.key[2]) != Magic || atomic.LoadUint64(&t.hdr.key[1]) != t.nb {
 		t.Close()
 		return nil, fmt.Errorf("kernel table: map %v has no valid header", m)
 	}
+	t.noCounts = atomic.LoadUint64(&t.hdr.val[1])&headerUncounted != 0
 	return t, nil
 }
 
@@ -192,6 +218,7 @@ func OpenReadOnly(m *ebpf.Map) (*Table, error) {
 		return nil, fmt.Errorf("kernel table: map %v has no valid header", m)
 	}
 	t.seed = atomic.LoadUint64(&t.hdr.key[0])
+	t.noCounts = atomic.LoadUint64(&t.hdr.val[1])&headerUncounted != 0
 	return t, nil
 }
 
@@ -222,8 +249,8 @@ func mapTable(m *ebpf.Map, write bool) (*Table, error) {
 	return t, nil
 }
 
-// init writes the header unless one is there.
-func (t *Table) init(seed uint64) {
+// init writes the header, with flags in val[1], unless one is there.
+func (t *Table) init(seed, flags uint64) {
 	h := t.hdr
 	if atomic.LoadUint64(&h.key[2]) == Magic {
 		t.seed = atomic.LoadUint64(&h.key[0])
@@ -233,6 +260,7 @@ func (t *Table) init(seed uint64) {
 		atomic.StoreUint32(&h.state, stateHeader)
 		atomic.StoreUint64(&h.key[0], seed)
 		atomic.StoreUint64(&h.key[1], t.nb)
+		atomic.StoreUint64(&h.val[1], flags)
 		atomic.StoreUint64(&h.key[2], Magic) // last: readers check it
 		atomic.StoreUint32(&h.seq, 2)
 	}
@@ -250,11 +278,46 @@ func (t *Table) Buckets() int { return int(t.nb) }
 // Slots returns how many entries the table can hold at most.
 func (t *Table) Slots() int { return int(t.nb) * Ways }
 
-// Len returns the entries in use, as the header counts them.
-func (t *Table) Len() int { return int(uint32(atomic.LoadUint64(&t.hdr.val[0]))) }
+// Len returns the entries in use, as the header counts them (on an
+// uncounted table, as a walk of every slot finds them: ~16 MiB read for
+// the MR table).
+func (t *Table) Len() int {
+	if t.noCounts {
+		used, _ := t.walkCounts()
+		return used
+	}
+	return int(uint32(atomic.LoadUint64(&t.hdr.val[0])))
+}
 
-// Dead returns the tombstones, as the header counts them.
-func (t *Table) Dead() int { return int(atomic.LoadUint64(&t.hdr.val[0]) >> 32) }
+// Dead returns the tombstones, as the header counts them (or a walk
+// finds them, as Len).
+func (t *Table) Dead() int {
+	if t.noCounts {
+		_, dead := t.walkCounts()
+		return dead
+	}
+	return int(atomic.LoadUint64(&t.hdr.val[0]) >> 32)
+}
+
+// Uncounted reports whether the table's header says KT_UNCOUNTED.
+func (t *Table) Uncounted() bool { return t.noCounts }
+
+// walkCounts counts the slots in use and dead. Slots being written are
+// counted as their state word says at the moment.
+func (t *Table) walkCounts() (used, dead int) {
+	for bi := 1; bi < len(t.buckets); bi++ {
+		b := &t.buckets[bi]
+		for i := range b {
+			switch atomic.LoadUint32(&b[i].state) {
+			case stateUsed:
+				used++
+			case stateDead:
+				dead++
+			}
+		}
+	}
+	return used, dead
+}
 
 // Close unmaps the table, and closes its map if Create made it. Nothing
 // of the table may be used afterwards.
@@ -359,8 +422,8 @@ func (t *Table) Put(k *Key, v *Value) error {
 // write. The mapping is not Go memory, which the race detector does not
 // watch.
 func fill(s *slot, seq uint32, k *Key, v *Value) {
-	s.key = *k
-	s.val = *v
+	s.key[0], s.key[1], s.key[2] = k[0], k[1], k[2]
+	setValue(s, v)
 	s.state = stateUsed
 	memorder.StoreRelease32(&s.seq, seq+2)
 }
@@ -370,8 +433,16 @@ func fill(s *slot, seq uint32, k *Key, v *Value) {
 // use), written, then even again.
 func rewrite(s *slot, seq uint32, v *Value) {
 	memorder.StoreRelease32(&s.seq, seq+1)
-	s.val = *v
+	setValue(s, v)
 	memorder.StoreRelease32(&s.seq, seq+2)
+}
+
+// setValue stores v in the claimed slot s word by word: callers build
+// keys and values on the stack with 8-byte stores, and a whole-array copy
+// reads them back with 16-byte loads, which cannot be forwarded from
+// those stores and wait for them to reach the cache.
+func setValue(s *slot, v *Value) {
+	s.val[0], s.val[1], s.val[2], s.val[3] = v[0], v[1], v[2], v[3]
 }
 
 // The header counts entries in use in the low 32 bits of val[0] and
@@ -384,6 +455,9 @@ func (t *Table) counted(state uint32) {
 	d := uint64(1)
 	if state == stateDead {
 		d = ^uint64(deadOne - 2) // +1 entry, -1 tombstone
+	}
+	if t.noCounts {
+		return
 	}
 	if t.tags != nil { // owned: the one writer's store is enough
 		t.count += d
@@ -419,12 +493,17 @@ func (t *Table) Insert(k *Key, v *Value) error {
 // b1 and b2 has more of them (two choices keep the buckets' loads within
 // a slot or two of each other, so a table fills to ~90% before a key
 // finds both full), nil if both are full.
+//
+// Each bucket's slots are read only until the choice is known (a slot is
+// a cache line, a miss of its own in a big table): b1's until more than
+// half of them are found free (an empty bucket: 5 of 8), b2's until it
+// has more free than b1.
 func emptier(b1, b2 *bucket) (*slot, uint32, uint32) {
-	s1, q1, st1, n1 := free(b1)
+	s1, q1, st1, n1 := free(b1, Ways/2+1)
 	if n1 > Ways/2 {
 		return s1, q1, st1 // mostly empty: no need to read the other bucket
 	}
-	s2, q2, st2, n2 := free(b2)
+	s2, q2, st2, n2 := free(b2, n1+1)
 	if n2 > n1 {
 		return s2, q2, st2
 	}
@@ -432,9 +511,12 @@ func emptier(b1, b2 *bucket) (*slot, uint32, uint32) {
 }
 
 // free returns the first stable free or dead slot of b, its seq and
-// state, and how many such slots b has.
-func free(b *bucket) (first *slot, seq, state uint32, n int) {
+// state, and how many such slots b has, counting no further than enough.
+func free(b *bucket, enough int) (first *slot, seq, state uint32, n int) {
 	for i := range b {
+		if n == enough {
+			break
+		}
 		s := &b[i]
 		q := atomic.LoadUint32(&s.seq)
 		if q&1 != 0 {
@@ -486,6 +568,9 @@ func kill(s *slot, seq uint32) {
 // tombstone.
 func (t *Table) uncounted() {
 	const d = deadOne - 1 // -1 entry, +1 tombstone
+	if t.noCounts {
+		return
+	}
 	if t.tags != nil {
 		t.count += d
 		memorder.StoreRelease64(&t.hdr.val[0], t.count)
@@ -575,9 +660,13 @@ func (t *Table) SetAt(r Ref, k *Key, v *Value) (Ref, error) {
 }
 
 // DeleteAt removes k, which Add put at r (Delete's search when r no
-// longer holds k); it reports whether k was there. On a table writers
-// share, the count's atomic add after the slot's stores makes them
-// visible to every CPU before DeleteAt returns.
+// longer holds k); it reports whether k was there. On a counted table
+// writers share, the count's atomic add after the slot's stores makes
+// them visible to every CPU before DeleteAt returns; on an uncounted one
+// they are plain stores, visible to every CPU after the caller's next
+// locked instruction (x86-64 keeps them in order: anything the caller
+// does that others can see comes after them). mr's Close takes its
+// table's lock right after, before it returns.
 func (t *Table) DeleteAt(r Ref, k *Key) bool {
 	s, seq := t.held(r, k)
 	if s == nil {
@@ -615,7 +704,7 @@ func (t *Table) find(k *Key) Ref {
 func (t *Table) Own() {
 	t.tags = make([]uint64, t.nb)
 	t.count = atomic.LoadUint64(&t.hdr.val[0])
-	if t.count == 0 {
+	if t.count == 0 && !t.noCounts {
 		return // new or Reset: nothing to learn (a 1M-entry table is 128 MiB)
 	}
 	for bi := uint64(1); bi <= t.nb; bi++ {

@@ -137,6 +137,99 @@ func TestTableWriters(t *testing.T) {
 	require.Equal(t, want, tab.Len())
 }
 
+// TestUncounted: a map whose header OpenUncounted wrote is uncounted for
+// every mapping of it, Open's included; writers sharing it (Put, Delete,
+// Add, DeleteAt) leave the header's counts alone and Len and Dead count
+// by walking it. A map whose header Open wrote keeps counting whichever
+// call maps it later.
+func TestUncounted(t *testing.T) {
+	testenv.RequirePriv(t)
+	sp := spec()
+	sp.MaxEntries = uint32(1 + ktable.Buckets(4000))
+	m, err := ebpf.NewMap(sp)
+	require.NoError(t, err)
+	defer m.Close()
+	tab, err := ktable.OpenUncounted(m, 5)
+	require.NoError(t, err)
+	defer tab.Close()
+	require.True(t, tab.Uncounted())
+	const writers, per = 4, 1000
+	var wg sync.WaitGroup
+	for w := range writers {
+		open := ktable.OpenUncounted
+		if w%2 == 1 {
+			open = ktable.Open // the header says uncounted: so is this mapping
+		}
+		mw, err := open(m, 0)
+		require.NoError(t, err)
+		defer mw.Close()
+		require.True(t, mw.Uncounted())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w * per; i < (w+1)*per; i++ {
+				k, v := key(i), value(i)
+				if i%2 == 0 {
+					if err := mw.Put(&k, &v); err != nil {
+						t.Error(err)
+						return
+					}
+					if i%3 == 0 {
+						mw.Delete(&k)
+					}
+					continue
+				}
+				r, err := mw.Add(&k, &v)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 == 0 {
+					mw.DeleteAt(r, &k)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	want := 0
+	for i := range writers * per {
+		k := key(i)
+		v, ok := tab.Get(&k)
+		require.Equal(t, i%3 != 0, ok, "key %d", i)
+		if ok {
+			want++
+			require.Equal(t, value(i), v)
+		}
+	}
+	require.Equal(t, want, tab.Len())
+	dead := tab.Dead() // deleted slots later writes did not take again
+	require.Positive(t, dead)
+	require.LessOrEqual(t, dead, writers*per-want)
+	for i := 1; i <= 30; i += 3 { // 10 live keys
+		k := key(i)
+		require.True(t, tab.Delete(&k))
+	}
+	require.Equal(t, want-10, tab.Len())
+	require.Equal(t, dead+10, tab.Dead())
+	want -= 10
+	ro, err := ktable.OpenReadOnly(m)
+	require.NoError(t, err)
+	require.True(t, ro.Uncounted())
+	require.Equal(t, want, ro.Len(), "a reader counts by walking too")
+	require.NoError(t, ro.Close())
+
+	counted, err := ktable.Create(spec(), ktable.Buckets(100), 1)
+	require.NoError(t, err)
+	defer counted.Close()
+	later, err := ktable.OpenUncounted(counted.Map(), 0)
+	require.NoError(t, err)
+	defer later.Close()
+	require.False(t, later.Uncounted(), "the header Create wrote says counted")
+	k, v := key(1), value(1)
+	require.NoError(t, later.Put(&k, &v))
+	require.Equal(t, 1, counted.Len())
+}
+
 // TestOwnedTable: a table its one writer owns (Own) keeps the same
 // contents as a shared one through puts, replacements, deletes, tombstone
 // reuse, Reset and ErrFull, read back through a second mapping under the

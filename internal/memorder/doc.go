@@ -5,7 +5,11 @@
 // words they write inside a write section, whose bracketing sequence
 // updates order them for readers; readers load with sync/atomic.
 //
-// The race detector does not see these stores (they are assembly on
-// x86-64): only words that readers validate with a sequence counter, or
-// that live outside Go memory, may be written with them.
+// Under the race detector they are sync/atomic stores (store_other.go),
+// so that it sees the happens-before edge a reader's atomic load of the
+// word makes, as the real program has it: a word in Go memory may then be
+// written with them wherever one writer at a time (serialized by a lock
+// or by ownership) publishes what it wrote before, and lock-free readers
+// need no total order of the store with the writer's later loads. Uint32
+// and Uint64 are such words.
 package memorder

@@ -1,3 +1,5 @@
+//go:build amd64 && !race
+
 package memorder
 
 // StoreRelease32 and StoreRelease64 store v at p, ordered after every

@@ -1,3 +1,5 @@
+//go:build amd64 && !race
+
 #include "textflag.h"
 
 // func StoreRelease32(p *uint32, v uint32)
