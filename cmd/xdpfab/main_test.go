@@ -112,11 +112,17 @@ func TestAttachStatusStatsDetach(t *testing.T) {
 			// --watch without --count runs until interrupted.
 			stop := make(chan struct{})
 			done := make(chan int, 1)
-			var watchOut bytes.Buffer
+			var watchOut lockedBuffer
 			go func() {
 				done <- run([]string{"-n", b.Name, "stats", iface, "--watch", "--interval", "30ms"}, &watchOut, io.Discard, stop)
 			}()
-			time.Sleep(200 * time.Millisecond)
+			// Interrupt once two lines are out: a loaded machine can take
+			// longer than a few intervals to print them.
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(30 * time.Millisecond) {
+				if strings.Count(watchOut.String(), " "+iface+" rx ") >= 2 {
+					break
+				}
+			}
 			close(stop)
 			select {
 			case code = <-done:
