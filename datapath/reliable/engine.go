@@ -27,7 +27,9 @@
 //     and, with Config.CoalesceAt packets already in flight, when Submit
 //     leaves them for the receive side to pack at the next response (or
 //     until a reader assists or drives the engine, which sends them at
-//     once: it waits for completions, so nothing more is coming; held.go).
+//     once: it waits for completions, so nothing more is coming; held.go),
+//     and likewise after a response completed several ops, whose reposts
+//     a reader's return sends together (held.go).
 //   - FI_INJECT: Payload and Compare are copied before Submit returns (at
 //     most Config.InjectSize bytes together); the caller may reuse them at
 //     once. Result, an output buffer, is unaffected: it stays the caller's
@@ -310,7 +312,8 @@ type Config struct {
 	// leaves new requests queued for the receive side to pack together
 	// when the next response arrives, or MoreHold after, or when a reader
 	// assists (Assist, Poll) or drives (Progress) the engine (2; negative
-	// disables). It trades a little latency under load for far fewer
+	// disables, also the hold after a response that completed several
+	// ops, held.go). It trades a little latency under load for far fewer
 	// packets; one request in flight is never delayed. Packets, not bytes, are what a software
 	// datapath pays for: on veth with AF_XDP, 64 fetch-adds in flight ran
 	// at 0.31 packets per op and 468 k ops/s with 16, at 0.084 packets
@@ -446,6 +449,10 @@ type txPeer struct {
 	// heldFrom is when coalescing first left ops queued that are still
 	// queued (engine clock; 0: none).
 	heldFrom int64
+	// refill is Engine.heldPass+1 while a response that completed
+	// several of p's ops has not been followed by a reader's sendHeld
+	// (held.go): Submit then holds like coalescing.
+	refill   uint64
 	inflight int           // ops fully packed, not completed
 	est      rtoEstimator  // round trips and the timeout they give (rto.go)
 	rto      time.Duration // initial timeout of new packets
@@ -587,7 +594,9 @@ type Engine struct {
 	assisters atomic.Int32
 	// held: coalescing left requests queued since the last sendHeld
 	// (held.go). Set with mu held.
-	held        atomic.Bool
+	held atomic.Bool
+	// heldPass counts sendHeld's passes under mu (txPeer.refill).
+	heldPass    uint64
 	lastAssist  atomic.Int64
 	assistTimer *time.Timer // receiveLoop's
 
@@ -776,7 +785,9 @@ func (e *Engine) Submit(r *Request) error {
 	// Coalescing: with many packets already in flight the next response
 	// (the ack clock) is near; leave the op queued so the receive side
 	// packs everything queued by then into as few packets as possible.
-	if e.cfg.CoalesceAt <= 0 || int(p.nextSeq-p.base) < e.cfg.CoalesceAt {
+	// The same after a response completed several ops, until a reader
+	// comes back (held.go): the application is reposting them.
+	if e.cfg.CoalesceAt <= 0 || int(p.nextSeq-p.base) < e.cfg.CoalesceAt && p.refill != e.heldPass+1 {
 		e.pump(p)
 	} else if p.heldFrom == 0 && !more {
 		// The ack clock may stall (a peer not scheduled answers late,
@@ -1262,6 +1273,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		}
 		sampled = true
 	}
+	done := 0
 	for i := 0; i < s.nsegs; i++ {
 		ref := &s.segs[i]
 		o := &e.ops[ref.op]
@@ -1275,7 +1287,12 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		o.pending--
 		if o.pending == 0 && o.packed {
 			e.complete(ref.op, fi.SUCCESS, out)
+			done++
 		}
+	}
+	if done >= refillAt {
+		p.refill = e.heldPass + 1
+		e.held.Store(true)
 	}
 	e.freeSlot(p, s)
 	for p.base != p.nextSeq && p.slot(p.base) == nil {
