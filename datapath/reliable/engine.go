@@ -1290,7 +1290,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 			done++
 		}
 	}
-	if done >= refillAt {
+	if done >= refillAt && e.readerReturns(now) {
 		p.refill = e.heldPass + 1
 		e.held.Store(true)
 	}

@@ -22,7 +22,9 @@ package reliable
 // first two requests of every refill alone, each paying a packet's
 // transport and target costs: 6 packets per 64 fetch-adds instead of 4.
 // The reader's next CQ read sends the refill in full packets; MoreHold
-// bounds the wait of one that never reads again.
+// bounds the wait of one that never reads again. Only where readers come
+// back (readerReturns): an engine whose completions go to OnComplete
+// with nobody assisting would hold every refill for MoreHold.
 
 // refillAt is how many ops one response must complete for the requests
 // submitted after it to be held until a reader comes back: one completion
@@ -48,4 +50,12 @@ func (e *Engine) sendHeld() {
 		e.flushLocked()
 	}
 	e.mu.Unlock()
+}
+
+// readerReturns reports whether a reader will come back to send what a
+// refill hold leaves queued: under manual progress every completion is
+// read by one, and under auto progress a reader is assisting now or
+// assisted within MoreHold. e.mu is held; now is e.now().
+func (e *Engine) readerReturns(now int64) bool {
+	return e.cfg.ManualProgress || e.assisters.Load() > 0 || now-e.lastAssist.Load() < int64(e.cfg.MoreHold)
 }
