@@ -595,6 +595,10 @@ type Engine struct {
 	// held: coalescing left requests queued since the last sendHeld
 	// (held.go). Set with mu held.
 	held atomic.Bool
+	// tally, while set (&tallyBuf), counts successful completions for
+	// the counters, added to them once per response (stats.go). mu.
+	tally    *doneTally
+	tallyBuf doneTally
 	// heldPass counts sendHeld's passes under mu (txPeer.refill).
 	heldPass    uint64
 	lastAssist  atomic.Int64
@@ -1139,7 +1143,11 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 		err = o.err
 	}
 	*out = append(*out, Completion{Context: o.req.Context, Peer: o.req.Peer, Opcode: o.req.Opcode, Len: n, Err: err})
-	e.stats.opDone(o.req.Opcode, err)
+	if e.tally != nil && err == fi.SUCCESS {
+		e.tally.add(o.req.Opcode)
+	} else {
+		e.stats.opDone(o.req.Opcode, err)
+	}
 	if o.packed {
 		o.peer.inflight--
 	}
@@ -1274,6 +1282,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		sampled = true
 	}
 	done := 0
+	e.tally = &e.tallyBuf // the response's completions count once (stats.go)
 	for i := 0; i < s.nsegs; i++ {
 		ref := &s.segs[i]
 		o := &e.ops[ref.op]
@@ -1290,6 +1299,8 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 			done++
 		}
 	}
+	e.tally = nil
+	e.tallyBuf.flush(&e.stats)
 	if done >= refillAt && e.readerReturns(now) {
 		p.refill = e.heldPass + 1
 		e.held.Store(true)
