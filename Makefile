@@ -82,7 +82,8 @@ bench-incast:
 # operation, and exactly-once, against the number of initiator endpoints
 # (1, 100, 1,000, 10,000) on one target over the kernel UDP socket on
 # loopback, one run (no root needed; ARGS for more flags, e.g.
-# ARGS='--peers 1,10000 --ops 60 --rx shared,tgtspin').
+# ARGS='--peers 1,10000 --ops 60 --rx shared,tgtspin', or, as root,
+# ARGS='--net lo,veth' for the target on AF_XDP over a veth too).
 bench-peers:
 	$(GO) build -o build/xdpfab ./cmd/xdpfab
 	build/xdpfab bench peers $(ARGS)

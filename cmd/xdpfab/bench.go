@@ -75,7 +75,7 @@ const benchUsage = `usage:
   xdpfab [-n NETNS] bench run --peer IP[:PORT] [--addr LOCAL_IP] [--key K] [--transport auto|udp|xdp] [--busy-poll] [--manual-progress]
                               [--duration D] [--depth N] [--count N] [--phases REGEXP] [-o text|json]
   xdpfab bench local [--addr IP] [--transport auto|udp|xdp] [--busy-poll] [--duration D] [--depth N] [--count N] [--phases REGEXP] [-o text|json]
-  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--inflight N] [-o text|json]   (xdpfab bench peers help)
+  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--inflight N] [--net lo,veth] [-o text|json]   (xdpfab bench peers help)
   xdpfab bench incast [--initiators 16,64] [--depth N] [--duration D] [--loss PCT] [-o text|json]   (xdpfab bench incast help)
 
 serve registers a region with key K (default 0xbe7c4) at IP:PORT (default port 7471)

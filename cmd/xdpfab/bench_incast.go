@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -78,6 +77,7 @@ type incastOptions struct {
 	out       string
 	port      uint16
 	key       uint64
+	busyPoll  bool // the target's receive goroutine spins (bench serve --busy-poll); bench peers --net veth
 }
 
 func parseIncastFlags(args []string) (*incastOptions, error) {
@@ -465,41 +465,14 @@ func (n *incastNet) rings() (full, dropped uint64) {
 // startTarget runs xdpfab bench serve in the target namespace.
 func (n *incastNet) startTarget(o *incastOptions) (*peersTarget, error) {
 	addr := netip.AddrPortFrom(n.tgtAddr, o.port)
-	cmd := exec.Command(n.self, "-n", n.tgt, "bench", "serve", "--addr", addr.String(), "--transport", o.transport,
-		"--key", strconv.FormatUint(o.key, 10))
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
+	args := []string{"-n", n.tgt, "bench", "serve", "--addr", addr.String(), "--transport", o.transport,
+		"--key", strconv.FormatUint(o.key, 10)}
+	if o.busyPoll {
+		args = append(args, "--busy-poll")
 	}
-	cmd.Stderr = os.Stderr
+	cmd := exec.Command(n.self, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive this process
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	t := &peersTarget{cmd: cmd, addr: addr, out: make(chan string, 16)}
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		for sc.Scan() {
-			t.out <- sc.Text()
-		}
-		close(t.out)
-	}()
-	timeout := time.After(20 * time.Second)
-	for {
-		select {
-		case l, ok := <-t.out:
-			if !ok {
-				_ = cmd.Wait()
-				return nil, errors.New("target exited before serving")
-			}
-			if strings.HasPrefix(l, "xdpfab bench serve: target") {
-				return t, nil
-			}
-		case <-timeout:
-			t.kill()
-			return nil, errors.New("target not serving after 20s")
-		}
-	}
+	return startServe(cmd, addr)
 }
 
 // incastIni is one initiator: an engine on a socket in its namespace,

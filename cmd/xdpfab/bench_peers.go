@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,17 +38,20 @@ import (
 // The same number of operations is in flight in every phase (--inflight,
 // handed round-robin across the peers), and requests are not coalesced
 // unless --coalesce, so every phase sends one packet per operation and
-// the rates compare what many peers cost, not packing.
+// the rates compare what many peers cost, not packing. With --net veth
+// the target is on AF_XDP in a namespace instead (bench_peers_veth.go).
 
 const benchPeersUsage = `usage:
-  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--rx shared,spin,tgtspin,spinall,own] [--spin D] [--cpuprofile FILE] [-o text|json]
+  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--rx shared,spin,tgtspin,spinall,own] [--spin D]
+                     [--net lo,veth] [--mode native|generic] [--cpuprofile FILE] [-o text|json]
 
 For each peer count: a fresh target (xdpfab bench serve on the kernel UDP socket, a
 child process) and that many initiator endpoints in this process, each doing --ops
 fetch-adds (default 200; more where few peers, so that a phase does at least
 --min-ops, default 20000) on the target's counter, --inflight (default 64) in flight
 across all of them. Prints the aggregate rate and its ratio to the single-peer phase,
-the target's RSS growth over the phase and per peer, its CPU time per operation, and
+that ratio in operations per CPU-second of the target and the initiators together
+("per CPU": steadier than the rate on a machine whose other load moves), the target's RSS growth over the phase and per peer, its CPU time per operation, and
 checks that every fetch-add executed exactly once (distinct fetched values, the final
 counter). --rx shared (the default) has the process's shared receive poller serve
 every initiator's socket (reliable.Config.SharedPoll, udp.Options.SharedPoll); --rx
@@ -57,7 +61,13 @@ the next ready socket before it parks (rxpoll.SetSpin); --rx shared,spin,own run
 them all for each peer count, one after the other, each row's ratio to the first
 phase of its own kind; --rx tgtspin is shared with the target's endpoint on its
 process's shared poller, spinning (bench serve --shared-poll --poll-spin), and
---rx spinall both spinning. --cpuprofile writes a pprof CPU profile of the initiators' process over
+--rx spinall both spinning. --net veth (root) runs the phases with the target on
+xdpfab's fast path instead: bench incast's topology with one initiator namespace
+(10.236.0.0/16), xdpfab attached (--mode) on the target's veth and bench serve on
+AF_XDP there (spinning on its rings, --busy-poll, for tgtspin and spinall), every
+initiator's kernel UDP socket in the initiators' namespace; --net lo,veth alternates
+the two at each peer count, each kind's ratio to its own single peer; the report
+names the transport each target got (udp or xdp). --cpuprofile writes a pprof CPU profile of the initiators' process over
 the measured part of each phase (FILE.<peers> when there are several).
 `
 
@@ -76,6 +86,10 @@ type peersOptions struct {
 	out      string
 	key      uint64
 	profile  string
+	nets     []string // --net, in order: lo, veth
+	mode     string   // --mode: the veth target's XDP attach mode
+	veth     *incastNet
+	inVeth   bool // the phase runs over the veth topology
 }
 
 func parsePeersFlags(args []string) (*peersOptions, error) {
@@ -93,6 +107,8 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 	fs.DurationVar(&o.spin, "spin", 50*time.Microsecond, "how long the shared poller spins before it parks with --rx spin")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write the initiators' CPU profile to `FILE`")
 	fs.Uint64Var(&o.key, "key", 0xbe7c4, "region key")
+	nets := fs.String("net", "lo", "where: lo (kernel UDP over loopback), veth (the target on AF_XDP over a veth pair), comma-separated")
+	fs.StringVar(&o.mode, "mode", "native", "with --net veth: XDP attach mode for the target, native or generic")
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -118,25 +134,43 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 		}
 		o.rxModes = append(o.rxModes, strings.TrimSpace(m))
 	}
+	for _, m := range strings.Split(*nets, ",") {
+		if m = strings.TrimSpace(m); m != "lo" && m != "veth" {
+			return nil, fmt.Errorf("%w: --net takes lo and veth", errUsage)
+		}
+		o.nets = append(o.nets, m)
+	}
+
+	if o.mode != "native" && o.mode != "generic" {
+		return nil, fmt.Errorf("%w: --mode takes native or generic", errUsage)
+	}
 	o.addr = a
 	return o, nil
 }
 
 // peersPhase is one row of the report.
 type peersPhase struct {
-	Peers     int     `json:"peers"`
-	Rx        string  `json:"rx"` // the initiators' receive side: shared or own
+	Peers int    `json:"peers"`
+	Net   string `json:"net"` // lo or veth
+	Rx    string `json:"rx"`  // the initiators' receive side: shared or own
+	// Transport is the target's, as its banner said: udp or xdp.
+	Transport string  `json:"target_transport"`
 	Ops       int     `json:"ops"`
 	Seconds   float64 `json:"seconds"`
 	Rate      float64 `json:"ops_per_sec"`
-	RateRatio float64 `json:"rate_vs_first"` // to the first phase of the same Rx (the single peer)
+	RateRatio float64 `json:"rate_vs_first"` // to the first phase of the same Net and Rx (the single peer)
 	// RSSGrowth is the target's RSS after the phase minus before it;
 	// PerPeer that over the peers.
 	RSSGrowth   int64   `json:"target_rss_growth_bytes"`
 	PerPeer     float64 `json:"target_bytes_per_peer"`
 	TargetCPUus float64 `json:"target_cpu_us_per_op"`
 	// InitCPUus is the initiators' process's CPU time per operation.
-	InitCPUus   float64 `json:"initiator_cpu_us_per_op"`
+	InitCPUus float64 `json:"initiator_cpu_us_per_op"`
+	// CPURatio is operations per CPU-second of both processes together
+	// against the first phase of the same kind's: what RateRatio would be
+	// with the machine to themselves and busy, steadier than the rate on a
+	// machine whose other load moves.
+	CPURatio    float64 `json:"ops_per_cpu_vs_first"`
 	Retransmits uint64  `json:"retransmits"`
 	Failed      int     `json:"failed"`
 	ExactlyOnce bool    `json:"exactly_once"`
@@ -153,29 +187,49 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 	}
 	done, release := interrupted(stop)
 	defer release()
+	if slices.Contains(o.nets, "veth") {
+		if os.Geteuid() != 0 {
+			return errors.New("bench peers: --net veth needs root (namespaces, veths, XDP)")
+		}
+		sweepIncastNets()
+		fmt.Fprintf(stderr, "bench peers: building the veth topology...\n")
+		net, err := buildPeersVeth(o)
+		defer net.close()
+		if err != nil {
+			return err
+		}
+		o.veth = net
+	}
 	var rows []peersPhase
-	first := map[string]float64{} // each receive side's first rate
+	first := map[string]peersPhase{} // each kind's (net and receive side) first phase
 	for _, n := range o.peers {
-		for _, m := range o.rxModes {
-			select {
-			case <-done:
-				return errors.New("interrupted")
-			default:
+		for _, nt := range o.nets {
+			for _, m := range o.rxModes {
+				select {
+				case <-done:
+					return errors.New("interrupted")
+				default:
+				}
+				fmt.Fprintf(stderr, "bench peers: %d peers x %d fetch-adds, net %s, rx %s...\n", n, o.ops, nt, m)
+				po := *o
+				po.ownRx, po.spinRx, po.spinTgt = m == "own", m == "spin" || m == "spinall", m == "tgtspin" || m == "spinall"
+				po.inVeth = nt == "veth"
+				r, err := runPeersPhase(&po, n, stderr)
+				if err != nil {
+					return fmt.Errorf("%d peers, net %s, rx %s: %w", n, nt, m, err)
+				}
+				r.Net, r.Rx = nt, m
+				kind := nt + "/" + m
+				if f, ok := first[kind]; ok && f.Rate > 0 {
+					r.RateRatio = r.Rate / f.Rate
+					if cpu := r.TargetCPUus + r.InitCPUus; cpu > 0 {
+						r.CPURatio = (f.TargetCPUus + f.InitCPUus) / cpu
+					}
+				} else {
+					first[kind], r.RateRatio, r.CPURatio = *r, 1, 1
+				}
+				rows = append(rows, *r)
 			}
-			fmt.Fprintf(stderr, "bench peers: %d peers x %d fetch-adds, rx %s...\n", n, o.ops, m)
-			po := *o
-			po.ownRx, po.spinRx, po.spinTgt = m == "own", m == "spin" || m == "spinall", m == "tgtspin" || m == "spinall"
-			r, err := runPeersPhase(&po, n, stderr)
-			if err != nil {
-				return fmt.Errorf("%d peers, rx %s: %w", n, m, err)
-			}
-			r.Rx = m
-			if f, ok := first[m]; ok && f > 0 {
-				r.RateRatio = r.Rate / f
-			} else {
-				first[m], r.RateRatio = r.Rate, 1
-			}
-			rows = append(rows, *r)
 		}
 	}
 	if o.out == "json" {
@@ -183,16 +237,16 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (kernel UDP, loopback), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, spin: the poller spinning %v before it parks, tgtspin: the target's, spinall: both, own: a receive goroutine each\n",
+	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (net lo: kernel UDP over loopback; veth: AF_XDP, the initiators' kernel sockets in a namespace of their own), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, spin: the poller spinning %v before it parks, tgtspin: the target's, spinall: both, own: a receive goroutine each\n",
 		o.ops, o.inflight, onOff(o.coalesce), o.spin)
-	fmt.Fprintf(stdout, "%8s %7s %10s %12s %9s %14s %12s %12s %12s %8s %s\n", "peers", "rx", "ops", "ops/s", "vs 1st", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
+	fmt.Fprintf(stdout, "%8s %5s %4s %7s %10s %12s %9s %9s %14s %12s %12s %12s %8s %s\n", "peers", "net", "tgt", "rx", "ops", "ops/s", "vs 1st", "per CPU", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "%8d %7s %10d %12s %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %v\n", r.Peers, r.Rx, r.Ops, si(r.Rate), r.RateRatio,
+		fmt.Fprintf(stdout, "%8d %5s %4s %7s %10d %12s %8.2fx %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %v\n", r.Peers, r.Net, r.Transport, r.Rx, r.Ops, si(r.Rate), r.RateRatio, r.CPURatio,
 			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.TargetCPUus, r.InitCPUus, r.Retransmits, r.ExactlyOnce)
 	}
 	for _, r := range rows {
 		if !r.ExactlyOnce || r.Failed > 0 {
-			return fmt.Errorf("%d peers: %d failed operations, exactly once %v", r.Peers, r.Failed, r.ExactlyOnce)
+			return fmt.Errorf("%d peers, net %s, rx %s: %d failed operations, exactly once %v", r.Peers, r.Net, r.Rx, r.Failed, r.ExactlyOnce)
 		}
 	}
 	return nil
@@ -200,13 +254,18 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 
 // peersTarget is the child process serving one phase.
 type peersTarget struct {
-	cmd  *exec.Cmd
-	addr netip.AddrPort
-	out  chan string // its output lines
+	cmd       *exec.Cmd
+	addr      netip.AddrPort
+	out       chan string // its output lines
+	transport string      // the one it serves on, from its banner: udp or xdp
 }
 
-// startPeersTarget starts `xdpfab bench serve` on a free port pair.
+// startPeersTarget starts `xdpfab bench serve` on a free port pair, or
+// over the veth topology on AF_XDP.
 func startPeersTarget(o *peersOptions) (*peersTarget, error) {
+	if o.inVeth {
+		return o.veth.startPeersTarget(o)
+	}
 	port, err := freePortPair(o.addr)
 	if err != nil {
 		return nil, err
@@ -220,7 +279,17 @@ func startPeersTarget(o *peersOptions) (*peersTarget, error) {
 	if o.spinTgt {
 		args = append(args, "--shared-poll", "--poll-spin", o.spin.String())
 	}
-	cmd := exec.Command(self, args...)
+	return startServe(exec.Command(self, args...), addr)
+}
+
+// serveTimeout bounds how long a target takes to serve: on AF_XDP it may
+// first wait up to 30 s for the kernel to release the interface's queues
+// from the previous phase's target.
+const serveTimeout = time.Minute
+
+// startServe starts cmd, an `xdpfab bench serve` serving addr, and waits
+// for its banner, which names the transport it got.
+func startServe(cmd *exec.Cmd, addr netip.AddrPort) (*peersTarget, error) {
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -237,7 +306,7 @@ func startPeersTarget(o *peersOptions) (*peersTarget, error) {
 		}
 		close(t.out)
 	}()
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(serveTimeout)
 	for {
 		select {
 		case l, ok := <-t.out:
@@ -246,11 +315,14 @@ func startPeersTarget(o *peersOptions) (*peersTarget, error) {
 				return nil, errors.New("target exited before serving")
 			}
 			if strings.HasPrefix(l, "xdpfab bench serve: target") {
+				if _, rest, ok := strings.Cut(l, ", transport "); ok {
+					t.transport, _, _ = strings.Cut(rest, ",")
+				}
 				return t, nil
 			}
 		case <-timeout:
 			t.kill()
-			return nil, errors.New("target not serving after 20s")
+			return nil, fmt.Errorf("target not serving after %v", serveTimeout)
 		}
 	}
 }
@@ -448,21 +520,32 @@ func newPeersLoad(o *peersOptions, target netip.AddrPort, n, total int) (*peersL
 	if o.coalesce {
 		coalesce = 0
 	}
-	for i := range n {
-		tr, err := udp.Listen(netip.AddrPortFrom(o.addr, 0), udp.Options{Batch: 8, SocketBuffer: 256 << 10, SharedPoll: !o.ownRx})
-		if err != nil {
-			l.close()
-			return nil, fmt.Errorf("initiator %d: %w", i, err)
+	ns, local := "", netip.AddrPortFrom(o.addr, 0)
+	if o.inVeth {
+		ns, local = o.veth.peersVethLocal()
+	}
+	// Every socket opened in one pass through the namespace (a socket
+	// stays in the namespace it was made in).
+	err := inNetns(ns, func() error {
+		for i := range n {
+			tr, err := udp.Listen(local, udp.Options{Batch: 8, SocketBuffer: 256 << 10, SharedPoll: !o.ownRx})
+			if err != nil {
+				return fmt.Errorf("initiator %d: %w", i, err)
+			}
+			e, err := reliable.New(tr, reliable.Config{EndpointID: 1, OnComplete: l.onComplete,
+				MaxOps: slots, CoalesceAt: coalesce, // a slow peer may have several
+				SharedPoll: !o.ownRx})
+			if err != nil {
+				tr.Close()
+				return err
+			}
+			l.inis = append(l.inis, e)
 		}
-		e, err := reliable.New(tr, reliable.Config{EndpointID: 1, OnComplete: l.onComplete,
-			MaxOps: slots, CoalesceAt: coalesce, // a slow peer may have several
-			SharedPoll: !o.ownRx})
-		if err != nil {
-			tr.Close()
-			l.close()
-			return nil, err
-		}
-		l.inis = append(l.inis, e)
+		return nil
+	})
+	if err != nil {
+		l.close()
+		return nil, err
 	}
 	return l, nil
 }
@@ -548,7 +631,7 @@ func runPeersPhase(o *peersOptions, n int, stderr io.Writer) (*peersPhase, error
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, err
 	}
-	r := &peersPhase{Peers: n, Ops: total, Seconds: el.Seconds(), Rate: float64(total) / el.Seconds(),
+	r := &peersPhase{Peers: n, Ops: total, Transport: t.transport, Seconds: el.Seconds(), Rate: float64(total) / el.Seconds(),
 		RSSGrowth: rss1 - rss0, TargetCPUus: float64(cpu1-cpu0) / float64(time.Microsecond) / float64(total),
 		InitCPUus:   float64(icpu) / float64(time.Microsecond) / float64(total),
 		Retransmits: l.retransmits(), Failed: int(l.failed.Load())}

@@ -3,12 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/xdpfab/xdpfab/internal/testenv"
 )
 
 // TestBenchPeers runs the built binary's bench peers at a small scale (its
@@ -44,5 +49,63 @@ func TestBenchPeers(t *testing.T) {
 		require.True(t, r.ExactlyOnce, "%+v", r)
 		require.Zero(t, r.Failed)
 		require.Positive(t, r.Rate)
+		require.Equal(t, "lo", r.Net)
+		require.Equal(t, "udp", r.Transport)
+		require.Positive(t, r.CPURatio)
+		if r.Peers == 1 {
+			require.Equal(t, 1.0, r.CPURatio)
+		}
+	}
+}
+
+// TestBenchPeersVeth runs bench peers with --net lo,veth at a small scale:
+// the veth phases' targets serve on AF_XDP (their banner says xdp; the
+// loopback ones udp), every phase completes with every fetch-add executed
+// exactly once, the ratios are to each kind's own single peer, and the
+// run leaves none of its namespaces behind.
+func TestBenchPeersVeth(t *testing.T) {
+	testenv.RequirePriv(t)
+	if testing.Short() {
+		t.Skip("builds the binary, a veth topology and runs four bench phases")
+	}
+	bin := filepath.Join(t.TempDir(), "xdpfab")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "bench", "peers", "--peers", "1,20", "--ops", "20", "--min-ops", "200",
+		"--inflight", "8", "--net", "lo,veth", "--mode", "generic", "-o", "json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err = cmd.Output()
+	require.NoError(t, err, "%s\n%s", out, stderr.String())
+	pid := cmd.Process.Pid
+	var rows []peersPhase
+	require.NoError(t, json.Unmarshal(out, &rows), "%s", out)
+	require.Len(t, rows, 4)
+	for i, want := range []struct {
+		peers, ops     int
+		net, transport string
+	}{{1, 200, "lo", "udp"}, {1, 200, "veth", "xdp"}, {20, 400, "lo", "udp"}, {20, 400, "veth", "xdp"}} {
+		r := rows[i]
+		require.Equal(t, want.peers, r.Peers)
+		require.Equal(t, want.net, r.Net)
+		require.Equal(t, "shared", r.Rx)
+		require.Equal(t, want.transport, r.Transport, "%+v", r)
+		require.Equal(t, want.ops, r.Ops)
+		require.True(t, r.ExactlyOnce, "%+v", r)
+		require.Zero(t, r.Failed)
+		require.Positive(t, r.Rate)
+		require.Positive(t, r.CPURatio)
+		if r.Peers == 1 {
+			require.Equal(t, 1.0, r.RateRatio)
+			require.Equal(t, 1.0, r.CPURatio)
+		}
+	}
+	entries, err := os.ReadDir("/run/netns")
+	if err == nil {
+		for _, e := range entries {
+			require.False(t, strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", incastNetPrefix, pid)), "left behind: %s", e.Name())
+		}
 	}
 }
