@@ -314,7 +314,8 @@ type Config struct {
 	// assists (Assist, Poll) or drives (Progress) the engine (2; negative
 	// disables, also the hold after a response that completed several
 	// ops, held.go). It trades a little latency under load for far fewer
-	// packets; one request in flight is never delayed. Packets, not bytes, are what a software
+	// packets; a ping-pong (one request in flight, answered alone) is
+	// never delayed. Packets, not bytes, are what a software
 	// datapath pays for: on veth with AF_XDP, 64 fetch-adds in flight ran
 	// at 0.31 packets per op and 468 k ops/s with 16, at 0.084 packets
 	// per op and 1.09 M ops/s with 2 (BenchmarkVeth, busy-poll).

@@ -24,7 +24,9 @@ package reliable
 // The reader's next CQ read sends the refill in full packets; MoreHold
 // bounds the wait of one that never reads again. Only where readers come
 // back (readerReturns): an engine whose completions go to OnComplete
-// with nobody assisting would hold every refill for MoreHold.
+// with nobody assisting would hold every refill for MoreHold. A thread
+// that posts while another sleeps in a blocking read of completions that
+// are not coming can still wait up to MoreHold (the timer sends them).
 
 // refillAt is how many ops one response must complete for the requests
 // submitted after it to be held until a reader comes back: one completion
