@@ -184,6 +184,45 @@ func testSocketOverVeth(t *testing.T, attachFlags link.XDPAttachFlags) {
 	require.NoError(t, err)
 	require.Zero(t, st.Tx_invalid_descs)
 	require.Zero(t, st.Rx_invalid_descs)
+
+	testFillGrows(t, sock, ua, dst)
+}
+
+// testFillGrows: the fill ring starts with 512 of a default socket's 2,048
+// receive frames and takes more when a burst leaves less than half of
+// them in it: 400 datagrams received before any is released (the kernel
+// took 400 of the 512) all arrive, and releasing them doubles the ring's
+// population, once (the next release finds the ring full enough).
+func testFillGrows(t *testing.T, sock *xsk.Socket, ua *net.UDPConn, dst *net.UDPAddr) {
+	require.Equal(t, 512, sock.FillFrames())
+	const flood = 400
+	for i := 0; i < flood; i++ {
+		_, err := ua.WriteToUDP(fmt.Appendf(nil, "flood %03d", i), dst)
+		require.NoError(t, err)
+	}
+	var held []xsk.Desc
+	var parsed udpframe.Parsed
+	descs := make([]xsk.Desc, 64)
+	seen := map[string]bool{}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(seen) < flood && time.Now().Before(deadline) {
+		_, err := sock.Poll(100)
+		require.NoError(t, err)
+		n := sock.Receive(descs)
+		for _, d := range descs[:n] {
+			f := sock.Frame(d)
+			if udpframe.Parse(f, &parsed) == nil && bytes.HasPrefix(f[parsed.PayloadOffset:], []byte("flood ")) {
+				seen[string(f[parsed.PayloadOffset:parsed.PayloadOffset+parsed.PayloadLen])] = true
+			}
+		}
+		held = append(held, descs[:n]...) // not released yet
+	}
+	require.Len(t, seen, flood, "datagrams of the burst received")
+	require.Equal(t, 512, sock.FillFrames(), "no growth before a release")
+	sock.Release(held)
+	require.Equal(t, 1024, sock.FillFrames(), "population doubled")
+	sock.Release(nil)
+	require.Equal(t, 1024, sock.FillFrames(), "and only when the ring runs low")
 }
 
 func TestOpenRejectsBadOptions(t *testing.T) {
