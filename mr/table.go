@@ -59,7 +59,7 @@
 //
 //   - Handles. An *MR is a handle (32 bytes, handed out from a slab of 32,
 //     never reused) naming its region and the generation the region had at
-//     registration. Close advances the generation under the region's lock,
+//     registration. Close advances the generation under the Table's lock,
 //     so from then on the handle and every copy of it (a Desc kept in a
 //     pending operation, a second Close) is stale, and a region is filled
 //     again only after its Close: a stale handle is refused as a closed one
@@ -176,6 +176,7 @@ import (
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/epoch"
 	"github.com/xdpfab/xdpfab/internal/ktable"
+	"github.com/xdpfab/xdpfab/internal/memorder"
 )
 
 // Domain attributes of memory registration.
@@ -583,7 +584,7 @@ func (t *Table) mirrorUpdate(r *region, enabled bool) error {
 	}
 	var err error
 	if mm := t.mapMirror; mm != nil {
-		// r's mirror calls are serialized (registration, then m.mu),
+		// r's mirror calls are serialized (registration, then Table.mu),
 		// so r.kref is only touched by one goroutine at a time.
 		var k ktable.Key
 		var v ktable.Value
@@ -715,13 +716,17 @@ func (t *Table) IsMapped(key uint64) bool {
 
 // keyIndex is an open-addressing hash table of regions by key (linear
 // probing). Readers load slots atomically without locks; writers hold
-// Table.mu, and never modify an index once a newer one is stored, so a
+// Table.mu and store slots with release stores (memorder.Pointer: a MOV,
+// not sync/atomic's locked XCHG; the region's fields are written before
+// it is put, and t.mu's release after it makes it visible to every CPU,
+// as does the locked add that stamps a closed region for reuse, see
+// Table.retire), and never modify an index once a newer one is stored, so a
 // reader holding an old index sees a consistent (if stale) snapshot — the
 // region's own state word then refuses anything closed since. With
 // recycling a region it lists is refilled only after the reader's next
 // quiescent point, by which time it loads the index afresh.
 type keyIndex struct {
-	slots []atomic.Pointer[region]
+	slots []memorder.Pointer[region]
 	shift uint8 // 64 - log2(len(slots))
 }
 
@@ -731,7 +736,7 @@ const minIndexSize = 64
 var tombstone = new(region)
 
 func newKeyIndex(size int) *keyIndex {
-	return &keyIndex{slots: make([]atomic.Pointer[region], size), shift: uint8(64 - bits.TrailingZeros(uint(size)))}
+	return &keyIndex{slots: make([]memorder.Pointer[region], size), shift: uint8(64 - bits.TrailingZeros(uint(size)))}
 }
 
 func (ix *keyIndex) home(key uint64) uint64 { return (key * 0x9E3779B97F4A7C15) >> ix.shift }
