@@ -24,8 +24,8 @@ import "github.com/xdpfab/xdpfab/internal/epoch"
 // Bounds of a Table's pool: at most limboMax closed regions wait for the
 // grace period or a registration (when one more arrives, those past the
 // grace period move to the free list, else the oldest goes to the
-// collector) and at most freeMax wait to be filled. With a region of about 220
-// bytes a Table keeps at most ~0.5 MiB of them, plus, while they wait in
+// collector) and at most freeMax wait to be filled. With a region of 160
+// bytes a Table keeps at most ~0.3 MiB of them, plus, while they wait in
 // limbo, the buffers of up to limboMax closed regions.
 const (
 	limboMax    = 1024

@@ -49,7 +49,7 @@
 // collected — never before every reader has let go of it (see
 // Recycling); a closed *MR no longer keeps them.
 //
-// Recycling. A registration's state lives in a region object (176 bytes
+// Recycling. A registration's state lives in a region object (160 bytes
 // with its bookkeeping: key, extent, buffers, state word, bindings,
 // kernel slot) that Lookup and the datapath after it (Span.AppendBufs,
 // CountRemoteWrite, BoundTo) read without locks. With Config.Epochs set
@@ -70,8 +70,10 @@
 //     generation first and are exact unless the handle is closed
 //     concurrently, which fi_close(3) leaves undefined anyway.
 //   - A grace period (epoch-based reclamation, internal/epoch). A region
-//     that Close removed from the index waits in its Table's limbo,
-//     stamped with a new epoch, until every reader of the domain has
+//     that Close removed from the index waits in its Table's limbo until
+//     it is stamped with a new epoch — closes are stamped in batches of
+//     16, one advance of the epoch (a locked add on a word every domain
+//     shares) per batch — and then until every reader of the domain has
 //     passed a quiescent point since: a registration takes it only then.
 //     The readers are the target pollers: a reliable engine's receive
 //     side registers one and announces it online at the start of each
@@ -90,10 +92,12 @@
 // regions (a closed region arriving at a full limbo first moves those
 // past the grace period to a free list of at most 1024, else the oldest
 // goes to the collector), so a Table keeps at most about 2048 region
-// objects (~0.4 MiB) and, while they wait in the limbo, the buffers of up
+// objects (~0.3 MiB) and, while they wait in the limbo, the buffers of up
 // to 1024 closed regions reachable (a free region drops its buffers,
 // bindings and handle). PoolStats counts fresh, reused and overflowed
-// regions. A handle the application keeps keeps its slab of 32 handles
+// regions. A Table that stops closing keeps up to 15 closed regions
+// unstamped, not reusable, until it closes more (a reg+close loop keeps
+// about 16 in the limbo). A handle the application keeps keeps its slab of 32 handles
 // (1 KiB) reachable. A reader that keeps a Span past its batch, or a
 // Lookup caller that is not a reader, defeats the scheme (the region may
 // be refilled under it); TestLookupRacingReuse and
@@ -158,7 +162,10 @@
 //   - At most MaxRegions regions (DefaultMaxRegions by default), then
 //     FI_ENOMR; with a Mirror also when the MR table refuses the key.
 //
-// A Table and its MRs are safe for concurrent use.
+// A Table and its MRs are safe for concurrent use. One lock, the
+// Table's, serializes registrations, closes and an MR's Bind, Enable and
+// Refresh (a reg+close is one lock section each: Refresh holds it while
+// it faults pages in); Lookup, CheckLocal and the getters take none.
 package mr
 
 import (
