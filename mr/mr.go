@@ -85,6 +85,7 @@ type region struct {
 	// are serialized (registration, then Table.mu).
 	kref       ktable.Ref
 	extra      *regionExtra // nil: domain's auth key, synchronous registration
+	ctx        any          // the registration's context (MR.Context)
 	inlineSegs [1]segment   // segs of a single-buffer region, saving an allocation
 
 	// binds holds the counters and endpoints bound, nil until the first
@@ -94,22 +95,29 @@ type region struct {
 }
 
 // MR is a registered memory region (struct fid_mr): a handle naming one
-// registration of a recycled region object. Every registration allocates
-// one (32 bytes); the region behind it is reused once the registration is
-// closed and the datapath has let go of it. A handle whose registration
-// was closed is stale: its calls are refused as those of a closed region
-// (FI_EINVAL, fi.KeyNotAvail), whatever the region holds now.
+// registration of a recycled region object. Every registration takes a
+// new one (16 bytes, from a slab); the region behind it is reused once
+// the registration is closed and the datapath has let go of it. A handle
+// whose registration was closed is stale: its calls are refused as those
+// of a closed region (FI_EINVAL, fi.KeyNotAvail, nil context), whatever
+// the region holds now.
 type MR struct {
 	r   *region
 	gen uint64 // r.gen while the registration is open
-	ctx any
 }
 
 // Class is fi.ClassMR.
 func (m *MR) Class() fi.Class { return fi.ClassMR }
 
-// Context returns the context given at registration.
-func (m *MR) Context() any { return m.ctx }
+// Context returns the context given at registration (nil once closed).
+// The region keeps it: the handle, which the collector has to allocate
+// and sweep per registration, holds only the region and generation.
+func (m *MR) Context() any {
+	if !m.live() {
+		return nil
+	}
+	return m.r.ctx
+}
 
 // live reports whether m's registration is still open. Without Table.mu held
 // the answer holds only as long as nobody closes m concurrently (which

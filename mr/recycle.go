@@ -24,8 +24,8 @@ import "github.com/xdpfab/xdpfab/internal/epoch"
 // Bounds of a Table's pool: at most limboMax closed regions wait for the
 // grace period or a registration (when one more arrives, those past the
 // grace period move to the free list, else the oldest goes to the
-// collector) and at most freeMax wait to be filled. With a region of 160
-// bytes a Table keeps at most ~0.3 MiB of them, plus, while they wait in
+// collector) and at most freeMax wait to be filled. With a region of 176
+// bytes a Table keeps at most ~0.35 MiB of them, plus, while they wait in
 // limbo, the buffers of up to limboMax closed regions.
 const (
 	limboMax    = 1024
@@ -89,7 +89,7 @@ func (t *Table) takeRegion() *region {
 // never reused (that is their point), but allocating them one by one was
 // a fifth of a reg+close; a slab makes it one allocation per handleSlab
 // registrations, and a handle the application keeps keeps its slab
-// (handleSlab × 32 bytes) reachable.
+// (handleSlab × 16 bytes) reachable.
 const handleSlab = 32
 
 // newHandle returns a zero handle never handed out before. t.mu is held.
@@ -156,6 +156,7 @@ func (p *regionPool) reclaim(safe uint64) {
 		r.inlineSegs = [1]segment{}
 		r.handle = nil
 		r.extra = nil
+		r.ctx = nil
 		r.binds.Store(nil)
 		r.kref = 0
 		r.state.Store(0)

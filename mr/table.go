@@ -49,7 +49,7 @@
 // collected — never before every reader has let go of it (see
 // Recycling); a closed *MR no longer keeps them.
 //
-// Recycling. A registration's state lives in a region object (160 bytes
+// Recycling. A registration's state lives in a region object (176 bytes
 // with its bookkeeping: key, extent, buffers, state word, bindings,
 // kernel slot) that Lookup and the datapath after it (Span.AppendBufs,
 // CountRemoteWrite, BoundTo) read without locks. With Config.Epochs set
@@ -57,7 +57,7 @@
 // of being left to the collector, which was half the cost of a reg+close.
 // Two things make that safe:
 //
-//   - Handles. An *MR is a handle (32 bytes, handed out from a slab of 32,
+//   - Handles. An *MR is a handle (16 bytes, handed out from a slab of 32,
 //     never reused) naming its region and the generation the region had at
 //     registration. Close advances the generation under the Table's lock,
 //     so from then on the handle and every copy of it (a Desc kept in a
@@ -92,13 +92,13 @@
 // regions (a closed region arriving at a full limbo first moves those
 // past the grace period to a free list of at most 1024, else the oldest
 // goes to the collector), so a Table keeps at most about 2048 region
-// objects (~0.3 MiB) and, while they wait in the limbo, the buffers of up
+// objects (~0.35 MiB) and, while they wait in the limbo, the buffers of up
 // to 1024 closed regions reachable (a free region drops its buffers,
 // bindings and handle). PoolStats counts fresh, reused and overflowed
 // regions. A Table that stops closing keeps up to 15 closed regions
 // unstamped, not reusable, until it closes more (a reg+close loop keeps
 // about 16 in the limbo). A handle the application keeps keeps its slab of 32 handles
-// (1 KiB) reachable. A reader that keeps a Span past its batch, or a
+// (512 bytes) reachable. A reader that keeps a Span past its batch, or a
 // Lookup caller that is not a reader, defeats the scheme (the region may
 // be refilled under it); TestLookupRacingReuse and
 // fabric's TestRMAWriteRacingRegionReuse catch that under -race.
@@ -511,7 +511,8 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 		r.base, r.length = 0, length
 	}
 	m := t.newHandle()
-	m.r, m.gen, m.ctx = r, r.gen.Load(), context
+	r.ctx = context
+	m.r, m.gen = r, r.gen.Load()
 	r.handle = m
 	q := t.events
 	if q != nil {
