@@ -72,7 +72,9 @@ type cqItem struct {
 // The queue is bounded by Size; the endpoints posting to it reserve a slot
 // for every operation they accept (see reserve), so a completion is never
 // dropped for lack of room: an operation that cannot reserve one fails with
-// FI_EAGAIN when posted.
+// FI_EAGAIN when posted. An endpoint takes its transmit CQ's slots in batches
+// while the CQ is at most half full (cq_credits.go); the CQ takes back the
+// unused ones before it refuses anything.
 type CQ struct {
 	fi.FIDBase
 	dom  *Domain // that opened it: endpoints of other domains cannot bind it
@@ -86,9 +88,12 @@ type CQ struct {
 	// fills: that made fi_cq_open + fi_close cost 0.4-1.3 ms.
 	ring     []cqItem
 	head, n  int
-	reserved int // slots promised to accepted, not yet completed operations
-	closed   bool
-	refs     int // endpoints bound
+	reserved int // slots promised to accepted, not yet completed operations, and endpoints' credits
+	// creditEPs, guarded by mu, are the endpoints that took credits
+	// (cq_credits.go), for reclaimLocked.
+	creditEPs []*Endpoint
+	closed    bool
+	refs      int // endpoints bound
 
 	progress progressSet // endpoints whose manual progress reads drive
 
@@ -214,16 +219,22 @@ func (cq *CQ) reserve() error {
 		return fmt.Errorf("cq closed: %w", fi.EINVAL)
 	}
 	if cq.count()+cq.reserved >= cq.attr.Size {
-		return fi.EAGAIN
+		cq.reclaimLocked()
+		if cq.count()+cq.reserved >= cq.attr.Size {
+			return fi.EAGAIN
+		}
 	}
 	cq.reserved++
 	return nil
 }
 
 // unreserve returns a slot promised by reserve that will not be used.
-func (cq *CQ) unreserve() {
+func (cq *CQ) unreserve() { cq.unreserveN(1) }
+
+// unreserveN returns n slots promised by reserve or reserveAhead.
+func (cq *CQ) unreserveN(n int) {
 	cq.mu.Lock()
-	cq.reserved--
+	cq.reserved -= n
 	cq.mu.Unlock()
 }
 
@@ -270,6 +281,8 @@ func (cq *CQ) pushReserved(items []cqItem) {
 func (cq *CQ) pushLocked(it *cqItem, reserved bool) bool {
 	if reserved {
 		cq.reserved--
+	} else if len(cq.creditEPs) > 0 && cq.count()+cq.reserved >= cq.attr.Size {
+		cq.reclaimLocked()
 	}
 	if cq.closed || cq.count() >= cq.attr.Size || (!reserved && cq.count()+cq.reserved >= cq.attr.Size) {
 		// Closed under an in-flight op, or an unreserved completion with no

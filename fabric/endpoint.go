@@ -98,6 +98,12 @@ type Endpoint struct {
 	enabled, closed bool
 	ops             []txOp
 	freeOps         []int32
+	// txCredits are txCQ's slots reserved ahead for the next posts
+	// (cq_credits.go). Guarded by mu.
+	txCredits int
+	// creditsListed (in txCQ.creditEPs) and creditsReturned (by Close:
+	// no more batches) are guarded by txCQ.mu.
+	creditsListed, creditsReturned bool
 	// authKeys maps the handles of the AV's authorization keys the
 	// endpoint was enabled against (av.EnableEndpoint) to their digests
 	// (mr.AuthDigest), computed once by Enable and read-only after; nil
@@ -507,6 +513,7 @@ func (ep *Endpoint) Close() error {
 		_ = ep.av.DetachEndpoint(ep)
 	}
 	if ep.txCQ != nil {
+		ep.returnCredits(ep.txCQ)
 		ep.txCQ.unref()
 	}
 	if ep.rxCQ != nil {

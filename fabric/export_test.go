@@ -43,3 +43,11 @@ func (ep *Endpoint) SharedPollForTest() bool { return ep.sharedPoll }
 // UDPEndpointsForTest is the process's count of endpoints on the kernel
 // UDP socket (SharedPollAuto).
 func UDPEndpointsForTest() int { return int(udpEndpoints.Load()) }
+
+// Reserved reports the slots cq has promised: to accepted operations and
+// as endpoints' credits (cq_credits.go).
+func (cq *CQ) Reserved() int {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	return cq.reserved
+}

@@ -86,17 +86,23 @@ func (ep *Endpoint) begin(r *reliable.Request, dest fi.Addr, flags fi.Flags, kin
 	}
 	idx := ep.freeOps[len(ep.freeOps)-1]
 	ep.freeOps = ep.freeOps[:len(ep.freeOps)-1]
+	// A CQ slot from the credits when there are some (cq_credits.go):
+	// no CQ lock for this post.
+	credit := cq != nil && !injectCall && ep.txCredits > 0
+	if credit {
+		ep.txCredits--
+	}
 	ep.mu.Unlock()
 
 	o := &ep.ops[idx]
 	ap, keyH, ok := avb.AddrPortAuthKey(dest)
 	if !ok {
-		ep.freeOp(o)
+		ep.freeOpCredit(o, cq, credit)
 		return nil, fmt.Errorf("destination %v not in the AV: %w", dest, fi.EADDRNOTAVAIL)
 	}
 	digest, ok := ep.presentedDigest(keys, keyH)
 	if !ok {
-		ep.freeOp(o)
+		ep.freeOpCredit(o, cq, credit)
 		return nil, fmt.Errorf("destination %v is bound to auth key %#x, inserted after the endpoint was enabled: %w",
 			dest, uint64(keyH), fi.EACCES)
 	}
@@ -110,9 +116,11 @@ func (ep *Endpoint) begin(r *reliable.Request, dest fi.Addr, flags fi.Flags, kin
 	// do when a CQ is bound, so a slot is reserved whenever a CQ is.
 	o.wantComp = cq != nil && !injectCall && (!sel || flags&fi.COMPLETION != 0)
 	if cq != nil && !injectCall {
-		if err := cq.reserve(); err != nil {
-			ep.freeOp(o)
-			return nil, err
+		if !credit {
+			if err := ep.reserveTx(cq); err != nil {
+				ep.freeOp(o)
+				return nil, err
+			}
 		}
 		o.reserved = true
 	}
@@ -152,6 +160,15 @@ func (ep *Endpoint) submit(o *txOp, r *reliable.Request) error {
 		return err
 	}
 	return nil
+}
+
+// freeOpCredit frees an op refused before it reserved a CQ slot, and gives
+// back to cq the credit begin took for it, if any.
+func (ep *Endpoint) freeOpCredit(o *txOp, cq *CQ, credit bool) {
+	ep.freeOp(o)
+	if credit {
+		cq.unreserve()
+	}
 }
 
 func (ep *Endpoint) freeOp(o *txOp) {
