@@ -323,7 +323,8 @@ type Config struct {
 	// MoreHold bounds how long requests posted with FI_MORE wait for the
 	// request without it that should follow at once, and how long
 	// coalescing (CoalesceAt) leaves requests queued for the next
-	// response (200 µs).
+	// response, and how long a target holds the answers to a segmented
+	// op's first packets for its last while receiving (segans.go) (200 µs).
 	MoreHold time.Duration
 	// Shared, if set, is a second executor that may deliver some of a
 	// peer's requests from the same sequence space (shared.go): the XDP
@@ -491,7 +492,8 @@ type rxPeer struct {
 	// retired are the peer's sessions that this state left for a newer
 	// one, newest first: their late packets are stale, not a restart.
 	retired retiredSessions
-	share   shareState // with Config.Shared (shared.go)
+	share   shareState  // with Config.Shared (shared.go)
+	ans     heldAnswers // responses held for the rest of a segmented op (segans.go)
 }
 
 // retiredSessions remembers the last few sessions of a peer that ended
@@ -571,8 +573,14 @@ type Engine struct {
 	// responses it found, and the ACKs that replace them until flushRx.
 	ansRuns []answerRun
 	ansBuf  []byte
-	rxOffer []*rxPeer // peers to hand to Config.Shared after the batch
-	rxCompl []Completion
+	// ansPeers are the peers with answers held for a segmented op since
+	// ansSince (segans.go); rxMu. ansHeld: some are, and the timer is
+	// due (read by runTimers without rxMu).
+	ansPeers []*rxPeer
+	ansSince int64
+	ansHeld  atomic.Bool
+	rxOffer  []*rxPeer // peers to hand to Config.Shared after the batch
+	rxCompl  []Completion
 	// refused are the previous batch's ICMP port unreachables, refusedNew
 	// this batch's (refused.go).
 	refused, refusedNew refusals
@@ -1746,7 +1754,21 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	for i := range e.rxPkts {
 		e.rxPkts[i].Buf = e.rxPkts[i].Buf[:cap(e.rxPkts[i].Buf)]
 	}
-	n, err := e.tr.Receive(e.rxPkts, wait)
+	n, err := 0, error(nil)
+	if wait && len(e.ansPeers) > 0 {
+		// Answers held for a segmented op: what is queued may end it,
+		// but they go out before this caller blocks (segans.go).
+		if n, err = e.tr.Receive(e.rxPkts, false); err == nil && n == 0 {
+			e.batchMu.Lock()
+			e.releaseAnswers()
+			e.ansHeld.Store(false)
+			e.flushRx()
+			e.batchMu.Unlock()
+		}
+	}
+	if err == nil && n == 0 {
+		n, err = e.tr.Receive(e.rxPkts, wait)
+	}
 	if e.forgetSet.Load() {
 		e.dropForgotten()
 	}
@@ -1810,6 +1832,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 		e.mu.Unlock()
 	}
 	e.sendAcks()
+	e.endAnswerBatch()
 	// Responses older than the retry budget: no initiator asks for them
 	// again (a peer gone idle leaves its last few unacknowledged).
 	if k := e.store.expire(e.now()-e.retryBudget(), 64); k > 0 {
@@ -1899,10 +1922,13 @@ func (e *Engine) Close() error {
 	// Let a batch being processed finish and send its responses: a request
 	// the handler executed is answered, not left to the initiator's timer.
 	e.batchMu.Lock()
-	for e.rxDeferred.Load() {
-		// Responses a batch deferred: send them first. Their holder may
-		// be waiting for batchMu to send them itself.
+	for e.rxDeferred.Load() || e.ansHeld.Load() {
+		// Responses a batch deferred, answers held (segans.go): send them
+		// first. Their holder may be waiting for batchMu to send them
+		// itself.
 		if e.rxMu.TryLock() {
+			e.releaseAnswers()
+			e.ansHeld.Store(false)
 			e.flushRx()
 			e.rxMu.Unlock()
 			break

@@ -1,0 +1,123 @@
+package reliable
+
+import "github.com/xdpfab/xdpfab/datapath/wire"
+
+// Answers held for a segmented operation: a request packet whose last
+// op continues in the peer's next packet (its last descriptor lacks
+// wire.OpLast: a 4 KiB write is three packets, the first two such) gets
+// its simple response (simpleResponse) held rather than sent, and the
+// packet that ends the op sends one ACK answering the whole run
+// (wire.HdrAnswers), so a segmented write costs one answer packet, not
+// one per frame. Gathering (answers.go) already does this when a receive
+// batch holds the whole op; this does it when the frames arrive in
+// batches of one, which is how a reader that receives as soon as it is
+// woken meets them.
+//
+// Nothing about delivery changes: each request is executed and its
+// response cached as always, so a lost ACK, or a hold that never ends,
+// costs the initiator a retransmission answered from the cache, and a
+// write completes only when the answer for its last packet arrives, as
+// before. A hold ends early when the peer's next in-order request is not
+// the continuation (another session, a held or failed one: its answer
+// goes first), when it is older than Config.MoreHold at a batch's end
+// (the frames of one op leave the initiator in one transport send, so
+// the rest is microseconds behind unless it was lost or the initiator's
+// window closed mid-op), when a receive is about to block, and otherwise
+// by the engine's timer within RetryInitial.
+
+// heldAnswers is the run of responses held for a peer: session, last
+// sequence number answered, how many up to it, the requests' auth key;
+// listed: rp is in Engine.ansPeers.
+type heldAnswers struct {
+	session, last, authKey uint32
+	n                      uint16
+	listed                 bool
+}
+
+// answerInOrder queues the response out to in-order request pk of rp, or
+// holds it as described above. rxMu is held.
+func (e *Engine) answerInOrder(rp *rxPeer, pk *wire.Packet, out []byte) {
+	h := &rp.ans
+	simple := simpleResponse(out) // not a held request's, nor a retransmission's
+	if h.n > 0 && (!simple || h.session != pk.Session || h.last+1 != pk.Seq || h.n == maxAnswers) {
+		e.sendHeldAnswers(rp)
+	}
+	more := pk.NumOps > 0 && pk.Ops[pk.NumOps-1].Flags&wire.OpLast == 0
+	if !simple || h.n == 0 && !more {
+		e.queueRx(out, rp.peer.Addr)
+		return
+	}
+	if h.n == 0 {
+		h.session, h.authKey = pk.Session, pk.AuthKey
+		if len(e.ansPeers) == 0 {
+			e.ansSince = e.now()
+		}
+		if !h.listed {
+			h.listed = true
+			e.ansPeers = append(e.ansPeers, rp)
+		}
+	}
+	h.last = pk.Seq
+	h.n++
+	if !more {
+		e.sendHeldAnswers(rp)
+	}
+}
+
+// sendHeldAnswers queues rp's held run as one ACK. It stays listed in
+// ansPeers until releaseAnswers. rxMu is held.
+func (e *Engine) sendHeldAnswers(rp *rxPeer) {
+	h := &rp.ans
+	if h.n == 0 {
+		return
+	}
+	// The ack state right after the run's last request: what its own
+	// response would have said (a later, stale one is harmless).
+	pkt := wire.EncodeAnswersAck(e.rxScratch(wire.HeaderLen), wire.Header{SrcEP: e.cfg.EndpointID,
+		DstEP: rp.peer.EP, AuthKey: h.authKey}, h.session, h.last, h.last+1, 0, h.n)
+	e.stats.answersSent.Add(uint64(h.n))
+	h.n = 0
+	e.queueRx(pkt, rp.peer.Addr)
+}
+
+// releaseAnswers sends every held run and empties ansPeers. rxMu is held.
+func (e *Engine) releaseAnswers() {
+	for i, rp := range e.ansPeers {
+		e.sendHeldAnswers(rp)
+		rp.ans.listed = false
+		e.ansPeers[i] = nil
+	}
+	e.ansPeers = e.ansPeers[:0]
+}
+
+// holdingAnswers reports whether a run is held (some listed peer may have
+// sent its run already). rxMu is held.
+func (e *Engine) holdingAnswers() bool {
+	for _, rp := range e.ansPeers {
+		if rp.ans.n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// endAnswerBatch ends a receive batch's part in holding answers: runs
+// held past answerHold go out, and while any is held the engine's timer
+// is due within RetryInitial, so a receive side that stops running still
+// answers (runTimers). rxMu is held.
+func (e *Engine) endAnswerBatch() {
+	if len(e.ansPeers) == 0 {
+		return
+	}
+	if !e.holdingAnswers() || e.now()-e.ansSince > int64(e.cfg.MoreHold) {
+		e.releaseAnswers()
+		e.ansHeld.Store(false)
+		return
+	}
+	if !e.ansHeld.Load() {
+		e.ansHeld.Store(true)
+		e.mu.Lock()
+		e.armTimer(e.now() + int64(e.cfg.RetryInitial))
+		e.mu.Unlock()
+	}
+}
