@@ -101,15 +101,18 @@ func (e *Engine) holdingAnswers() bool {
 	return false
 }
 
-// endAnswerBatch ends a receive batch's part in holding answers: runs
-// held past answerHold go out, and while any is held the engine's timer
-// is due within RetryInitial, so a receive side that stops running still
-// answers (runTimers). rxMu is held.
+// endAnswerBatch ends a receive batch's part in holding answers: held
+// runs go out once the oldest is older than MoreHold (one clock for all
+// peers), and while any is held the engine's timer is due within
+// RetryInitial, so a receive side that stops running still answers
+// (runTimers). rxMu is held.
 func (e *Engine) endAnswerBatch() {
 	if len(e.ansPeers) == 0 {
 		return
 	}
-	if !e.holdingAnswers() || e.now()-e.ansSince > int64(e.cfg.MoreHold) {
+	// Peers handed to the other executor (Config.Shared) take their
+	// answers along: what it answers next must follow them (deferRx).
+	if !e.holdingAnswers() || len(e.rxOffer) > 0 || e.now()-e.ansSince > int64(e.cfg.MoreHold) {
 		e.releaseAnswers()
 		e.ansHeld.Store(false)
 		return
