@@ -64,11 +64,23 @@ func (e *Engine) answerInOrder(rp *rxPeer, pk *wire.Packet, out []byte) {
 	}
 }
 
-// sendHeldAnswers queues rp's held run as one ACK. It stays listed in
-// ansPeers until releaseAnswers. rxMu is held.
+// sendHeldAnswers queues rp's held run as one ACK; a run of one (its op's
+// next packet did not come in time) as the cached response it held,
+// which says the same in the form the initiator would have had without
+// holding. rp stays listed in ansPeers until releaseAnswers. rxMu is held.
 func (e *Engine) sendHeldAnswers(rp *rxPeer) {
 	h := &rp.ans
-	if h.n == 0 {
+	switch {
+	case h.n == 0:
+		return
+	case h.n == 1:
+		h.n = 0
+		// Not cached any more, or the session is over: the initiator
+		// had it (replayed) or no longer asks.
+		if i := e.store.findResp(rp, h.last); i >= 0 && h.session == rp.session {
+			en := &e.store.ents[i]
+			e.queueRx(en.buf[:en.n], rp.peer.Addr)
+		}
 		return
 	}
 	// The ack state right after the run's last request: what its own
