@@ -5,13 +5,14 @@ import "github.com/xdpfab/xdpfab/datapath/wire"
 // Answers held for a segmented operation: a request packet whose last
 // op continues in the peer's next packet (its last descriptor lacks
 // wire.OpLast: a 4 KiB write is three packets, the first two such) gets
-// its simple response (simpleResponse) held rather than sent, and the
-// packet that ends the op sends one ACK answering the whole run
-// (wire.HdrAnswers), so a segmented write costs one answer packet, not
-// one per frame. Gathering (answers.go) already does this when a receive
-// batch holds the whole op; this does it when the frames arrive in
-// batches of one, which is how a reader that receives as soon as it is
-// woken meets them.
+// its simple response (simpleResponse) held rather than sent, and once
+// the packet that ends the op has come, the end of its receive batch
+// sends one ACK answering the whole run (wire.HdrAnswers), with the
+// simple answers to the peer's next packets of that batch (consecutive,
+// as gathering's runs, answers.go), so a segmented write costs one answer
+// packet, not one per frame. Gathering does this when a receive batch
+// holds whole ops; this does it when the frames arrive in batches of one,
+// which is how a reader that receives as soon as it is woken meets them.
 //
 // Nothing about delivery changes: each request is executed and its
 // response cached as always, so a lost ACK, or a hold that never ends,
@@ -27,11 +28,12 @@ import "github.com/xdpfab/xdpfab/datapath/wire"
 
 // heldAnswers is the run of responses held for a peer: session, last
 // sequence number answered, how many up to it, the requests' auth key;
-// listed: rp is in Engine.ansPeers.
+// mid: the last one's op continues in the next packet; listed: rp is in
+// Engine.ansPeers.
 type heldAnswers struct {
 	session, last, authKey uint32
 	n                      uint16
-	listed                 bool
+	mid, listed            bool
 }
 
 // answerInOrder queues the response out to in-order request pk of rp, or
@@ -59,9 +61,7 @@ func (e *Engine) answerInOrder(rp *rxPeer, pk *wire.Packet, out []byte) {
 	}
 	h.last = pk.Seq
 	h.n++
-	if !more {
-		e.sendHeldAnswers(rp)
-	}
+	h.mid = more
 }
 
 // sendHeldAnswers queues rp's held run as one ACK; a run of one (its op's
@@ -102,29 +102,33 @@ func (e *Engine) releaseAnswers() {
 	e.ansPeers = e.ansPeers[:0]
 }
 
-// holdingAnswers reports whether a run is held (some listed peer may have
-// sent its run already). rxMu is held.
-func (e *Engine) holdingAnswers() bool {
+// sendEndedRuns sends the held runs whose last op ended (they waited
+// only for the batch's end, taking in the answers to the peer's next
+// packets of the batch too) and reports whether a run is still held for
+// the rest of an op. rxMu is held.
+func (e *Engine) sendEndedRuns() bool {
+	mid := false
 	for _, rp := range e.ansPeers {
-		if rp.ans.n > 0 {
-			return true
+		if rp.ans.n > 0 && !rp.ans.mid {
+			e.sendHeldAnswers(rp)
 		}
+		mid = mid || rp.ans.n > 0
 	}
-	return false
+	return mid
 }
 
-// endAnswerBatch ends a receive batch's part in holding answers: held
-// runs go out once the oldest is older than MoreHold (one clock for all
-// peers), and while any is held the engine's timer is due within
-// RetryInitial, so a receive side that stops running still answers
-// (runTimers). rxMu is held.
+// endAnswerBatch ends a receive batch's part in holding answers: runs
+// whose op ended go out, the others once the oldest run is older than
+// MoreHold (one clock for all peers), and while any is held the engine's
+// timer is due within RetryInitial, so a receive side that stops running
+// still answers (runTimers). rxMu is held.
 func (e *Engine) endAnswerBatch() {
 	if len(e.ansPeers) == 0 {
 		return
 	}
 	// Peers handed to the other executor (Config.Shared) take their
 	// answers along: what it answers next must follow them (deferRx).
-	if !e.holdingAnswers() || len(e.rxOffer) > 0 || e.now()-e.ansSince > int64(e.cfg.MoreHold) {
+	if !e.sendEndedRuns() || len(e.rxOffer) > 0 || e.now()-e.ansSince > int64(e.cfg.MoreHold) {
 		e.releaseAnswers()
 		e.ansHeld.Store(false)
 		return
