@@ -49,7 +49,12 @@
 //     costs one send and one datagram per message. The other such
 //     responses of a batch go out as one ACK per run of consecutive
 //     requests of a peer (gathered acknowledgements, answers.go), not a
-//     packet per request packet.
+//     packet per request packet. The simple responses to packets whose
+//     op continues in the peer's next packet (the first two of a 4 KiB
+//     write's three) are held across batches until the batch that
+//     delivers the op's last packet, which answers them all in one
+//     ACK, or MoreHold at a batch's end, a receive about to block, or
+//     the timer within RetryInitial (segans.go).
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
