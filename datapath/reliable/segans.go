@@ -24,7 +24,9 @@ import "github.com/xdpfab/xdpfab/datapath/wire"
 // (the frames of one op leave the initiator in one transport send, so
 // the rest is microseconds behind unless it was lost or the initiator's
 // window closed mid-op), when a receive is about to block, and otherwise
-// by the engine's timer within RetryInitial.
+// by the engine's next timer run (within RetryInitial, or at a
+// retransmission deadline already set: the initiator's own timeout is
+// the last resort, and costs only a replay from the cache).
 
 // heldAnswers is the run of responses held for a peer: session, last
 // sequence number answered, how many up to it, the requests' auth key;
@@ -120,8 +122,9 @@ func (e *Engine) sendEndedRuns() bool {
 // endAnswerBatch ends a receive batch's part in holding answers: runs
 // whose op ended go out, the others once the oldest run is older than
 // MoreHold (one clock for all peers), and while any is held the engine's
-// timer is due within RetryInitial, so a receive side that stops running
-// still answers (runTimers). rxMu is held.
+// timer is due (within RetryInitial, or at a retransmission deadline
+// already set), so a receive side that stops running still answers
+// (runTimers). rxMu is held.
 func (e *Engine) endAnswerBatch() {
 	if len(e.ansPeers) == 0 {
 		return
@@ -129,14 +132,17 @@ func (e *Engine) endAnswerBatch() {
 	// Peers handed to the other executor (Config.Shared) take their
 	// answers along: what it answers next must follow them (deferRx).
 	if !e.sendEndedRuns() || len(e.rxOffer) > 0 || e.now()-e.ansSince > int64(e.cfg.MoreHold) {
-		e.releaseAnswers()
-		e.ansHeld.Store(false)
+		e.releaseAnswers() // ansHeld stays: the timer clears it, not each write
 		return
 	}
 	if !e.ansHeld.Load() {
 		e.ansHeld.Store(true)
 		e.mu.Lock()
-		e.armTimer(e.now() + int64(e.cfg.RetryInitial))
+		if !e.timerArm {
+			// Else the timer runs at its deadline anyway (a packet's
+			// retransmission timeout): no wake-up of its own per write.
+			e.armTimer(e.now() + int64(e.cfg.RetryInitial))
+		}
 		e.mu.Unlock()
 	}
 }
