@@ -49,12 +49,7 @@
 //     costs one send and one datagram per message. The other such
 //     responses of a batch go out as one ACK per run of consecutive
 //     requests of a peer (gathered acknowledgements, answers.go), not a
-//     packet per request packet. The simple responses to packets whose
-//     op continues in the peer's next packet (the first two of a 4 KiB
-//     write's three) are held across batches until the batch that
-//     delivers the op's last packet, which answers them all in one
-//     ACK, or MoreHold at a batch's end, a receive about to block, or
-//     the timer within RetryInitial (segans.go).
+//     packet per request packet.
 //   - Flow control: at most Config.Window packets in flight per peer and
 //     Config.MaxOps requests outstanding per engine; beyond that Submit
 //     fails with FI_EAGAIN. Nothing queues without bound.
@@ -328,8 +323,7 @@ type Config struct {
 	// MoreHold bounds how long requests posted with FI_MORE wait for the
 	// request without it that should follow at once, and how long
 	// coalescing (CoalesceAt) leaves requests queued for the next
-	// response, and how long a target holds the answers to a segmented
-	// op's first packets for its last while receiving (segans.go) (200 µs).
+	// response (200 µs).
 	MoreHold time.Duration
 	// Shared, if set, is a second executor that may deliver some of a
 	// peer's requests from the same sequence space (shared.go): the XDP
@@ -497,8 +491,7 @@ type rxPeer struct {
 	// retired are the peer's sessions that this state left for a newer
 	// one, newest first: their late packets are stale, not a restart.
 	retired retiredSessions
-	share   shareState  // with Config.Shared (shared.go)
-	ans     heldAnswers // responses held for the rest of a segmented op (segans.go)
+	share   shareState // with Config.Shared (shared.go)
 }
 
 // retiredSessions remembers the last few sessions of a peer that ended
@@ -578,14 +571,8 @@ type Engine struct {
 	// responses it found, and the ACKs that replace them until flushRx.
 	ansRuns []answerRun
 	ansBuf  []byte
-	// ansPeers are the peers with answers held for a segmented op since
-	// ansSince (segans.go); rxMu. ansHeld: some are, and the timer is
-	// due (read by runTimers without rxMu).
-	ansPeers []*rxPeer
-	ansSince int64
-	ansHeld  atomic.Bool
-	rxOffer  []*rxPeer // peers to hand to Config.Shared after the batch
-	rxCompl  []Completion
+	rxOffer []*rxPeer // peers to hand to Config.Shared after the batch
+	rxCompl []Completion
 	// refused are the previous batch's ICMP port unreachables, refusedNew
 	// this batch's (refused.go).
 	refused, refusedNew refusals
@@ -1759,21 +1746,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	for i := range e.rxPkts {
 		e.rxPkts[i].Buf = e.rxPkts[i].Buf[:cap(e.rxPkts[i].Buf)]
 	}
-	n, err := 0, error(nil)
-	if wait && len(e.ansPeers) > 0 {
-		// Answers held for a segmented op: what is queued may end it,
-		// but they go out before this caller blocks (segans.go).
-		if n, err = e.tr.Receive(e.rxPkts, false); err == nil && n == 0 {
-			e.batchMu.Lock()
-			e.releaseAnswers()
-			e.ansHeld.Store(false)
-			e.flushRx()
-			e.batchMu.Unlock()
-		}
-	}
-	if err == nil && n == 0 {
-		n, err = e.tr.Receive(e.rxPkts, wait)
-	}
+	n, err := e.tr.Receive(e.rxPkts, wait)
 	if e.forgetSet.Load() {
 		e.dropForgotten()
 	}
@@ -1837,7 +1810,6 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 		e.mu.Unlock()
 	}
 	e.sendAcks()
-	e.endAnswerBatch()
 	// Responses older than the retry budget: no initiator asks for them
 	// again (a peer gone idle leaves its last few unacknowledged).
 	if k := e.store.expire(e.now()-e.retryBudget(), 64); k > 0 {
@@ -1927,13 +1899,10 @@ func (e *Engine) Close() error {
 	// Let a batch being processed finish and send its responses: a request
 	// the handler executed is answered, not left to the initiator's timer.
 	e.batchMu.Lock()
-	for e.rxDeferred.Load() || e.ansHeld.Load() {
-		// Responses a batch deferred, answers held (segans.go): send them
-		// first. Their holder may be waiting for batchMu to send them
-		// itself.
+	for e.rxDeferred.Load() {
+		// Responses a batch deferred: send them first. Their holder may
+		// be waiting for batchMu to send them itself.
 		if e.rxMu.TryLock() {
-			e.releaseAnswers()
-			e.ansHeld.Store(false)
 			e.flushRx()
 			e.rxMu.Unlock()
 			break

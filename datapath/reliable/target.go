@@ -265,7 +265,7 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held b
 	// The ack state after this delivery.
 	wire.PutAck(out, rp.win.next+1, 0)
 	e.store.cacheResp(rp, ci, pk.Seq, len(out), e.now())
-	e.answerInOrder(rp, pk, out) // queued, or held for the rest of a segmented op (segans.go)
+	e.queueRx(out, rp.peer.Addr)
 	return true
 }
 

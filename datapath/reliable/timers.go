@@ -179,20 +179,8 @@ func (e *Engine) runTimers() {
 	}
 	e.timerArm = false // the heap entry was taken; expire re-arms what remains
 	next := e.expire(&e.tmCompl)
-	if e.ansHeld.Load() && e.rxMu.TryLock() {
-		// Answers held for a segmented op past RetryInitial: the receive
-		// side stopped running (segans.go). TryLock as in flushLocked;
-		// batchMu busy means Close is sending them.
-		if e.batchMu.TryLock() {
-			e.releaseAnswers()
-			e.ansHeld.Store(false)
-			e.flushRx()
-			e.batchMu.Unlock()
-		}
-		e.rxMu.Unlock()
-	}
 	e.flushLocked()
-	if next == 0 && (e.rxDeferred.Load() || e.ansHeld.Load()) {
+	if next == 0 && e.rxDeferred.Load() {
 		// Deferred responses the receive side held (rxMu) just now:
 		// try again (deferRx).
 		next = e.now() + int64(e.cfg.RetryInitial)
