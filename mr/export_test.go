@@ -10,3 +10,6 @@ func SameRegion(a, b *MR) bool { return a.r == b.r }
 // SpanKey returns the key of the region a span points into now: the key
 // it was looked up by until the region is filled again.
 func SpanKey(s *Span) uint64 { return s.MR.r.key }
+
+// RetireBatch is retireBatch: closes stamped for reuse together.
+const RetireBatch = retireBatch

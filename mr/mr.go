@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/xdpfab/xdpfab/fi"
@@ -63,7 +62,7 @@ type region struct {
 	// is recycled, which happens only after every reader has passed a
 	// quiescent point since its Close.
 	key          uint64
-	state        memorder.Uint32 // st* bits; written under mu (or before done closes), release stores
+	state        memorder.Uint32 // st* bits; written under Table.mu (or before done closes), release stores
 	authDigest   uint32          // AuthDigest(authKey): what LookupAuth compares
 	access       fi.Flags
 	base, length uint64 // remote extent: [base, base+length)
@@ -71,10 +70,10 @@ type region struct {
 	handle       *MR    // the current registration's handle, which Lookup answers
 	table        *Table // set when allocated, never changed: a region stays in its Table's pool
 
-	// gen is the registration's generation: Close advances it under mu,
+	// gen is the registration's generation: Close advances it under Table.mu,
 	// which makes every handle of the registration stale. It is never
 	// reset, so a handle never names a later registration. Its writers
-	// hold mu, so a release store advances it.
+	// hold Table.mu, so a release store advances it.
 	gen memorder.Uint64
 
 	// Set at registration, then read-only.
@@ -83,39 +82,44 @@ type region struct {
 	rmaEvent       bool // registered with FI_RMA_EVENT
 	// kref is the MR table slot of the region's entry (MapMirror), 0
 	// while it has none; written by the region's mirror calls, which
-	// are serialized (registration, then mu).
+	// are serialized (registration, then Table.mu).
 	kref       ktable.Ref
 	extra      *regionExtra // nil: domain's auth key, synchronous registration
+	ctx        any          // the registration's context (MR.Context)
 	inlineSegs [1]segment   // segs of a single-buffer region, saving an allocation
-	retired    uint64       // epoch stamp of its Close (Table.limbo)
 
 	// binds holds the counters and endpoints bound, nil until the first
 	// Bind. CountRemoteWrite and BoundTo read it without locks; Bind
-	// replaces it (copy on write) under mu.
+	// replaces it (copy on write) under Table.mu.
 	binds atomic.Pointer[bindings]
-
-	mu sync.Mutex
 }
 
 // MR is a registered memory region (struct fid_mr): a handle naming one
-// registration of a recycled region object. Every registration allocates
-// one (32 bytes); the region behind it is reused once the registration is
-// closed and the datapath has let go of it. A handle whose registration
-// was closed is stale: its calls are refused as those of a closed region
-// (FI_EINVAL, fi.KeyNotAvail), whatever the region holds now.
+// registration of a recycled region object. Every registration takes a
+// new one (16 bytes, from a slab); the region behind it is reused once
+// the registration is closed and the datapath has let go of it. A handle
+// whose registration was closed is stale: its calls are refused as those
+// of a closed region (FI_EINVAL, fi.KeyNotAvail, nil context), whatever
+// the region holds now.
 type MR struct {
 	r   *region
 	gen uint64 // r.gen while the registration is open
-	ctx any
 }
 
 // Class is fi.ClassMR.
 func (m *MR) Class() fi.Class { return fi.ClassMR }
 
-// Context returns the context given at registration.
-func (m *MR) Context() any { return m.ctx }
+// Context returns the context given at registration (nil once closed).
+// The region keeps it: the handle, which the collector has to allocate
+// and sweep per registration, holds only the region and generation.
+func (m *MR) Context() any {
+	if !m.live() {
+		return nil
+	}
+	return m.r.ctx
+}
 
-// live reports whether m's registration is still open. Without r.mu held
+// live reports whether m's registration is still open. Without Table.mu held
 // the answer holds only as long as nobody closes m concurrently (which
 // fi_close(3) leaves undefined): the lock-free getters read the region
 // after it.
@@ -249,31 +253,50 @@ func (m *MR) RawAttr(rawKey []byte, flags fi.Flags) (baseAddr uint64, keySize in
 	return r.base, KeySize, nil
 }
 
-// lockLive locks m's region and checks, under the lock, that m's
+// lockLive takes the Table's lock and checks, under it, that m's
 // registration is open: it fails with FI_EINVAL, unlocked, when m is
 // stale. Close advances the generation under the lock, and a region is
 // refilled only after its Close, so while the lock is held and the check
-// passed the region is m's.
+// passed the region is m's. A region has no lock of its own: its calls
+// after registration (Bind, Enable, Refresh, Close) are rare but for
+// Close, which takes the Table's lock anyway to unlink the region, so
+// one lock section a Close instead of two.
 func (m *MR) lockLive(op string) (*region, error) {
 	r := m.r
-	r.mu.Lock()
+	r.table.mu.Lock()
 	if r.gen.Load() != m.gen {
-		r.mu.Unlock()
+		r.table.mu.Unlock()
 		return nil, fmt.Errorf("%s: region closed: %w", op, fi.EINVAL)
 	}
 	return r, nil
 }
 
-// lockCompleted locks m's region once its registration has finished. It
-// fails when the region is closed or its registration failed.
+// lockSettled is lockLive once m's registration has completed or failed:
+// an asynchronous one is waited for with the lock released (its
+// goroutine takes the lock when the mirror refuses the key).
+func (m *MR) lockSettled(op string) (*region, error) {
+	for {
+		r, err := m.lockLive(op)
+		if err != nil {
+			return nil, err
+		}
+		done := r.pending()
+		if done == nil {
+			return r, nil
+		}
+		r.table.mu.Unlock()
+		<-done
+	}
+}
+
+// lockCompleted is lockSettled, failing when the registration failed.
 func (m *MR) lockCompleted(op string) (*region, error) {
-	r, err := m.lockLive(op)
+	r, err := m.lockSettled(op)
 	if err != nil {
 		return nil, err
 	}
-	r.waitDone()
 	if r.state.Load()&stFailed != 0 {
-		r.mu.Unlock()
+		r.table.mu.Unlock()
 		return nil, fmt.Errorf("%s: region closed or its registration failed: %w", op, fi.EINVAL)
 	}
 	return r, nil
@@ -291,7 +314,7 @@ func (m *MR) Bind(obj fi.FID, flags fi.Flags) error {
 	if err != nil {
 		return err
 	}
-	defer r.mu.Unlock()
+	defer r.table.mu.Unlock()
 	if r.explicitEnable && r.state.Load()&stEnabled != 0 {
 		return fmt.Errorf("mr bind: region already enabled: %w", fi.EOPBADSTATE)
 	}
@@ -381,7 +404,7 @@ func (m *MR) Enable() error {
 	if err != nil {
 		return err
 	}
-	defer r.mu.Unlock()
+	defer r.table.mu.Unlock()
 	st := r.state.Load()
 	if st&stEnabled != 0 {
 		return nil
@@ -402,6 +425,8 @@ func (m *MR) Enable() error {
 // Buffers of iov must lie within the region. When pages are no longer
 // mapped it fails with FI_EFAULT and the region stays disabled until a
 // Refresh succeeds.
+// It holds the Table's lock while it faults the pages in, so the
+// domain's registrations and closes wait for it (lookups do not).
 func (m *MR) Refresh(iov [][]byte, flags fi.Flags) error {
 	if flags != 0 {
 		return fmt.Errorf("mr refresh: flags %#x: %w", uint64(flags), fi.EBADFLAGS)
@@ -410,7 +435,7 @@ func (m *MR) Refresh(iov [][]byte, flags fi.Flags) error {
 	if err != nil {
 		return err
 	}
-	defer r.mu.Unlock()
+	defer r.table.mu.Unlock()
 	for i, b := range iov {
 		if len(b) == 0 || !r.covers(addrOf(b), uint64(len(b))) {
 			return fmt.Errorf("mr refresh: buffer %d is not within the region: %w", i, fi.EINVAL)
@@ -454,18 +479,15 @@ func (m *MR) Refresh(iov [][]byte, flags fi.Flags) error {
 // the kernel entry says. The region object goes back to its Table's pool
 // (Table.retire), to be filled again after the grace period.
 func (m *MR) Close() error {
-	r, err := m.lockLive("mr close")
+	r, err := m.lockSettled("mr close")
 	if err != nil {
 		return fmt.Errorf("mr close: already closed: %w", fi.EINVAL)
 	}
-	defer r.mu.Unlock()
-	r.waitDone()
 	t := r.table
 	st := r.state.Load()
 	if st&stFailed != 0 { // publish removed it from the index
 		r.state.Store(st | stClosed)
 		r.gen.Store(r.gen.Load() + 1)
-		t.mu.Lock()
 		t.retire(r)
 		t.mu.Unlock()
 		return nil
@@ -473,22 +495,23 @@ func (m *MR) Close() error {
 	b := r.bound()
 	for _, ep := range b.eps {
 		if !ep.Closed() {
+			t.mu.Unlock()
 			return fmt.Errorf("mr close: bound endpoint still open: %w", fi.EBUSY)
 		}
 	}
 	for _, c := range b.cntrs {
 		if !c.Closed() {
+			t.mu.Unlock()
 			return fmt.Errorf("mr close: bound counter still open: %w", fi.EBUSY)
 		}
 	}
-	// Lookup refuses from here on. The state and generation are release
-	// stores (a MOV each, not a locked XCHG): the locked instructions of
-	// t.mu below (and of the MR table's count in mirrorDelete) make them
-	// visible to every CPU before Close returns.
+	// Lookup refuses from here on. The state, the kernel slot's words,
+	// the generation and the index slot are release stores (MOVs, not
+	// locked instructions): the locked instruction of t.mu's release
+	// below makes them visible to every CPU before Close returns.
 	r.state.Store(st | stClosed)
 	err = t.mirrorDelete(r)
 	r.gen.Store(r.gen.Load() + 1) // m and every copy of it are stale from here on
-	t.mu.Lock()
 	t.remove(r)
 	t.retire(r)
 	t.mu.Unlock()
@@ -498,14 +521,22 @@ func (m *MR) Close() error {
 	return nil
 }
 
-// waitDone waits for the registration to complete or fail. A synchronous
-// registration is complete when its handle is returned: no channel
-// operation (a receive locks the channel, even a closed one). r.mu is
-// held and the registration open (the registering goroutine takes
-// neither).
-func (r *region) waitDone() {
-	if e := r.extra; e != nil && e.done != nil {
-		<-e.done
+// pending returns the channel an asynchronous registration closes when
+// it completed or failed, nil when it has (or the registration was
+// synchronous: complete when its handle is returned, so no channel
+// operation, which locks the channel even when it is closed). t.mu is
+// held and the registration open (the registering goroutine takes the
+// lock only to withdraw a failed key, before it closes the channel).
+func (r *region) pending() chan struct{} {
+	e := r.extra
+	if e == nil || e.done == nil {
+		return nil
+	}
+	select {
+	case <-e.done:
+		return nil
+	default:
+		return e.done
 	}
 }
 

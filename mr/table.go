@@ -57,9 +57,9 @@
 // of being left to the collector, which was half the cost of a reg+close.
 // Two things make that safe:
 //
-//   - Handles. An *MR is a handle (32 bytes, handed out from a slab of 32,
+//   - Handles. An *MR is a handle (16 bytes, handed out from a slab of 32,
 //     never reused) naming its region and the generation the region had at
-//     registration. Close advances the generation under the region's lock,
+//     registration. Close advances the generation under the Table's lock,
 //     so from then on the handle and every copy of it (a Desc kept in a
 //     pending operation, a second Close) is stale, and a region is filled
 //     again only after its Close: a stale handle is refused as a closed one
@@ -70,8 +70,10 @@
 //     generation first and are exact unless the handle is closed
 //     concurrently, which fi_close(3) leaves undefined anyway.
 //   - A grace period (epoch-based reclamation, internal/epoch). A region
-//     that Close removed from the index waits in its Table's limbo,
-//     stamped with a new epoch, until every reader of the domain has
+//     that Close removed from the index waits in its Table's limbo until
+//     it is stamped with a new epoch — closes are stamped in batches of
+//     16, one advance of the epoch (a locked add on a word every domain
+//     shares) per batch — and then until every reader of the domain has
 //     passed a quiescent point since: a registration takes it only then.
 //     The readers are the target pollers: a reliable engine's receive
 //     side registers one and announces it online at the start of each
@@ -90,11 +92,13 @@
 // regions (a closed region arriving at a full limbo first moves those
 // past the grace period to a free list of at most 1024, else the oldest
 // goes to the collector), so a Table keeps at most about 2048 region
-// objects (~0.4 MiB) and, while they wait in the limbo, the buffers of up
+// objects (~0.35 MiB) and, while they wait in the limbo, the buffers of up
 // to 1024 closed regions reachable (a free region drops its buffers,
 // bindings and handle). PoolStats counts fresh, reused and overflowed
-// regions. A handle the application keeps keeps its slab of 32 handles
-// (1 KiB) reachable. A reader that keeps a Span past its batch, or a
+// regions. A Table that stops closing keeps up to 15 closed regions
+// unstamped, not reusable, until it closes more (a reg+close loop keeps
+// about 16 in the limbo). A handle the application keeps keeps its slab of 32 handles
+// (512 bytes) reachable. A reader that keeps a Span past its batch, or a
 // Lookup caller that is not a reader, defeats the scheme (the region may
 // be refilled under it); TestLookupRacingReuse and
 // fabric's TestRMAWriteRacingRegionReuse catch that under -race.
@@ -158,7 +162,10 @@
 //   - At most MaxRegions regions (DefaultMaxRegions by default), then
 //     FI_ENOMR; with a Mirror also when the MR table refuses the key.
 //
-// A Table and its MRs are safe for concurrent use.
+// A Table and its MRs are safe for concurrent use. One lock, the
+// Table's, serializes registrations, closes and an MR's Bind, Enable and
+// Refresh (a reg+close is one lock section each: Refresh holds it while
+// it faults pages in); Lookup, CheckLocal and the getters take none.
 package mr
 
 import (
@@ -176,6 +183,7 @@ import (
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/epoch"
 	"github.com/xdpfab/xdpfab/internal/ktable"
+	"github.com/xdpfab/xdpfab/internal/memorder"
 )
 
 // Domain attributes of memory registration.
@@ -503,7 +511,8 @@ func (t *Table) register(op string, iov [][]byte, context any, a *Attr, flags fi
 		r.base, r.length = 0, length
 	}
 	m := t.newHandle()
-	m.r, m.gen, m.ctx = r, r.gen.Load(), context
+	r.ctx = context
+	m.r, m.gen = r, r.gen.Load()
 	r.handle = m
 	q := t.events
 	if q != nil {
@@ -583,7 +592,7 @@ func (t *Table) mirrorUpdate(r *region, enabled bool) error {
 	}
 	var err error
 	if mm := t.mapMirror; mm != nil {
-		// r's mirror calls are serialized (registration, then m.mu),
+		// r's mirror calls are serialized (registration, then Table.mu),
 		// so r.kref is only touched by one goroutine at a time.
 		var k ktable.Key
 		var v ktable.Value
@@ -715,13 +724,17 @@ func (t *Table) IsMapped(key uint64) bool {
 
 // keyIndex is an open-addressing hash table of regions by key (linear
 // probing). Readers load slots atomically without locks; writers hold
-// Table.mu, and never modify an index once a newer one is stored, so a
+// Table.mu and store slots with release stores (memorder.Pointer: a MOV,
+// not sync/atomic's locked XCHG; the region's fields are written before
+// it is put, and t.mu's release after it makes it visible to every CPU,
+// as does the locked add that stamps a closed region for reuse, see
+// Table.retire), and never modify an index once a newer one is stored, so a
 // reader holding an old index sees a consistent (if stale) snapshot — the
 // region's own state word then refuses anything closed since. With
 // recycling a region it lists is refilled only after the reader's next
 // quiescent point, by which time it loads the index afresh.
 type keyIndex struct {
-	slots []atomic.Pointer[region]
+	slots []memorder.Pointer[region]
 	shift uint8 // 64 - log2(len(slots))
 }
 
@@ -731,7 +744,7 @@ const minIndexSize = 64
 var tombstone = new(region)
 
 func newKeyIndex(size int) *keyIndex {
-	return &keyIndex{slots: make([]atomic.Pointer[region], size), shift: uint8(64 - bits.TrailingZeros(uint(size)))}
+	return &keyIndex{slots: make([]memorder.Pointer[region], size), shift: uint8(64 - bits.TrailingZeros(uint(size)))}
 }
 
 func (ix *keyIndex) home(key uint64) uint64 { return (key * 0x9E3779B97F4A7C15) >> ix.shift }

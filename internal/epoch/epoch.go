@@ -13,7 +13,13 @@
 // epoch; the object is unreachable by every registered reader once Safe
 // is at least that stamp, because every reader has then loaded the epoch
 // after the unlink, at a point where it held nothing it had reached
-// before.
+// before. A writer may unlink several objects and stamp them all
+// with one Retire (mr stamps its closed regions in batches): Retire is a
+// sequentially consistent add, so every unlink before it, even a plain
+// release store, is visible to a reader that loads the epoch it
+// returns; a stamp taken without advancing the epoch (a load of it)
+// would not order the writer's unlinking stores before that reader's
+// load.
 //
 // Failure modes: a reader that stops announcing while online (a handler
 // blocked in a batch, a manual-progress application that stops calling
@@ -117,8 +123,9 @@ func (r *Reader) Close() {
 	d.readers.Store(&rs)
 }
 
-// Retire advances the epoch and returns the stamp of an object the caller
-// has just unlinked (no reader can reach it from now on by a new load).
+// Retire advances the epoch and returns the stamp of the objects the
+// caller has unlinked before the call (no reader can reach them from now
+// on by a new load).
 func (d *Domain) Retire() uint64 { return d.epoch.Add(1) }
 
 // Safe returns the stamp below or at which retired objects are reachable

@@ -10,6 +10,7 @@
 // word makes, as the real program has it: a word in Go memory may then be
 // written with them wherever one writer at a time (serialized by a lock
 // or by ownership) publishes what it wrote before, and lock-free readers
-// need no total order of the store with the writer's later loads. Uint32
-// and Uint64 are such words.
+// need no total order of the store with the writer's later loads. Uint32,
+// Uint64 and Pointer (whose store keeps the collector's write barrier) are
+// such words.
 package memorder
