@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,12 +26,10 @@ func TestBenchPeers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs two bench phases")
 	}
-	bin := filepath.Join(t.TempDir(), "xdpfab")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := buildBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err = exec.CommandContext(ctx, bin, "bench", "peers", "--peers", "1,20", "--ops", "20", "--min-ops", "200",
+	out, err := exec.CommandContext(ctx, bin, "bench", "peers", "--peers", "1,20", "--ops", "20", "--min-ops", "200",
 		"--inflight", "8", "--rx", "shared,spinall,own", "-o", "json").Output()
 	require.NoError(t, err, "%s", out)
 	var rows []peersPhase
@@ -68,16 +65,14 @@ func TestBenchPeersVeth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary, a veth topology and runs four bench phases")
 	}
-	bin := filepath.Join(t.TempDir(), "xdpfab")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := buildBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "bench", "peers", "--peers", "1,20", "--ops", "20", "--min-ops", "200",
 		"--inflight", "8", "--net", "lo,veth", "--mode", "generic", "-o", "json")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	out, err = cmd.Output()
+	out, err := cmd.Output()
 	require.NoError(t, err, "%s\n%s", out, stderr.String())
 	pid := cmd.Process.Pid
 	var rows []peersPhase

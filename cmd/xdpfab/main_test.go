@@ -202,9 +202,7 @@ func TestRefusesPrivateBPFFS(t *testing.T) {
 	testenv.RequirePriv(t)
 	a, b := testenv.NewNetns(t), testenv.NewNetns(t)
 	v := testenv.NewVeth(t, a, b, testenv.VethOptions{})
-	bin := filepath.Join(t.TempDir(), "xdpfab")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := buildBinary(t)
 	t.Cleanup(func() { cleanupIn(b, v.NameB) })
 
 	// Whether `ip netns exec` hides bpffs depends on iproute2; check.
@@ -228,4 +226,14 @@ func TestRefusesPrivateBPFFS(t *testing.T) {
 	// The same through -n works.
 	code, _, errOut := xdpfab("-n", b.Name, "attach", v.NameB, "--mode", "generic")
 	require.Equal(t, exitOK, code, errOut)
+}
+
+// buildBinary builds this command into the test's temporary directory,
+// for tests that run it as a process of its own, and returns its path.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "xdpfab")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return bin
 }

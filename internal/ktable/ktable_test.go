@@ -124,17 +124,7 @@ func TestTableWriters(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	want := 0
-	for i := range writers * per {
-		k := key(i)
-		v, ok := tab.Get(&k)
-		require.Equal(t, i%3 != 0, ok, "key %d", i)
-		if ok {
-			want++
-			require.Equal(t, value(i), v)
-		}
-	}
-	require.Equal(t, want, tab.Len())
+	requireAllButThirds(t, tab, writers*per)
 }
 
 // TestUncounted: a map whose header OpenUncounted wrote is uncounted for
@@ -191,17 +181,7 @@ func TestUncounted(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	want := 0
-	for i := range writers * per {
-		k := key(i)
-		v, ok := tab.Get(&k)
-		require.Equal(t, i%3 != 0, ok, "key %d", i)
-		if ok {
-			want++
-			require.Equal(t, value(i), v)
-		}
-	}
-	require.Equal(t, want, tab.Len())
+	want := requireAllButThirds(t, tab, writers*per)
 	dead := tab.Dead() // deleted slots later writes did not take again
 	require.Positive(t, dead)
 	require.LessOrEqual(t, dead, writers*per-want)
@@ -556,4 +536,23 @@ func writerAndReader(t *testing.T, entries int, owned bool) (tab, other *ktable.
 	require.NoError(t, err)
 	t.Cleanup(func() { other.Close() })
 	return tab, other
+}
+
+// requireAllButThirds checks that of keys 0..n-1 exactly those not
+// divisible by 3 are in tab, with their values, and that Len counts them;
+// it returns how many there are.
+func requireAllButThirds(t *testing.T, tab *ktable.Table, n int) int {
+	t.Helper()
+	want := 0
+	for i := range n {
+		k := key(i)
+		v, ok := tab.Get(&k)
+		require.Equal(t, i%3 != 0, ok, "key %d", i)
+		if ok {
+			want++
+			require.Equal(t, value(i), v)
+		}
+	}
+	require.Equal(t, want, tab.Len())
+	return want
 }
