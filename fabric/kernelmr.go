@@ -54,6 +54,9 @@ type kernelMR struct {
 	mem      *bpf.KernelRegion
 	m        *mr.MR
 	servable bool
+	// adopted is the application's memory the region is mapped over
+	// (MRRegKernelAt), restored at Close; nil for MRRegKernel's.
+	adopted []byte
 }
 
 // MRRegKernel registers a kernel-resident region of length bytes with the
@@ -175,6 +178,9 @@ func (k *kernelMRs) closeAll() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, r := range k.byKey {
+		if r.adopted != nil {
+			restoreAdopted(r.adopted, r.mem)
+		}
 		k.closed = append(k.closed, r.mem)
 	}
 	k.byKey = nil
@@ -244,6 +250,11 @@ func (km *krMirror) Delete(key *bpf.XdpfabMrKey) error {
 		if err := k.att.KRMem.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, err)
 		}
+	}
+	if r != nil && r.adopted != nil {
+		// The program no longer touches it: give the application its
+		// pages back.
+		restoreAdopted(r.adopted, r.mem)
 	}
 	errs = append(errs, km.inner.Delete(key))
 	return errors.Join(errs...)

@@ -184,9 +184,12 @@ func xfgo_mr_regattr(h C.uintptr_t, attr *C.struct_fi_mr_attr, flags C.uint64_t,
 	if attr.auth_key != nil && attr.auth_key_size > 0 {
 		ga.AuthKey = C.GoBytes(unsafe.Pointer(attr.auth_key), C.int(attr.auth_key_size))
 	}
-	m, err := pd.d.MRRegAttr(&ga, fi.Flags(flags))
-	if err != nil {
-		return errno[C.int](err)
+	m := adoptKernelWindow(pd, &ga, fi.Flags(flags))
+	if m == nil {
+		var err error
+		if m, err = pd.d.MRRegAttr(&ga, fi.Flags(flags)); err != nil {
+			return errno[C.int](err)
+		}
 	}
 	pm := &provMR{m: m}
 	p, _ := register(m, pm, func(h C.uintptr_t) unsafe.Pointer {

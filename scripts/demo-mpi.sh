@@ -130,6 +130,16 @@ run() {
 step "one-sided: osc rdma over btl ofi (pml ob1 over btl ofi), libfabric provider xdpfab only"
 run osc onesided
 
+step "one-sided again, XDPFAB_KERNEL_WINDOWS=1: the windows are kernel-resident, their atomics executed by XDP"
+k0=$("$bin/xdpfab" -n "$ns_a" stats "$if_a" | awk '$1 == "kern_ops" { print $2 }')
+XDPFAB_KERNEL_WINDOWS=1 run osc onesided
+k1=$("$bin/xdpfab" -n "$ns_a" stats "$if_a" | awk '$1 == "kern_ops" { print $2 }')
+echo "-- atomics executed by the XDP program on $if_a (rank 0's window) during the run: $((k1 - k0))"
+if [ $((k1 - k0)) -lt 100 ]; then
+	echo "demo-mpi: the XDP program executed too few atomics: the window was not kernel-resident" >&2
+	exit 1
+fi
+
 step "point-to-point and collectives: pml cm over mtl ofi, libfabric provider xdpfab only"
 run mtl p2p
 

@@ -34,6 +34,14 @@ mtl) transport="--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include xdpfab
 *) echo "mpi-run.sh: mode $mode: want osc or mtl" >&2; exit 2 ;;
 esac
 
+# XDPFAB_KERNEL_WINDOWS=1 (the provider adopts one-sided windows as
+# kernel-resident regions) reaches both ranks.
+kwin=
+if [ -n "${XDPFAB_KERNEL_WINDOWS:-}" ]; then
+	export XDPFAB_KERNEL_WINDOWS
+	kwin="-x XDPFAB_KERNEL_WINDOWS"
+fi
+
 root=
 if [ "$(id -u)" = 0 ]; then
 	root=--allow-run-as-root
@@ -44,5 +52,5 @@ exec nsenter --net="/run/netns/$a" -- "${MPIRUN:-mpirun}" $root \
 	-np 2 --host "$a,$b" --timeout "${XDPFAB_MPI_TIMEOUT:-120}" \
 	--mca plm_rsh_agent "$here/mpi-agent.sh" --mca plm_rsh_no_tree_spawn 1 --mca routed direct \
 	$transport \
-	-x FI_PROVIDER_PATH \
+	-x FI_PROVIDER_PATH $kwin \
 	"$@"
