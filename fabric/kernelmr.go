@@ -77,21 +77,30 @@ func (d *Domain) MRRegKernel(length int, access fi.Flags, requestedKey uint64, f
 		mem.Close()
 		return nil, nil, err
 	}
-	r := &kernelMR{mem: mem, m: m,
-		servable: d.mrs.Mode()&mr.ModeEndpoint == 0 && flags&fi.RMA_EVENT == 0 && access&(fi.REMOTE_READ|fi.REMOTE_WRITE) != 0}
+	if err := d.addKernelMR(&kernelMR{mem: mem, m: m}, access, flags); err != nil {
+		_ = m.Close()
+		return nil, nil, fmt.Errorf("mr reg kernel: %w", err)
+	}
+	return m, mem.Bytes, nil
+}
+
+// addKernelMR records r, registered with access and flags, as a live
+// region of the domain and, where XDP may serve it (no per-endpoint MRs,
+// no FI_RMA_EVENT, remote access), installs it in the program's maps. On
+// error the caller closes r.m.
+func (d *Domain) addKernelMR(r *kernelMR, access, flags fi.Flags) error {
+	k := &d.kmr
+	r.servable = d.mrs.Mode()&mr.ModeEndpoint == 0 && flags&fi.RMA_EVENT == 0 && access&(fi.REMOTE_READ|fi.REMOTE_WRITE) != 0
 	k.mu.Lock()
 	if k.byKey == nil {
 		k.byKey = map[uint64]*kernelMR{}
 	}
-	k.byKey[m.Key()] = r
+	k.byKey[r.m.Key()] = r
 	k.mu.Unlock()
 	if r.servable {
-		if err := k.install(d.id, r); err != nil {
-			_ = m.Close()
-			return nil, nil, fmt.Errorf("mr reg kernel: %w", err)
-		}
+		return k.install(d.id, r)
 	}
-	return m, mem.Bytes, nil
+	return nil
 }
 
 func (k *kernelMRs) install(domainID uint32, r *kernelMR) error {

@@ -82,19 +82,9 @@ func (d *Domain) MRRegKernelAt(buf []byte, access fi.Flags, offset, requestedKey
 		mem.Close()
 		return nil, err
 	}
-	r := &kernelMR{mem: mem, m: m, adopted: buf,
-		servable: d.mrs.Mode()&mr.ModeEndpoint == 0 && flags&fi.RMA_EVENT == 0 && access&(fi.REMOTE_READ|fi.REMOTE_WRITE) != 0}
-	k.mu.Lock()
-	if k.byKey == nil {
-		k.byKey = map[uint64]*kernelMR{}
-	}
-	k.byKey[m.Key()] = r
-	k.mu.Unlock()
-	if r.servable {
-		if err := k.install(d.id, r); err != nil {
-			_ = m.Close() // the mirror's Delete restores buf
-			return nil, fmt.Errorf("mr reg kernel at: %w", err)
-		}
+	if err := d.addKernelMR(&kernelMR{mem: mem, m: m, adopted: buf}, access, flags); err != nil {
+		_ = m.Close() // the mirror's Delete restores buf
+		return nil, fmt.Errorf("mr reg kernel at: %w", err)
 	}
 	return m, nil
 }
