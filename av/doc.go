@@ -107,6 +107,18 @@
 // entry). Kernel memory: 64 bytes a slot at 44-88% load, so 73-145 bytes
 // an address.
 //
+// What a large insert costs is mostly the table's pages, not the writes:
+// each 4 KiB page of a new table is first touched by the insert, and on a
+// VM whose hypervisor shadows the guest's page tables every first touch
+// of a page traps out of the guest (~12 µs a page on the development VM,
+// in any order, MAP_POPULATE or not, and as much when the kernel writes
+// the pages for a bpf(2) call). An AV opened with count 1,000,000 gets a
+// 128 MiB table (262144 buckets: the power of two above 4/3 of the count
+// in slots), 32768 pages: making, mapping and touching it alone takes
+// ~0.43 CPU-s there (BenchmarkTableFloor1M), of ~0.8 for the whole insert
+// (BenchmarkInsert1M/kernel). Inserting faster there takes fewer bytes an
+// address in the kernel table, not fewer instructions.
+//
 // Failure modes:
 //   - A slot a writer holds (seq odd) is busy to readers: XDP passes that
 //     datagram to the stack (pass_av_busy), whose kernel socket the
