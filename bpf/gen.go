@@ -119,4 +119,4 @@
 // stack.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target bpfel -type av_key -type av_value -type mr_key -type mr_value -type kt_slot -type kt_bucket -type mr_vet_req -type mr_vet_ans -type xdpfab_counter -type port_config -type local_addr -type xdp_meta -type kr_region -type kt_key -type kt_resp -type kt_state -type kt_ctl Xdpfab xdpfab.c -- -I.
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target bpfel -type av_key -type av_value -type mr_key -type mr_value -type kt_slot -type kt_bucket -type avt_header -type avt_slot -type avt_bucket -type mr_vet_req -type mr_vet_ans -type xdpfab_counter -type port_config -type local_addr -type xdp_meta -type kr_region -type kt_key -type kt_resp -type kt_state -type kt_ctl Xdpfab xdpfab.c -- -I.
