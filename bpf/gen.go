@@ -83,8 +83,10 @@
 // seqlock protocol; kt_find in xdpfab.c is the reader, internal/ktable the
 // writer). mr_map is one BPF_F_MMAPABLE array of 512-byte buckets per
 // interface (16 MiB); av_map is a hash of maps from av_id to each AV's own
-// such array, sized to the AV and grown by swapping (BPF_F_INNER_MAP lets
-// the sizes differ). A lookup reads at most two buckets (16 slots); it
+// array of 256-byte buckets of 32-byte slots (xdpfab.h, "Peer tables";
+// av_find the reader, internal/ktable's AVTable the writer), sized to the
+// AV and grown by swapping (BPF_F_INNER_MAP lets the sizes differ). A
+// lookup reads at most two buckets (16 slots); it
 // compares a slot's key words without the seqlock and reads a matching
 // slot under it, retrying KT_TRIES times while a writer holds the slot and
 // then answering KT_BUSY: xdpfab_xdp passes such a datagram to the stack
