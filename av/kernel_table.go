@@ -29,7 +29,7 @@ import (
 type TableMirror struct {
 	outer *ebpf.Map
 	id    uint32
-	spec  *ebpf.MapSpec // of the inner tables
+	spec  *ebpf.MapSpec // of the inner tables, shared: never changed
 
 	mu sync.Mutex // serializes writers: a table has one writer at a time
 	t  *ktable.AVTable
@@ -324,14 +324,27 @@ func checkAVMap(m *ebpf.Map) error {
 	return nil
 }
 
-// avTableSpec returns the spec of an AV's kernel table, av_map's inner map.
+// avTableSpec returns the spec of an AV's kernel table, av_map's inner
+// map: one copy, made once and shared, which callers must not change
+// (ktable.CreateAVTable copies it before sizing it). Copying it per AV
+// open cost some 40 allocations for its BTF.
 func avTableSpec() (*ebpf.MapSpec, error) {
-	spec, err := AVMapSpec()
-	if err != nil {
-		return nil, err
-	}
-	if spec.InnerMap == nil {
-		return nil, fmt.Errorf("av: %s has no inner map spec", bpf.XdpfabMapAvMap)
-	}
-	return spec.InnerMap.Copy(), nil
+	innerSpec.once.Do(func() {
+		spec, err := AVMapSpec()
+		switch {
+		case err != nil:
+			innerSpec.err = err
+		case spec.InnerMap == nil:
+			innerSpec.err = fmt.Errorf("av: %s has no inner map spec", bpf.XdpfabMapAvMap)
+		default:
+			innerSpec.spec = spec.InnerMap
+		}
+	})
+	return innerSpec.spec, innerSpec.err
+}
+
+var innerSpec struct {
+	once sync.Once
+	spec *ebpf.MapSpec
+	err  error
 }

@@ -123,19 +123,12 @@ func CreateAVTable(spec *ebpf.MapSpec, nb int, seed uint64) (*AVTable, error) {
 // its only writer: for a table a closed AV left in av_map under an av_id
 // the caller now holds.
 func TakeAVTable(m *ebpf.Map) (*AVTable, error) {
-	t, err := OpenAVTableReadOnly(m)
-	if err != nil {
-		m.Close()
-		return nil, err
-	}
-	t.Close() // remapped writable below
-	t, err = mapAVTable(m, true)
+	t, err := openAVTable(m, true)
 	if err != nil {
 		m.Close()
 		return nil, err
 	}
 	t.ownMap = true
-	t.seed = atomic.LoadUint64(&t.hdr.seed)
 	t.tags = make([]uint64, t.nb)
 	t.Reset()
 	return t, nil
@@ -143,8 +136,11 @@ func TakeAVTable(m *ebpf.Map) (*AVTable, error) {
 
 // OpenAVTableReadOnly maps the peer table m for reading (Len, Each); m
 // stays the caller's.
-func OpenAVTableReadOnly(m *ebpf.Map) (*AVTable, error) {
-	t, err := mapAVTable(m, false)
+func OpenAVTableReadOnly(m *ebpf.Map) (*AVTable, error) { return openAVTable(m, false) }
+
+// openAVTable maps m and checks its header.
+func openAVTable(m *ebpf.Map, write bool) (*AVTable, error) {
+	t, err := mapAVTable(m, write)
 	if err != nil {
 		return nil, err
 	}
