@@ -324,35 +324,87 @@ func (t *AVTable) Put(p *Peer) error {
 	return err
 }
 
-// avtGroup is how many peers InsertMany hashes and prefetches at once.
+// avtGroup is how many peers InsertMany moves through each step.
 const avtGroup = 32
+
+// avtStage is a group of peers in InsertMany's pipeline: ps[lo:lo+n],
+// their hashes and the slots chosen for them (bucket*AVTWays + way).
+type avtStage struct {
+	lo, n int
+	hs    [avtGroup]uint64
+	at    [avtGroup]uint32
+}
 
 // InsertMany is Insert of each of ps in order (peers known not to be in
 // the table, and not twice among ps); it returns how many it entered
-// before an error (ErrFull). Each group of peers has its tag words
-// prefetched first, so that their cache misses overlap.
+// before an error (ErrFull). Groups of peers go through a pipeline, one
+// step apart, so that each group's cache misses were asked for a step
+// before they are needed: while a group's slots are chosen from its tag
+// words (prefetched a step earlier), the next group's tag words are
+// prefetched and the previous group's slots (prefetched a step earlier)
+// written. In a table of tens of MiB every peer's tags and slot are a
+// cache and TLB miss each.
 func (t *AVTable) InsertMany(ps []Peer) (int, error) {
 	defer t.publishCount()
-	var hs [avtGroup]uint64
+	var st [3]avtStage
 	var pf [2 * avtGroup]uintptr
-	for lo := 0; lo < len(ps); lo += avtGroup {
-		n := min(avtGroup, len(ps)-lo)
-		for i := range n {
-			p := &ps[lo+i]
-			h := t.peerHash(p.Port, &p.Addr)
-			hs[i] = h
-			b1, b2 := t.homesOf(h)
-			pf[2*i] = uintptr(unsafe.Pointer(&t.tags[b1-1]))
-			pf[2*i+1] = uintptr(unsafe.Pointer(&t.tags[b2-1]))
-		}
-		prefetch.Addrs(&pf[0], 2*n)
-		for i := range n {
-			if err := t.place(&ps[lo+i], hs[i]); err != nil {
-				return lo + i, err
+	ngroups := (len(ps) + avtGroup - 1) / avtGroup
+	for g := -1; g <= ngroups; g++ {
+		if next := g + 1; next < ngroups { // hash, prefetch both buckets' tags
+			s := &st[next%3]
+			s.lo = next * avtGroup
+			s.n = min(avtGroup, len(ps)-s.lo)
+			for i := range s.n {
+				p := &ps[s.lo+i]
+				h := t.peerHash(p.Port, &p.Addr)
+				s.hs[i] = h
+				b1, b2 := t.homesOf(h)
+				pf[2*i] = uintptr(unsafe.Pointer(&t.tags[b1-1]))
+				pf[2*i+1] = uintptr(unsafe.Pointer(&t.tags[b2-1]))
 			}
+			prefetch.Addrs(&pf[0], 2*s.n)
+		}
+		var err error
+		if g >= 0 && g < ngroups { // choose and claim the slots, prefetch them
+			s := &st[g%3]
+			for i := range s.n {
+				b1, b2 := t.homesOf(s.hs[i])
+				f1, f2 := freeSlots(t.tags[b1-1]), freeSlots(t.tags[b2-1])
+				bi, f := b1, f1
+				if bits.OnesCount64(f2) > bits.OnesCount64(f1) {
+					bi, f = b2, f2
+				}
+				if f == 0 {
+					s.n, err = i, ErrFull
+					break
+				}
+				w := bits.TrailingZeros64(f) / 8
+				// Claimed in the tags now, so that peers of the group
+				// sharing a bucket take different slots.
+				t.tags[bi-1] |= uint64(avtTagOf(s.hs[i])) << (8 * w)
+				s.at[i] = uint32(bi*AVTWays) + uint32(w)
+				pf[i] = uintptr(unsafe.Pointer(&t.buckets[bi][w]))
+			}
+			prefetch.Addrs(&pf[0], s.n)
+		}
+		if prev := g - 1; prev >= 0 {
+			t.writeChosen(&st[prev%3], ps)
+		}
+		if err != nil { // the peers before the full one are claimed: write them
+			s := &st[g%3]
+			t.writeChosen(s, ps)
+			return s.lo + s.n, err
 		}
 	}
 	return len(ps), nil
+}
+
+// writeChosen writes the peers of s into the slots chosen for them.
+func (t *AVTable) writeChosen(s *avtStage, ps []Peer) {
+	for i := range s.n {
+		write(&t.buckets[s.at[i]/AVTWays][s.at[i]%AVTWays], &ps[s.lo+i])
+	}
+	t.count += uint64(s.n)
 }
 
 // Delete removes the peer (port, addr); it reports whether it was there.
