@@ -285,6 +285,15 @@ func (p *Poller) poll(fd uintptr) bool {
 // OnComplete that opens an endpoint) without deadlocking; one removed
 // meanwhile is skipped under its own lock.
 func (p *Poller) dispatch() {
+	hs := roundHooks()
+	for _, h := range hs {
+		h.RoundStart()
+	}
+	defer func() {
+		for _, h := range hs {
+			h.RoundEnd()
+		}
+	}()
 	p.ready = p.ready[:0]
 	p.mu.RLock()
 	for i := 0; i < p.n; i++ {

@@ -17,7 +17,13 @@
 // sockaddr arrays are preallocated, so once warm a Receive or Send
 // allocates nothing. With Options.SharedPoll the socket is left out of the
 // netpoller entirely: the process's shared receive poller (datapath/rxpoll)
-// watches it (socket.go).
+// watches it (socket.go). With Options.RingSend too, what Send is given
+// while that poller runs a round of handlers is held and sent at the
+// round's end together with every other such transport's datagrams, in one
+// io_uring_enter for all their sockets (ringsend.go): for a process with
+// thousands of endpoints, whose operations complete and post their
+// successors on the poller's goroutine, one system call per round instead
+// of one sendmmsg per datagram.
 //
 // The kernel neither resolves nor vets senders on this path: every
 // received packet carries datapath.NoMeta. Datagrams larger than the
@@ -78,6 +84,13 @@ type Options struct {
 	// and a Send that finds the socket buffer full, then block their OS
 	// thread in poll(2), 10 ms at a time (socket.go).
 	SharedPoll bool
+	// RingSend (with SharedPoll) holds what Send is given while the
+	// shared poller runs a round of handlers and sends it at the round's
+	// end, with the datagrams of every other transport using it, in one
+	// io_uring_enter (ringsend.go); outside a round Send sends at once.
+	// For processes with many endpoints, whose operations complete and
+	// post their successors on the poller's goroutine.
+	RingSend bool
 }
 
 // Stats are the transport's counters.
@@ -144,6 +157,7 @@ type Transport struct {
 	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach atomic.Uint64 }
 
 	paths *nexthop.Resolver // Options.PathChecks, else nil; immutable
+	ring  *ringSender       // Options.RingSend, else nil; immutable
 }
 
 var (
@@ -163,6 +177,9 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 	}
 	if opts.Batch < 1 || opts.Batch > 1024 {
 		return nil, fmt.Errorf("udp listen: batch %d out of range 1..1024: %w", opts.Batch, fi.EINVAL)
+	}
+	if opts.RingSend && !opts.SharedPoll {
+		return nil, fmt.Errorf("udp listen: RingSend needs SharedPoll: %w", fi.EINVAL)
 	}
 	if opts.SocketBuffer == 0 {
 		opts.SocketBuffer = 4 << 20
@@ -218,6 +235,15 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 	}
 	if opts.PathChecks {
 		if t.paths, err = nexthop.New(nexthop.Options{Src: t.local.Addr()}); err != nil {
+			raw.Close()
+			return nil, fmt.Errorf("udp listen %s: %w", addr, err)
+		}
+	}
+	if opts.RingSend {
+		if t.ring, err = useRingSender(); err != nil {
+			if t.paths != nil {
+				t.paths.Close()
+			}
 			raw.Close()
 			return nil, fmt.Errorf("udp listen %s: %w", addr, err)
 		}
@@ -282,6 +308,9 @@ func (t *Transport) Close() error {
 	}
 	if t.paths != nil {
 		t.paths.Close()
+	}
+	if t.ring != nil {
+		t.ring.release(t) // nothing held names the descriptor once it is closed
 	}
 	return t.raw.Close()
 }
@@ -519,6 +548,13 @@ func (t *Transport) putSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort) (u
 
 // Send implements datapath.Transport.
 func (t *Transport) Send(pkts []datapath.Packet) error {
+	if t.ring != nil {
+		rest, err := t.ring.hold(t, pkts)
+		if err != nil || len(rest) == 0 {
+			return err
+		}
+		pkts = rest
+	}
 	t.txMu.Lock()
 	defer t.txMu.Unlock()
 	b := &t.tx
