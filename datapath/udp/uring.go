@@ -43,9 +43,9 @@ type uringCQOffsets struct {
 
 type uringParams struct {
 	sqEntries, cqEntries, flags, sqThreadCPU, sqThreadIdle, features, wqFD uint32
-	resv                                                                  [3]uint32
-	sqOff                                                                 uringSQOffsets
-	cqOff                                                                 uringCQOffsets
+	resv                                                                   [3]uint32
+	sqOff                                                                  uringSQOffsets
+	cqOff                                                                  uringCQOffsets
 }
 
 type uringSQE struct {
