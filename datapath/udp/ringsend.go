@@ -73,7 +73,8 @@ type ringSender struct {
 	unhook  func()
 	reapFn  func(tag uint64, res int32)
 	dropFn  func(tag uint64)
-	lostErr error // the last submit's error, for tests
+	lostErr error  // the last submit's error, for tests
+	submits uint64 // io_uring_enter calls that submitted, for tests
 }
 
 var (
@@ -228,6 +229,7 @@ func (s *ringSender) submitLocked() {
 	s.retry = s.retry[:0]
 	if s.queued > 0 {
 		s.lostErr = s.ring.submit(s.dropFn)
+		s.submits++
 		s.queued = 0
 	}
 	s.ring.reap(s.reapFn)
@@ -242,6 +244,7 @@ func (s *ringSender) completed(tag uint64, res int32) {
 	switch {
 	case res >= 0:
 		t.stats.txPackets.Add(1)
+		t.stats.txRing.Add(1)
 	case isICMPErrno(unix.Errno(-res)) && sl.tries < 4 && !t.closed.Load():
 		// As in sendBatch: the error was the socket's pending one, meant
 		// for the receive side; the datagram was not sent.

@@ -99,6 +99,7 @@ type Stats struct {
 	RxTruncated          uint64 // datagrams larger than the receive buffer, dropped
 	TxErrors             uint64 // datagrams the kernel refused to send, dropped
 	Unreachable          uint64 // ICMP port-unreachable reports read from the error queue
+	TxRing               uint64 // of TxPackets, those the ring sender sent (Options.RingSend)
 }
 
 type mmsghdr struct {
@@ -154,7 +155,7 @@ type Transport struct {
 	closed     atomic.Bool
 	errPending atomic.Bool // a send saw a socket error: drain the error queue
 	gsoOff     atomic.Bool // UDP GSO disabled (by option, or the kernel refused it)
-	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach atomic.Uint64 }
+	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach, txRing atomic.Uint64 }
 
 	paths *nexthop.Resolver // Options.PathChecks, else nil; immutable
 	ring  *ringSender       // Options.RingSend, else nil; immutable
@@ -276,7 +277,8 @@ func (t *Transport) BatchSize() int { return t.batch }
 // Stats returns a snapshot of the counters.
 func (t *Transport) Stats() Stats {
 	return Stats{RxPackets: t.stats.rxPackets.Load(), TxPackets: t.stats.txPackets.Load(),
-		RxTruncated: t.stats.rxTrunc.Load(), TxErrors: t.stats.txErr.Load(), Unreachable: t.stats.unreach.Load()}
+		RxTruncated: t.stats.rxTrunc.Load(), TxErrors: t.stats.txErr.Load(), Unreachable: t.stats.unreach.Load(),
+		TxRing: t.stats.txRing.Load()}
 }
 
 // PollFDs implements datapath.Pollable: the socket is readable when a
