@@ -127,14 +127,16 @@ func runRingChain(t *testing.T, open func(t testing.TB, target bool) *udp.Transp
 	if counter != uint64(total) {
 		t.Fatalf("counter %d, want %d", counter, total)
 	}
-	var ring, sent uint64
+	var ring, sent, ringRx, rcvd uint64
 	for _, u := range l.udps {
 		s := u.Stats()
 		ring, sent = ring+s.TxRing, sent+s.TxPackets
+		ringRx, rcvd = ringRx+s.RxRing, rcvd+s.RxPackets
 	}
-	t.Logf("%d initiators, %d fetch-adds, loss %v: %d of the initiators' %d datagrams through the ring", n, total, loss, ring, sent)
-	if ring < sent/2 {
-		t.Fatalf("the ring sender carried %d of %d datagrams", ring, sent)
+	t.Logf("%d initiators, %d fetch-adds, loss %v: the ring sent %d of the initiators' %d datagrams and received %d of %d",
+		n, total, loss, ring, sent, ringRx, rcvd)
+	if ring < sent/2 || ringRx < rcvd/2 {
+		t.Fatalf("the ring sender carried %d of %d datagrams sent, %d of %d received", ring, sent, ringRx, rcvd)
 	}
 }
 

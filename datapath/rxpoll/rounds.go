@@ -13,11 +13,14 @@ import (
 // the next one, a datagram on another endpoint's socket. A transport that
 // can send many sockets' datagrams in one system call (datapath/udp's
 // Options.RingSend, io_uring) holds them from RoundStart and sends them
-// all at RoundEnd, one system call per round instead of one per datagram.
+// all at RoundEnd, one system call per round instead of one per datagram;
+// and it may receive a datagram from each of the round's ready sockets in
+// one system call at RoundStart, for their handlers to take.
 type RoundHook interface {
 	// RoundStart is called on the poller's goroutine before a round's
-	// first handler.
-	RoundStart()
+	// first handler, with the descriptors whose handlers the round runs
+	// (valid during the call only).
+	RoundStart(ready []int)
 	// RoundEnd is called on the poller's goroutine after the round's
 	// last handler. It must not block for long: every registration waits.
 	RoundEnd()

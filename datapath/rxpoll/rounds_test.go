@@ -19,8 +19,8 @@ func (l *roundLog) add(s string) {
 	l.mu.Unlock()
 }
 
-func (l *roundLog) RoundStart() { l.add("start") }
-func (l *roundLog) RoundEnd()   { l.add("end") }
+func (l *roundLog) RoundStart(ready []int) { l.add("start") }
+func (l *roundLog) RoundEnd()              { l.add("end") }
 
 func (l *roundLog) snapshot() []string {
 	l.mu.Lock()

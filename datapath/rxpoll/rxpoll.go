@@ -76,9 +76,11 @@ type Poller struct {
 
 	events []unix.EpollEvent // the poller goroutine's
 	ready  []*Registration   // the registrations of events, resolved
-	n      int               // events of the current round
-	waitFn func(fd uintptr) bool
-	done   chan struct{} // closed when the goroutine ends
+	// readyFDs are their descriptors, for the round hooks.
+	readyFDs []int
+	n        int // events of the current round
+	waitFn   func(fd uintptr) bool
+	done     chan struct{} // closed when the goroutine ends
 	// lastReady is when a look last found ready descriptors (the poller
 	// goroutine's, for the spin).
 	lastReady time.Time
@@ -176,7 +178,7 @@ func newPoller() (*Poller, error) {
 		return nil, fmt.Errorf("rxpoll: %w", err)
 	}
 	p := &Poller{epfd: epfd, file: f, raw: raw, events: make([]unix.EpollEvent, maxEvents),
-		ready: make([]*Registration, 0, maxEvents), done: make(chan struct{})}
+		ready: make([]*Registration, 0, maxEvents), readyFDs: make([]int, 0, maxEvents), done: make(chan struct{})}
 	p.waitFn = p.poll
 	return p, nil
 }
@@ -286,15 +288,7 @@ func (p *Poller) poll(fd uintptr) bool {
 // meanwhile is skipped under its own lock.
 func (p *Poller) dispatch() {
 	hs := roundHooks()
-	for _, h := range hs {
-		h.RoundStart()
-	}
-	defer func() {
-		for _, h := range hs {
-			h.RoundEnd()
-		}
-	}()
-	p.ready = p.ready[:0]
+	p.ready, p.readyFDs = p.ready[:0], p.readyFDs[:0]
 	p.mu.RLock()
 	for i := 0; i < p.n; i++ {
 		id := uint32(p.events[i].Fd)
@@ -303,8 +297,19 @@ func (p *Poller) dispatch() {
 			r = p.regs[id]
 		}
 		p.ready = append(p.ready, r)
+		if r != nil && len(hs) > 0 {
+			p.readyFDs = append(p.readyFDs, r.fd)
+		}
 	}
 	p.mu.RUnlock()
+	for _, h := range hs {
+		h.RoundStart(p.readyFDs)
+	}
+	defer func() {
+		for _, h := range hs {
+			h.RoundEnd()
+		}
+	}()
 	for i, r := range p.ready {
 		if r == nil {
 			continue

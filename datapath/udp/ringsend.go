@@ -40,7 +40,16 @@ import (
 // Stats.TxErrors and dropped, as sendmmsg's are (the reliability engine
 // resends); a send that reports a pending ICMP error meant for the receive
 // side flags it for Receive and is submitted again at the next round's
-// end.
+// end, as is one that found its socket's buffer full (at most 4 times).
+//
+// Receiving likewise: at a round's start the ring sender receives one
+// datagram from each of the round's ready sockets that belongs to a
+// transport using it, all in one io_uring_enter (RECVMSG, MSG_DONTWAIT),
+// into slots of its own (ringrecv.go); the socket's handler then takes it
+// from there in its Receive instead of calling recvmmsg. Per round that
+// is two system calls for all the sockets (and the poller's epoll_wait)
+// where each ready socket cost a recvmmsg and each datagram sent a
+// sendmmsg.
 
 // ringSlots is how many datagrams the ring sender holds at once.
 const ringSlots = 256
@@ -75,6 +84,9 @@ type ringSender struct {
 	dropFn  func(tag uint64)
 	lostErr error  // the last submit's error, for tests
 	submits uint64 // io_uring_enter calls that submitted, for tests
+
+	rx   ringRx       // the receive side (ringrecv.go)
+	byFD []*Transport // the transports using it, by descriptor
 }
 
 var (
@@ -102,6 +114,10 @@ func useRingSender() (*ringSender, error) {
 			sl.iov.Base = &sl.buf[0]
 			s.free = append(s.free, uint16(len(s.slots)-1-i))
 		}
+		if err := s.rx.init(); err != nil {
+			r.close()
+			return nil, err
+		}
 		s.reapFn = s.completed
 		s.dropFn = s.withdrawn
 		s.unhook = rxpoll.AddRoundHook(s)
@@ -111,11 +127,25 @@ func useRingSender() (*ringSender, error) {
 	return ringShared, nil
 }
 
+// register makes t's datagrams receivable by RoundStart.
+func (s *ringSender) register(t *Transport) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.fd >= len(s.byFD) {
+		s.byFD = append(s.byFD, make([]*Transport, t.fd+1-len(s.byFD))...)
+	}
+	s.byFD[t.fd] = t
+}
+
 // releaseRingSender is a closing transport's: its held datagrams are
 // submitted (Close closes the socket next); the last user's release
 // waits for the ring's outstanding sends and closes the ring.
 func (s *ringSender) release(t *Transport) {
 	s.mu.Lock()
+	if t.fd < len(s.byFD) && s.byFD[t.fd] == t {
+		s.byFD[t.fd] = nil
+	}
+	s.dropHeldRx(t)
 	if s.holds(t) {
 		s.submitLocked()
 	}
@@ -131,16 +161,19 @@ func (s *ringSender) release(t *Transport) {
 	defer s.mu.Unlock()
 	s.open = false
 	s.submitLocked()
-	// A send the kernel holds (its socket's buffer was full) completes
-	// once the buffer drains: the slots must stay untouched until then.
-	for range 1000 {
-		if len(s.free)+len(s.retry) == len(s.slots) || s.ring.wait() != nil {
-			break
-		}
-		s.ring.reap(s.reapFn)
+	s.ring.reap(s.reapFn)
+	if len(s.free)+len(s.retry) != len(s.slots) || !s.rx.idle() {
+		// Every submission completes within its io_uring_enter
+		// (MSG_DONTWAIT): unreachable. Should the kernel still hold one,
+		// its memory must never be reused.
+		leaked = append(leaked, s)
 	}
 	s.ring.close()
+	s.rx.close()
 }
+
+// leaked keeps ring senders whose slots the kernel might still use.
+var leaked []*ringSender
 
 // holds reports whether a datagram of t is held or in flight. s.mu is held.
 func (s *ringSender) holds(t *Transport) bool {
@@ -155,10 +188,13 @@ func (s *ringSender) holds(t *Transport) bool {
 	return false
 }
 
-// RoundStart implements rxpoll.RoundHook: hold what is sent from now on.
-func (s *ringSender) RoundStart() {
+// RoundStart implements rxpoll.RoundHook: hold what is sent from now on,
+// and receive a datagram from each ready socket of a transport using the
+// ring sender, all in one io_uring_enter (ringrecv.go).
+func (s *ringSender) RoundStart(ready []int) {
 	s.mu.Lock()
 	s.open = true
+	s.receiveLocked(ready)
 	s.mu.Unlock()
 }
 
@@ -238,6 +274,10 @@ func (s *ringSender) submitLocked() {
 // completed is the reap callback: the slot's send finished with res
 // (bytes sent, or -errno).
 func (s *ringSender) completed(tag uint64, res int32) {
+	if tag&rxTag != 0 {
+		s.received(uint16(tag), res)
+		return
+	}
 	k := uint16(tag)
 	sl := &s.slots[k]
 	t := sl.t
@@ -245,10 +285,13 @@ func (s *ringSender) completed(tag uint64, res int32) {
 	case res >= 0:
 		t.stats.txPackets.Add(1)
 		t.stats.txRing.Add(1)
-	case isICMPErrno(unix.Errno(-res)) && sl.tries < 4 && !t.closed.Load():
+	case (isICMPErrno(unix.Errno(-res)) || unix.Errno(-res) == unix.EAGAIN) && sl.tries < 4 && !t.closed.Load():
 		// As in sendBatch: the error was the socket's pending one, meant
-		// for the receive side; the datagram was not sent.
-		t.errPending.Store(true)
+		// for the receive side, or the socket's buffer was full (where
+		// sendBatch would wait); the datagram was not sent.
+		if unix.Errno(-res) != unix.EAGAIN {
+			t.errPending.Store(true)
+		}
 		sl.tries++
 		s.retry = append(s.retry, k)
 		return
@@ -260,6 +303,10 @@ func (s *ringSender) completed(tag uint64, res int32) {
 
 // withdrawn is submit's callback for a submission the kernel did not take.
 func (s *ringSender) withdrawn(tag uint64) {
+	if tag&rxTag != 0 {
+		s.rx.free(uint16(tag))
+		return
+	}
 	k := uint16(tag)
 	s.slots[k].t.stats.txErr.Add(1)
 	s.freeSlot(k)

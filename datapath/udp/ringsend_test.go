@@ -189,7 +189,7 @@ func TestRingSendZeroAllocs(t *testing.T) {
 	rx := rxBufs(16, 2048)
 	s := a.ring
 	round := func() {
-		s.RoundStart()
+		s.RoundStart(nil)
 		if err := errors.Join(a.Send(tx), b.Send(tx[:1])); err != nil {
 			t.Fatal(err)
 		}

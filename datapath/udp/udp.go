@@ -90,6 +90,9 @@ type Options struct {
 	// io_uring_enter (ringsend.go); outside a round Send sends at once.
 	// For processes with many endpoints, whose operations complete and
 	// post their successors on the poller's goroutine.
+	// The ring also receives: at a round's start one datagram from each
+	// ready socket of the transports using it, in one io_uring_enter,
+	// which their Receive then hands over.
 	RingSend bool
 }
 
@@ -100,6 +103,7 @@ type Stats struct {
 	TxErrors             uint64 // datagrams the kernel refused to send, dropped
 	Unreachable          uint64 // ICMP port-unreachable reports read from the error queue
 	TxRing               uint64 // of TxPackets, those the ring sender sent (Options.RingSend)
+	RxRing               uint64 // of RxPackets, those the ring sender received (Options.RingSend)
 }
 
 type mmsghdr struct {
@@ -145,8 +149,11 @@ type Transport struct {
 	rxMu   sync.Mutex // serializes Receive; guards rx
 	rx     batchState
 	rxWait bool
-	rxFn   func(fd uintptr) bool
-	errFn  func(fd uintptr) bool
+	// ringQuiet counts down the ring receives after which Receive looks
+	// for more with recvmmsg again (Options.RingSend).
+	ringQuiet int
+	rxFn      func(fd uintptr) bool
+	errFn     func(fd uintptr) bool
 
 	txMu sync.Mutex // serializes Send; guards tx
 	tx   batchState
@@ -155,10 +162,13 @@ type Transport struct {
 	closed     atomic.Bool
 	errPending atomic.Bool // a send saw a socket error: drain the error queue
 	gsoOff     atomic.Bool // UDP GSO disabled (by option, or the kernel refused it)
-	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach, txRing atomic.Uint64 }
+	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach, txRing, rxRing atomic.Uint64 }
 
 	paths *nexthop.Resolver // Options.PathChecks, else nil; immutable
 	ring  *ringSender       // Options.RingSend, else nil; immutable
+	// ringRxHeld is the ring sender's receive slot holding a datagram
+	// for this transport, or -1 (guarded by the ring sender's mu).
+	ringRxHeld int32
 }
 
 var (
@@ -222,6 +232,8 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 		is4:   network == "udp4",
 		rx:    newBatchState(opts.Batch),
 		tx:    newBatchState(opts.Batch),
+
+		ringRxHeld: -1,
 	}
 	t.rxFn = t.recvBatch
 	t.errFn = t.recvErrQueue
@@ -248,6 +260,7 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 			raw.Close()
 			return nil, fmt.Errorf("udp listen %s: %w", addr, err)
 		}
+		t.ring.register(t)
 	}
 	return t, nil
 }
@@ -278,7 +291,7 @@ func (t *Transport) BatchSize() int { return t.batch }
 func (t *Transport) Stats() Stats {
 	return Stats{RxPackets: t.stats.rxPackets.Load(), TxPackets: t.stats.txPackets.Load(),
 		RxTruncated: t.stats.rxTrunc.Load(), TxErrors: t.stats.txErr.Load(), Unreachable: t.stats.unreach.Load(),
-		TxRing: t.stats.txRing.Load()}
+		TxRing: t.stats.txRing.Load(), RxRing: t.stats.rxRing.Load()}
 }
 
 // PollFDs implements datapath.Pollable: the socket is readable when a
@@ -327,15 +340,43 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 	}
 	t.rxMu.Lock()
 	defer t.rxMu.Unlock()
-	b := &t.rx
 	for i := range pkts {
 		buf := pkts[i].Buf[:cap(pkts[i].Buf)]
 		if len(buf) == 0 {
 			return 0, fmt.Errorf("udp receive: packet %d has no buffer: %w", i, fi.EINVAL)
 		}
 		pkts[i].Buf = buf
-		b.iovs[i].Base = &buf[0]
-		b.iovs[i].SetLen(len(buf))
+	}
+	if t.ring != nil {
+		if n := t.ring.takeReceived(t, pkts); n > 0 {
+			// The socket may hold more (one busy peer's burst): look
+			// with recvmmsg, but after a look that found nothing only
+			// every ringQuietRounds-th time (thousands of sockets with a
+			// datagram each).
+			if len(pkts) == 1 || t.ringQuiet > 0 {
+				t.ringQuiet = max(t.ringQuiet-1, 0)
+				return n, nil
+			}
+			m, err := t.receiveLocked(pkts[1:], false)
+			if err != nil || m == 0 {
+				t.ringQuiet = ringQuietRounds
+			}
+			return n + m, nil // an error shows again in the next call
+		}
+	}
+	return t.receiveLocked(pkts, wait)
+}
+
+// ringQuietRounds: see Receive.
+const ringQuietRounds = 8
+
+// receiveLocked is Receive's recvmmsg path. t.rxMu is held; the buffers
+// are checked.
+func (t *Transport) receiveLocked(pkts []datapath.Packet, wait bool) (int, error) {
+	b := &t.rx
+	for i := range pkts {
+		b.iovs[i].Base = &pkts[i].Buf[0]
+		b.iovs[i].SetLen(len(pkts[i].Buf))
 	}
 	b.pkts = pkts
 	t.rxWait = wait

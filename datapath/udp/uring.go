@@ -14,7 +14,10 @@ import (
 // the rings mmapped) for the batched sender (ringsend.go): SENDMSG
 // submissions only. Raw system calls through golang.org/x/sys/unix; the
 // structures are the kernel's (include/uapi/linux/io_uring.h). Callers
-// serialize all use.
+// serialize all use. Every submission carries MSG_DONTWAIT, so the kernel
+// completes it within the io_uring_enter that submits it (a socket with
+// no room or no datagram answers EAGAIN rather than being waited for):
+// nothing is left in flight for the kernel to finish later.
 type uring struct {
 	fd      int
 	sqRing  []byte // the SQ ring (and, with a single mmap, the CQ ring)
@@ -80,6 +83,7 @@ const (
 	uringSetupSubmitAll = 1 << 7
 	uringSetupCoopTask  = 1 << 8
 	uringOpSendmsg      = 9
+	uringOpRecvmsg      = 10
 	uringEnterGetEvents = 1 << 0
 )
 
@@ -146,6 +150,17 @@ func (r *uring) pushSendmsg(fd int, hdr *unix.Msghdr, tag uint64) {
 	r.tail++
 }
 
+// pushRecvmsg fills the next submission: recvmsg(fd, hdr,
+// MSG_DONTWAIT|MSG_TRUNC) tagged with tag (the result is the datagram's
+// whole length, also when the buffer was shorter); as pushSendmsg.
+func (r *uring) pushRecvmsg(fd int, hdr *unix.Msghdr, tag uint64) {
+	i := r.tail & *r.sqMask
+	r.sqes[i] = uringSQE{opcode: uringOpRecvmsg, fd: int32(fd), addr: uint64(uintptr(unsafe.Pointer(hdr))), len: 1,
+		msgFlags: unix.MSG_DONTWAIT | unix.MSG_TRUNC, userData: tag}
+	r.sqArray[i] = i
+	r.tail++
+}
+
 // submit publishes the filled submissions and has the kernel take them
 // (one io_uring_enter, which also runs the ring's pending completion work).
 // The submissions it did not take are withdrawn: their tags are passed to
@@ -187,20 +202,6 @@ func (r *uring) reap(f func(tag uint64, res int32)) int {
 	}
 	atomic.StoreUint32(r.cqHead, tail)
 	return int(tail - head)
-}
-
-// wait blocks until a completion is posted (or the ring fails).
-func (r *uring) wait() error {
-	for {
-		_, _, e := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 0, 1, uringEnterGetEvents, 0, 0)
-		if e == unix.EINTR {
-			continue
-		}
-		if e != 0 {
-			return fmt.Errorf("io_uring_enter: %w", fi.Errno(e))
-		}
-		return nil
-	}
 }
 
 func (r *uring) close() {
