@@ -1,6 +1,7 @@
 package rxpoll
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -19,7 +20,7 @@ func (l *roundLog) add(s string) {
 	l.mu.Unlock()
 }
 
-func (l *roundLog) RoundStart(ready []int) { l.add("start") }
+func (l *roundLog) RoundStart(ready []int) { l.add(fmt.Sprint("start", len(ready))) }
 func (l *roundLog) RoundEnd()              { l.add("end") }
 
 func (l *roundLog) snapshot() []string {
@@ -29,7 +30,8 @@ func (l *roundLog) snapshot() []string {
 }
 
 // TestRoundHooks: a hook hears RoundStart before a round's handlers and
-// RoundEnd after them, with two ready descriptors' handlers in one round;
+// RoundEnd after them, with two ready descriptors' handlers in one round
+// (and RoundStart told of both);
 // once removed it hears nothing more.
 func TestRoundHooks(t *testing.T) {
 	a, b := eventFD(t), eventFD(t)
@@ -76,9 +78,9 @@ func TestRoundHooks(t *testing.T) {
 	close(gate)
 	waitFor(t, "the second round", func() bool { return len(l.snapshot()) >= 7 })
 	got := l.snapshot()
-	if len(got) != 7 || got[0] != "start" || got[1] != "gate" || got[2] != "end" || got[3] != "start" || got[6] != "end" ||
+	if len(got) != 7 || got[0] != "start1" || got[1] != "gate" || got[2] != "end" || got[3] != "start2" || got[6] != "end" ||
 		!(got[4] == "a" && got[5] == "b" || got[4] == "b" && got[5] == "a") {
-		t.Fatalf("calls %v, want start gate end start a b end", got)
+		t.Fatalf("calls %v, want start1 gate end start2 a b end", got)
 	}
 	remove()
 	signal(t, a)
