@@ -21,7 +21,12 @@
 // not an OS thread, when nothing is ready.
 //
 // Handlers run on the poller's goroutine one after another: a handler that
-// blocks holds up every other registration in the process.
+// blocks holds up every other registration in the process. The handlers of
+// one wake-up's ready descriptors form a round, and a RoundHook
+// (AddRoundHook, rounds.go) hears when a round starts, with its
+// descriptors, and when it ends: datapath/udp's ring sender receives from
+// all of the round's sockets and sends what their handlers sent in one
+// system call each (udp.Options.RingSend).
 //
 // Parking. With the spin set (SetSpin), a round that found ready
 // descriptors is followed, when the next look finds none, by more looks
