@@ -13,9 +13,11 @@ import (
 	"github.com/xdpfab/xdpfab/fi"
 )
 
-func listenRing(t testing.TB) *Transport {
+func listenRing(t testing.TB) *Transport { return listenRingAt(t, "127.0.0.1:0") }
+
+func listenRingAt(t testing.TB, addr string) *Transport {
 	t.Helper()
-	tr, err := Listen(netip.MustParseAddrPort("127.0.0.1:0"), Options{Batch: 16, SharedPoll: true, RingSend: true})
+	tr, err := Listen(netip.MustParseAddrPort(addr), Options{Batch: 16, SharedPoll: true, RingSend: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,5 +298,48 @@ func TestRingReceive(t *testing.T) {
 			}
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TestRingIPv6: over IPv6 the ring sends from the transport's address in
+// a round and receives with the sender's address.
+func TestRingIPv6(t *testing.T) {
+	checkRingClosed(t)
+	a := listenRingAt(t, "[::1]:0")
+	c := listen(t, "[::1]:0")
+	var sendErr error
+	inRound(t, func() { sendErr = a.Send([]datapath.Packet{{Buf: []byte("v6"), Addr: c.LocalAddr()}}) })
+	if sendErr != nil {
+		t.Fatal(sendErr)
+	}
+	got := receiveAll(t, c, 1)
+	if string(got[0].Buf) != "v6" || got[0].Addr != a.LocalAddr() || a.Stats().TxRing != 1 {
+		t.Fatalf("got %q from %v (a is %v), stats %+v", got[0].Buf, got[0].Addr, a.LocalAddr(), a.Stats())
+	}
+	if err := c.Send([]datapath.Packet{{Buf: []byte("back"), Addr: a.LocalAddr()}}); err != nil {
+		t.Fatal(err)
+	}
+	fd, _ := a.PollFD()
+	back := make(chan datapath.Packet, 1)
+	rx := rxBufs(4, 64)
+	reg, err := rxpoll.Register(fd, handlerFunc(func(uint32) {
+		if n, _ := a.Receive(rx, false); n > 0 {
+			select {
+			case back <- datapath.Packet{Buf: append([]byte(nil), rx[0].Buf...), Addr: rx[0].Addr}:
+			default:
+			}
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Remove()
+	select {
+	case p := <-back:
+		if string(p.Buf) != "back" || p.Addr != c.LocalAddr() || a.Stats().RxRing != 1 {
+			t.Fatalf("got %q from %v, stats %+v", p.Buf, p.Addr, a.Stats())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing received")
 	}
 }

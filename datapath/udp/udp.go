@@ -92,7 +92,9 @@ type Options struct {
 	// post their successors on the poller's goroutine.
 	// The ring also receives: at a round's start one datagram from each
 	// ready socket of the transports using it, in one io_uring_enter,
-	// which their Receive then hands over.
+	// which their Receive then hands over. Listen fails with
+	// io_uring_setup's errno where the kernel has no io_uring (ENOSYS)
+	// or it is disabled (EPERM, kernel.io_uring_disabled).
 	RingSend bool
 }
 
