@@ -20,10 +20,12 @@
 // watches it (socket.go). With Options.RingSend too, what Send is given
 // while that poller runs a round of handlers is held and sent at the
 // round's end together with every other such transport's datagrams, in one
-// io_uring_enter for all their sockets (ringsend.go): for a process with
-// thousands of endpoints, whose operations complete and post their
-// successors on the poller's goroutine, one system call per round instead
-// of one sendmmsg per datagram.
+// io_uring_enter for all their sockets (ringsend.go), and at the round's
+// start one datagram from each of its ready sockets is received in one
+// io_uring_enter for their Receive to hand over (ringrecv.go): for a
+// process with thousands of endpoints, whose operations complete and post
+// their successors on the poller's goroutine, two system calls per round
+// instead of a recvmmsg and a sendmmsg per datagram.
 //
 // The kernel neither resolves nor vets senders on this path: every
 // received packet carries datapath.NoMeta. Datagrams larger than the
