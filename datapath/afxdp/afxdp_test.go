@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,5 +248,18 @@ func TestDomainAttachesAndFallsBack(t *testing.T) {
 	require.NoError(t, sa.ep.Read(back, mr.Desc{}, sa.peer, 0, sb.region.Key(), nil))
 	complete(t, sa.cq)
 	require.Equal(t, "attached by the domain", string(back))
-	require.Greater(t, counters(t, sb)[bpf.XdpfabXdpfabCounterCNT_REDIRECT_XSK], uint64(0))
+	c := counters(t, sb)
+	require.Greater(t, c[bpf.XdpfabXdpfabCounterCNT_REDIRECT_XSK], uint64(0),
+		"the target's counters: %s; its endpoint's stats: %+v", nonzeroCounters(c), sb.ep.Stats())
+}
+
+// nonzeroCounters names the counters that moved, for a failure report.
+func nonzeroCounters(c xdp.Counters) string {
+	var b strings.Builder
+	for i, v := range c {
+		if v != 0 {
+			fmt.Fprintf(&b, "%s=%d ", bpf.XdpfabXdpfabCounter(i), v)
+		}
+	}
+	return b.String()
 }
