@@ -8,11 +8,15 @@
 # (other work shares it) reaches both sides alike. It prints per figure
 # the median over the rounds and the spread (lowest..highest), and each
 # ratio as xdpfab's median over the fastest peer's median, in wall time
-# and in CPU time of the measuring thread. Needs root for the kernel-map
+# and in CPU time of the measuring thread. MR reg+close, the figure
+# closest to its peers' and the one a single short run moves most, is
+# measured MR_PAIRS times a round (default 3), each time the peers'
+# row and xdpfab's benchmarks back to back. Needs root for the kernel-map
 # figures, gcc and libfabric-dev.
 set -eu
 GO=${GO:-go}
 ROUNDS=${ROUNDS:-5}
+MR_PAIRS=${MR_PAIRS:-3}
 cd "$(dirname "$0")/.."
 root=$(pwd)
 out=$(mktemp -d)
@@ -24,16 +28,18 @@ for p in mr av xdp fabric; do
 	$GO test -c -o "$out/$p.test" "./$p/"
 done
 
-peers() { # round
+peers() { # round [group...]: the groups given, all but mr when none
+	round=$1
+	shift
 	for p in "udp;ofi_rxd" "tcp;ofi_rxm" sockets; do
-		groups="mr av_open cq cntr av_insert"
+		groups=${*:-"av_open cq cntr av_insert"}
 		# rxd's fi_av_lookup fails on addresses no peer answered, and
 		# its AV close then hangs: its 1M inserts (7-11 s, ten times
 		# sockets') are left out rather than waited for every round.
-		[ "$p" = "udp;ofi_rxd" ] && groups="mr av_open cq cntr"
+		[ "$p" = "udp;ofi_rxd" ] && groups=$(echo "$groups" | sed 's/ *av_insert//')
 		# A provider that fails part way still reports what it measured.
 		# shellcheck disable=SC2086
-		{ timeout 120 "$out/peers" "$p" $groups 2>/dev/null || true; } | sed "s/^/$1 /" >>"$out/peers.txt"
+		{ timeout 120 "$out/peers" "$p" $groups 2>/dev/null || true; } | sed "s/^/$round /" >>"$out/peers.txt"
 	done
 }
 
@@ -42,8 +48,22 @@ bench() { # round pkg regexp benchtime
 		grep '^Benchmark' | sed "s/^/$1 /" >>"$out/go.txt"
 }
 
+# The MR row of both sides, back to back, the order swapped each time.
+mrpairs() { # round
+	i=1
+	while [ "$i" -le "$MR_PAIRS" ]; do
+		if [ $(((i + $1) % 2)) -eq 0 ]; then
+			peers "$1" mr
+			bench "$1" mr 'RegClose$|RegCloseBPF$' 200000x
+		else
+			bench "$1" mr 'RegClose$|RegCloseBPF$' 200000x
+			peers "$1" mr
+		fi
+		i=$((i + 1))
+	done
+}
+
 xdpfab() { # round
-	bench "$1" mr 'RegClose$|RegCloseBPF$' 200000x
 	bench "$1" mr 'KernelMapUpdateDelete$' 50000x
 	bench "$1" av 'OpenClose' 2000x
 	bench "$1" xdp 'AVOpenCloseAttached' 300x
@@ -57,6 +77,7 @@ xdpfab() { # round
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
 	echo "== round $r of $ROUNDS" >&2
+	mrpairs "$r"
 	if [ $((r % 2)) -eq 1 ]; then
 		peers "$r"
 		xdpfab "$r"
@@ -67,7 +88,7 @@ while [ "$r" -le "$ROUNDS" ]; do
 	r=$((r + 1))
 done
 
-awk -v rounds="$ROUNDS" '
+awk -v rounds="$ROUNDS" -v pairs="$MR_PAIRS" '
 # Values are kept in ns; a figure is a list of per-round values.
 function add(list, key, v) { list[key] = (key in list) ? list[key] " " v : v }
 function median(s,   a, n, i, j, t) {
@@ -125,7 +146,7 @@ function show(op, name, bench,   w, c, line) {
 	print line
 }
 END {
-	printf "== libfabric providers (scripts/bench-control/peers.c): median (lowest..highest) of %d rounds\n", rounds
+	printf "== libfabric providers (scripts/bench-control/peers.c): median (lowest..highest) of %d rounds (MR: %d runs)\n", rounds, rounds * pairs
 	nops = split("mr_reg_close_4k av_open_close av_insert_1m av_lookup_hot cq_open_close cntr_open_close", order, " ")
 	for (i = 1; i <= nops; i++)
 		for (p in provs) {
@@ -135,7 +156,7 @@ END {
 			else if ((p " " op) in err)
 				printf "%-12s %-16s error (see peers.c)\n", p, op
 		}
-	printf "== xdpfab (go test -bench): median (lowest..highest) of %d rounds\n", rounds
+	printf "== xdpfab (go test -bench): median (lowest..highest) of %d rounds (MR reg+close: %d runs)\n", rounds, rounds * pairs
 	for (b in gw) {
 		line = sprintf("%-48s wall %s", b, fig(gw[b]))
 		if (b in gc) line = line sprintf("   cpu %s", fig(gc[b]))
