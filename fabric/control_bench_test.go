@@ -5,6 +5,7 @@ import (
 
 	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/testenv"
 )
 
 // BenchmarkCQOpenClose is fi_cq_open + fi_close of a CQ of the default
@@ -14,6 +15,7 @@ func BenchmarkCQOpenClose(b *testing.B) {
 	for _, w := range []fi.WaitObj{fi.WaitNone, fi.WaitUnspec, fi.WaitFD} {
 		b.Run(w.String(), func(b *testing.B) {
 			b.ReportAllocs()
+			stop := testenv.CPUTimer(b)
 			for b.Loop() {
 				cq, err := d.CQOpen(fabric.CQAttr{WaitObj: w}, nil)
 				if err != nil {
@@ -23,6 +25,7 @@ func BenchmarkCQOpenClose(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			stop()
 		})
 	}
 }
@@ -33,6 +36,7 @@ func BenchmarkCntrOpenClose(b *testing.B) {
 	for _, w := range []fi.WaitObj{fi.WaitNone, fi.WaitUnspec, fi.WaitFD} {
 		b.Run(w.String(), func(b *testing.B) {
 			b.ReportAllocs()
+			stop := testenv.CPUTimer(b)
 			for b.Loop() {
 				c, err := d.CntrOpen(fabric.CntrAttr{WaitObj: w}, nil)
 				if err != nil {
@@ -42,6 +46,7 @@ func BenchmarkCntrOpenClose(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			stop()
 		})
 	}
 }

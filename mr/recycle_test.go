@@ -183,3 +183,96 @@ func TestStuckReaderBoundsPool(t *testing.T) {
 	require.Equal(t, before.Fresh, st.Fresh, "an offline reader holds nothing back")
 	require.Equal(t, before.Reused+100, st.Reused)
 }
+
+// TestConcurrentClose: two goroutines close one handle at once (which
+// fi_close(3) leaves undefined, but must not corrupt the Table): one
+// Close succeeds, the other fails with FI_EINVAL, and the region goes
+// back to the pool once, so that two registrations live at the same time
+// never share it.
+func TestConcurrentClose(t *testing.T) {
+	tab, mm := newTable(t, 0)
+	buf := make([]byte, 4096)
+	for round := range 200 {
+		m, err := tab.Reg(buf, remoteBits, 0, 7, 0, nil)
+		require.NoError(t, err)
+		var errs [2]error
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = m.Close()
+			}()
+		}
+		wg.Wait()
+		if (errs[0] == nil) == (errs[1] == nil) {
+			t.Fatalf("round %d: both or neither Close succeeded: %v, %v", round, errs[0], errs[1])
+		}
+		for _, err := range errs {
+			if err != nil {
+				requireErrno(t, err, fi.EINVAL, "the second Close")
+			}
+		}
+		require.Zero(t, tab.Count())
+		_, ok := mm.get(testDomain, 7)
+		require.False(t, ok, "round %d: the kernel entry outlived Close", round)
+	}
+	// Every region pooled once: registrations live together are distinct.
+	live := make([]*mr.MR, 2*mr.RetireBatch)
+	for i := range live {
+		m, err := tab.Reg(buf, remoteBits, 0, uint64(100+i), 0, nil)
+		require.NoError(t, err)
+		for _, o := range live[:i] {
+			require.False(t, mr.SameRegion(o, m), "two live registrations share a region")
+		}
+		live[i] = m
+	}
+	for _, m := range live {
+		require.NoError(t, m.Close())
+	}
+}
+
+// TestConcurrentRegClose: goroutines register and close their own keys
+// on one Table at once (the lock's waiters spin, yield and sleep); every
+// key is looked up while open and refused after its Close (each
+// goroutine a reader of the Table's epochs, as Lookup's callers must be),
+// and the Table ends empty.
+func TestConcurrentRegClose(t *testing.T) {
+	tab, mm := newTable(t, 0)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rd := tab.Epochs().NewReader()
+			defer rd.Close()
+			buf := make([]byte, 4096)
+			for i := range 2000 {
+				rd.Quiesce()
+				key := uint64(w)<<32 | uint64(i)
+				m, err := tab.Reg(buf, remoteBits, 0, key, 0, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := tab.Lookup(key, 0, 8, fi.REMOTE_READ); err != nil {
+					t.Errorf("key %#x open: %v", key, err)
+				}
+				if err := m.Close(); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := tab.Lookup(key, 0, 8, fi.REMOTE_READ); err == nil {
+					t.Errorf("key %#x admitted after Close", key)
+				}
+				if _, ok := mm.get(testDomain, key); ok {
+					t.Errorf("key %#x: kernel entry after Close", key)
+				}
+				rd.Offline()
+			}
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, tab.Count())
+	require.Zero(t, mm.len())
+}

@@ -165,7 +165,12 @@
 // A Table and its MRs are safe for concurrent use. One lock, the
 // Table's, serializes registrations, closes and an MR's Bind, Enable and
 // Refresh (a reg+close is one lock section each: Refresh holds it while
-// it faults pages in); Lookup, CheckLocal and the getters take none.
+// it faults pages in); Lookup, CheckLocal and the getters take none. The
+// lock (lock.go) is released with a plain store and its waiters poll
+// rather than park; a reg+close takes three locked instructions (the two
+// acquires and the kernel slot's claim), where a sync.Mutex and a close
+// under it took five (MR.Close says how the kill of the slot is still
+// visible to every CPU before Close returns).
 package mr
 
 import (
@@ -243,7 +248,7 @@ type Table struct {
 	// It is replaced (grown, rehashed) and its slots written under mu.
 	index atomic.Pointer[keyIndex]
 
-	mu sync.Mutex
+	mu tableLock // lock.go: its Unlock is a plain store
 	// The fields below are guarded by mu.
 	live    int            // regions in index, pending ones included
 	tombs   int            // tombstoned slots in index
@@ -726,9 +731,9 @@ func (t *Table) IsMapped(key uint64) bool {
 // probing). Readers load slots atomically without locks; writers hold
 // Table.mu and store slots with release stores (memorder.Pointer: a MOV,
 // not sync/atomic's locked XCHG; the region's fields are written before
-// it is put, and t.mu's release after it makes it visible to every CPU,
-// as does the locked add that stamps a closed region for reuse, see
-// Table.retire), and never modify an index once a newer one is stored, so a
+// it is put, which makes it visible to every CPU a moment later, at the
+// latest at the writer's next locked instruction: a lock acquire, or the
+// locked add that stamps closed regions for reuse, see Table.retire), and never modify an index once a newer one is stored, so a
 // reader holding an old index sees a consistent (if stale) snapshot — the
 // region's own state word then refuses anything closed since. With
 // recycling a region it lists is refilled only after the reader's next

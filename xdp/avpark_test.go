@@ -119,10 +119,12 @@ func BenchmarkAVOpenCloseAttached(b *testing.B) {
 	}))
 	b.Cleanup(func() { att.Close() })
 	b.ReportAllocs()
+	stop := testenv.CPUTimer(b)
 	for b.Loop() {
 		a := openAttachedAV(b, att, 0)
 		if err := a.Close(); err != nil {
 			b.Fatal(err)
 		}
 	}
+	stop()
 }

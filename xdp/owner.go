@@ -257,7 +257,7 @@ func (r *registry) mineRecord() (*ownRecord, error) {
 		os.Remove(path)
 		return nil, fmt.Errorf("xdp: lock owner record %s: %w", path, err)
 	}
-	own := &ownRecord{path: path, f: f, rec: Owner{PID: pid, StartTime: selfStartTime(), Comm: selfComm()}}
+	own := &ownRecord{path: path, f: f, rec: Owner{PID: pid, StartTime: selfStart(), Comm: selfCommOnce()}}
 	if r.own != nil {
 		own.rec.Ports, own.rec.AVIDs, own.rec.DomainIDs = r.own.rec.Ports, r.own.rec.AVIDs, r.own.rec.DomainIDs
 	}
@@ -297,6 +297,17 @@ func (r *registry) save() error {
 	}
 	return nil
 }
+
+// selfStart and selfCommOnce read the process's start time and command
+// once: a record is created whenever the process comes to own something
+// again (an AV open after the last AV closed: an open+close loop creates
+// and removes it every time), and the two /proc reads were a fifth of an
+// attached AV's open+close. The start time never changes; a command
+// renamed later (prctl PR_SET_NAME) keeps showing the first name.
+var (
+	selfStart    = sync.OnceValue(selfStartTime)
+	selfCommOnce = sync.OnceValue(selfComm)
+)
 
 func selfComm() string {
 	b, _ := os.ReadFile("/proc/self/comm")

@@ -1,0 +1,33 @@
+package testenv
+
+import (
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// CPUTimer measures the CPU time the benchmark's thread spends in the
+// loop and reports it as cpu-ns/op beside ns/op: on a machine shared with
+// other work wall time per op includes time spent descheduled, CPU time
+// does not (make bench-control compares it with the CPU time peers.c
+// measures the same way, CLOCK_THREAD_CPUTIME_ID). It locks the goroutine
+// to its thread until the returned func, which the caller runs right
+// after the loop. Work the op hands to other threads is not counted.
+func CPUTimer(b *testing.B) func() {
+	runtime.LockOSThread()
+	start := threadCPU(b)
+	return func() {
+		d := threadCPU(b) - start
+		runtime.UnlockOSThread()
+		b.ReportMetric(float64(d)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+func threadCPU(b *testing.B) int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		b.Fatal(err)
+	}
+	return ts.Nano()
+}
