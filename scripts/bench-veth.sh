@@ -130,6 +130,9 @@ run1() { # build, transport, extra flags...
 	shift 2
 	label=" [$placement]"
 	[ -z "${BASE:-}" ] || { [ "$b" = xdpfab.base ] && label="$label [base $base_rev]" || label="$label [work tree]"; }
+	# The previous target's output goes first: the wait below must not
+	# find its "run:" line before this target has started.
+	rm -f "$tmp/serve.out"
 	nsenter --net="/run/netns/$ns_srv" -- $(pin srv) "$bin/$b" bench serve --addr "$ip_srv:$port" \
 		--transport "$tr" "$@" --duration 120s >"$tmp/serve.out" 2>&1 &
 	srv_pid=$!
