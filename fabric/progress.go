@@ -323,6 +323,10 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 		if s.run() > 0 {
 			busy = true
 			budget = spinBeforeSleep
+			// What it received may have been answered, waking a peer
+			// that may share this processor: yield at the next empty
+			// round again.
+			yielder.Reset()
 		}
 		if done() {
 			if i > 1 {
@@ -383,6 +387,7 @@ func (s *progressSet) assistWait(deadline time.Time, forever bool, done func() b
 				s.recordWait(start)
 				return true, true
 			}
+			yielder.Reset() // as in spin: an answer may have woken a peer here
 			continue
 		}
 		if done() {

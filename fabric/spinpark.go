@@ -32,8 +32,9 @@ import (
 //
 // While it polls without finding anything, the reader offers its
 // processor to other runnable threads as internal/spinyield says: at its
-// first empty round, and then, when that found the processor otherwise
-// idle (the peer on another one), only every spinyield.Quiet, so a
+// first empty rounds, and then, once two yields in a row found the
+// processor otherwise idle (the peer on another one), only every
+// spinyield.Quiet, so a
 // ping-pong's replies are not found late by a system call (sched_yield,
 // 1.5-2 µs in a VM) in progress when they land; on a shared processor at
 // every empty round, so the peer process, or the thread that will

@@ -13,12 +13,13 @@
 // system call (1.5-2 µs in a virtual machine), and what arrives during
 // one waits for its end: a ping-pong's messages were found 1 µs late on
 // average, each way, with the peer on another processor. So a Yielder
-// yields at the first empty round of a wait (a thread that has just sent
-// may have woken its peer on this very processor) and, when that yield
-// came back at once (AloneYield: nothing else wanted the processor),
-// polls without system calls for Quiet before it offers the processor
-// again. On a shared processor every yield runs another thread, takes
-// longer than AloneYield, and the next empty round yields again.
+// yields at the first empty rounds of a wait (a thread that has just
+// sent may have woken its peer on this very processor) and, when
+// AloneYields of them in a row came back at once (AloneYield: nothing
+// else wanted the processor), polls without system calls for Quiet
+// before it offers the processor again. On a shared processor a yield
+// runs another thread, takes longer than AloneYield, and the next empty
+// round yields again.
 package spinyield
 
 import (
@@ -32,6 +33,13 @@ import (
 // switch to another thread and back takes longer.
 const AloneYield = 3 * time.Microsecond
 
+// AloneYields is how many yields in a row must come back at once before
+// the poller stops yielding for Quiet. One is not proof enough: the
+// scheduler may pick the yielding thread again over a runnable one that
+// has had more than its share of the processor (EEVDF's eligibility), so
+// a yield can return at once while the peer waits for this processor.
+const AloneYields = 2
+
 // Quiet is how long a poller that found its processor otherwise idle
 // polls before it offers it again: a thread that becomes runnable on it
 // meanwhile (woken by something other than the poller's own sends) waits
@@ -40,9 +48,12 @@ const AloneYield = 3 * time.Microsecond
 const Quiet = 20 * time.Microsecond
 
 // Yielder is one polling wait's yielding. The zero value yields at the
-// first empty round; use a fresh one (or Reset) for each wait.
+// first empty round; use a fresh one for each wait, and Reset it when the
+// poller has sent something meanwhile (answered what it received): the
+// receiver it woke may be waiting for this processor.
 type Yielder struct {
-	quietUntil time.Time // no yield before this: the last one found the processor idle
+	quietUntil time.Time // no yield before this: the last ones found the processor idle
+	alone      int       // yields in a row that came back at once
 }
 
 // EmptyRound is called by a polling round that found nothing, at now.
@@ -51,13 +62,18 @@ func (y *Yielder) EmptyRound(now time.Time) {
 		return
 	}
 	Thread()
-	if time.Since(now) < AloneYield {
+	if time.Since(now) >= AloneYield {
+		y.alone = 0
+		return
+	}
+	if y.alone++; y.alone >= AloneYields {
 		y.quietUntil = now.Add(Quiet)
+		y.alone = 0
 	}
 }
 
-// Reset makes the next empty round yield: a new wait begins.
-func (y *Yielder) Reset() { y.quietUntil = time.Time{} }
+// Reset makes the next empty rounds yield.
+func (y *Yielder) Reset() { *y = Yielder{} }
 
 // Thread offers the processor to other runnable threads (sched_yield(2)).
 // Raw: it never blocks, so the Go scheduler need not hand the calling

@@ -6,15 +6,30 @@ import (
 )
 
 // A yield that took long (another thread ran) leaves the next empty round
-// free to yield again; one that came back at once makes the poller quiet
-// for Quiet from the round's time; Reset ends the quiet.
-func TestYielderQuietOnlyAfterAloneYield(t *testing.T) {
+// free to yield again; AloneYields in a row that came back at once make
+// the poller quiet for Quiet from the last round's time; Reset ends the
+// quiet.
+func TestYielderQuietOnlyAfterAloneYields(t *testing.T) {
 	var y Yielder
-	y.EmptyRound(time.Now().Add(-time.Second)) // as if the yield took a second
+	slow := func() { y.EmptyRound(time.Now().Add(-time.Second)) } // as if the yield took a second
+	slow()
 	if !y.quietUntil.IsZero() {
 		t.Fatalf("quiet until %v after a slow yield", y.quietUntil)
 	}
-	now := time.Now().Add(time.Hour) // the yield "took" less than nothing
+	now := time.Now().Add(time.Hour) // a yield there "took" less than nothing
+	for i := 1; i < AloneYields; i++ {
+		y.EmptyRound(now)
+	}
+	slow() // breaks the run of alone yields
+	if !y.quietUntil.IsZero() {
+		t.Fatalf("quiet until %v after a slow yield ended a run of alone ones", y.quietUntil)
+	}
+	for i := 1; i < AloneYields; i++ {
+		y.EmptyRound(now)
+		if !y.quietUntil.IsZero() {
+			t.Fatalf("quiet after %d alone yields, want %d", i, AloneYields)
+		}
+	}
 	y.EmptyRound(now)
 	if want := now.Add(Quiet); !y.quietUntil.Equal(want) {
 		t.Fatalf("quiet until %v, want %v", y.quietUntil, want)
@@ -23,9 +38,13 @@ func TestYielderQuietOnlyAfterAloneYield(t *testing.T) {
 	if want := now.Add(Quiet); !y.quietUntil.Equal(want) {
 		t.Fatalf("quiet until %v after a quiet round, want %v", y.quietUntil, want)
 	}
+	y.EmptyRound(now.Add(Quiet)) // alone again after the quiet time: counts anew
+	if want := now.Add(Quiet); !y.quietUntil.Equal(want) {
+		t.Fatalf("quiet until %v after one more alone yield, want %v", y.quietUntil, want)
+	}
 	y.Reset()
-	if !y.quietUntil.IsZero() {
-		t.Fatal("Reset left the quiet time")
+	if y != (Yielder{}) {
+		t.Fatal("Reset left state")
 	}
 }
 
