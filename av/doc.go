@@ -77,9 +77,9 @@
 // Every insert and remove keeps a Mirror in step. An unnamed AV has a
 // kernel table of its own (TableMirror): a hash table in a
 // BPF_F_MMAPABLE array map that the process has mmapped and writes with
-// plain stores, under the seqlock protocol of bpf/xdpfab.h ("Kernel
-// tables"), and that av_map, the XDP program's hash of maps, holds under
-// the AV's av_id (ID). The program looks a datagram's source up in the
+// plain stores, under the seqlock protocol of bpf/xdpfab.h ("Peer
+// tables", the compact form of its "Kernel tables"), and that av_map, the
+// XDP program's hash of maps, holds under the AV's av_id (ID). The program looks a datagram's source up in the
 // table of its port's AV. The default av_map is the process's
 // (ProcessKernelMap); WithKernelMap names another (the interface's, which
 // the fabric package uses); WithMirror(nil) opens an AV without kernel
@@ -87,31 +87,47 @@
 // (KernelMirror, one BPF_MAP_UPDATE_BATCH per batchLen writes), which the
 // XDP program does not read.
 //
-// An AV is its table's only writer (ktable Own): the AV keeps a tag
+// An AV is its table's only writer (ktable.AVTable): the AV keeps a tag
 // byte per slot in Go memory, so a write finds its slot without reading
-// the table's buckets and costs one cache line and no locked instruction.
-// Inserts reach the table as keys it does not hold (ktable InsertMany:
-// no search for the key, and a key's second bucket considered only when
-// its first is nearly full), since the AV holds no address twice and a
-// removal deletes from the table before the address can come back;
-// SetUserID rewrites entries in place (Put).
+// the table's buckets and costs half a cache line and no locked
+// instruction. Inserts reach the table as keys it does not hold
+// (AVTable.InsertMany: no search for the key; the emptier of its two
+// buckets takes it), since the AV holds no address twice and a removal
+// deletes from the table before the address can come back; SetUserID
+// rewrites entries in place (Put).
 //
 // Why: an insert into a BPF hash map is a bpf(2) call and an element
 // allocation, about 1.3 µs an address even batched, and a hash map sized
 // for the largest AV preallocates its bucket array (64 MiB for 4M
 // addresses, 100-340 ms to make). A kernel table costs memory writes per
-// address and grows with the AV: it starts at one page, and when 7/8 full
-// (or a key's two buckets are) the AV builds a table twice the size,
-// copies the entries and swaps it into av_map with one bpf(2) call (XDP
-// reads the old table until then, the new one after; both hold every
-// entry). Kernel memory: 64 bytes a slot at 44-88% load, so 73-145 bytes
-// an address.
+// address and grows with the AV: it starts at 768 bytes (3 buckets of 8
+// 32-byte slots), an AV opened with a count gets 3/2 slots an address
+// (ktable.AVTableBuckets: the bucket count need not be a power of two),
+// and when an insert would fill it past 7/10 (or a key's two buckets are
+// full) the AV builds a table twice the size, copies the entries and
+// swaps it into av_map with one bpf(2) call (XDP reads the old table
+// until then, the new one after; both hold every entry). Kernel memory:
+// 48 bytes an address as sized, 46-96 after growth.
+//
+// What a large insert costs is mostly the table's pages, not the writes:
+// each 4 KiB page of a new table is first touched by the insert, and on a
+// VM whose hypervisor shadows the guest's page tables every first touch
+// of a page traps out of the guest (~12-15 µs a page on the development
+// VM, in any order, MAP_POPULATE or not, and as much when the kernel
+// writes the pages for a bpf(2) call). Hence the compact layout: an AV
+// opened with count 1,000,000 gets a 46 MiB table (187500 buckets), whose
+// pages alone take ~0.17 CPU-s there (BenchmarkTableFloor1M), where the
+// 64-byte slots in a power-of-two table of the MR table's layout took
+// 128 MiB and ~0.43 CPU-s (Insert1M/kernel: ~0.46 CPU-s against ~0.76).
 //
 // Failure modes:
 //   - A slot a writer holds (seq odd) is busy to readers: XDP passes that
 //     datagram to the stack (pass_av_busy), whose kernel socket the
 //     AF_XDP transport also reads; it is never resolved from a
 //     half-written entry.
+//   - A peer table keeps auth key ids in 16 bits, which the AV's ids
+//     (1..65535) fit; a value above that is refused (FI_EINVAL), never
+//     truncated.
 //   - Growing needs a new map: if the kernel refuses it (memory, memlock),
 //     the insert fails with the kernel's errno and those addresses leave
 //     the AV, as any refused write (below).

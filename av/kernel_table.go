@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 
@@ -14,26 +13,32 @@ import (
 	"github.com/xdpfab/xdpfab/internal/ktable"
 )
 
-// TableMirror is the Mirror of an unnamed AV: the AV's own kernel table
-// (bpf/xdpfab.h, "Kernel tables"), an mmapped BPF_F_MMAPABLE array map
-// that av_map holds under the AV's av_id, written with plain stores under
-// the table's seqlock protocol. An insert or remove costs memory writes;
-// the table grows (a new map twice the size, filled, then swapped into
-// av_map with one syscall) when it is 7/8 full or a key's two buckets
-// are. Close (Drop) deletes the av_map entry: the kernel frees the table
-// once no program run still reads it.
+// TableMirror is the Mirror of an unnamed AV: the AV's own peer table
+// (bpf/xdpfab.h, "Peer tables"; ktable.AVTable), an mmapped
+// BPF_F_MMAPABLE array map that av_map holds under the AV's av_id, written
+// with plain stores under the table's seqlock protocol. An insert or
+// remove costs memory writes; the table grows (a new map twice the size,
+// filled, then swapped into av_map with one syscall) when an insert would
+// fill it past growAt or a key's two buckets are full. Close (Drop)
+// deletes the av_map entry: the kernel frees the table once no program
+// run still reads it.
 //
-// Kernel memory is 64 bytes a slot, one slot per entry at 44-88% load
-// after growth, so 73-145 bytes an address; a new AV takes one page
-// (2 buckets of 8 slots).
+// Kernel memory is 32 bytes a slot, a table sized for n entries has 3n/2
+// slots (ktable.AVTableBuckets) and grows at 7/10 full to twice that, so
+// 46-96 bytes an address; a new AV takes 768 bytes (3 buckets of 256).
 type TableMirror struct {
 	outer *ebpf.Map
 	id    uint32
-	spec  *ebpf.MapSpec // of the inner tables
+	spec  *ebpf.MapSpec // of the inner tables, shared: never changed
 
 	mu sync.Mutex // serializes writers: a table has one writer at a time
-	t  *ktable.Table
+	t  *ktable.AVTable
 }
+
+// growAt is the fill (numerator, denominator) past which an insert grows
+// the table first: two-choice placement in 8-slot buckets finds both of
+// a key's buckets full about never below it.
+const growAtNum, growAtDen = 7, 10
 
 // NewTableMirror makes the kernel table of AV id in av_map outer, sized
 // for hint entries, and enters it there. If outer holds a table under id
@@ -53,7 +58,7 @@ func NewTableMirror(outer *ebpf.Map, id uint32, hint int) (*TableMirror, error) 
 	tm := &TableMirror{outer: outer, id: id, spec: spec}
 	if t := takeParked(outer, id); t != nil {
 		tm.t = t
-		if ktable.Buckets(hint) > t.Buckets() {
+		if ktable.AVTableBuckets(hint) > t.Buckets() {
 			tm.mu.Lock()
 			err := tm.grow(hint)
 			tm.mu.Unlock()
@@ -64,11 +69,10 @@ func NewTableMirror(outer *ebpf.Map, id uint32, hint int) (*TableMirror, error) 
 		}
 		return tm, nil
 	}
-	t, err := ktable.Create(spec, ktable.Buckets(hint), ktable.RandomSeed())
+	t, err := ktable.CreateAVTable(spec, ktable.AVTableBuckets(hint), ktable.RandomSeed())
 	if err != nil {
 		return nil, fmt.Errorf("av: kernel table: %w", errnoOfKernel(err))
 	}
-	t.Own()
 	if err := outer.Put(id, t.Map()); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("av: enter kernel table of AV %#x: %w", id, errnoOfKernel(err))
@@ -81,7 +85,7 @@ func NewTableMirror(outer *ebpf.Map, id uint32, hint int) (*TableMirror, error) 
 // the caller its writer; nil if there is none or it is not a kernel
 // table. The caller owns id (xdp.Attachment.NewAVID), so no one else
 // writes that table.
-func takeParked(outer *ebpf.Map, id uint32) *ktable.Table {
+func takeParked(outer *ebpf.Map, id uint32) *ktable.AVTable {
 	var inner ebpf.MapID
 	if err := outer.Lookup(id, &inner); err != nil {
 		return nil
@@ -90,17 +94,15 @@ func takeParked(outer *ebpf.Map, id uint32) *ktable.Table {
 	if err != nil {
 		return nil
 	}
-	t, err := ktable.Take(m)
+	t, err := ktable.TakeAVTable(m) // emptied: parked so, but a writer may have died before that
 	if err != nil {
 		return nil
 	}
-	t.Reset() // parked emptied, but a writer may have died before that
-	t.Own()
 	return t
 }
 
 // parkMaxBuckets is the largest table Drop parks (64 buckets, 512 slots,
-// 32 KiB of kernel memory); a bigger one leaves av_map.
+// 16 KiB of kernel memory); a bigger one leaves av_map.
 const parkMaxBuckets = 64
 
 // Map returns av_map, the map the XDP program is loaded with.
@@ -120,29 +122,28 @@ func (tm *TableMirror) Slots() int {
 	return tm.t.Slots()
 }
 
-// avKeyWords and avValueWords fill a kernel table slot: struct av_key,
-// and struct av_value then 0 (bpf/xdpfab.h). Both structs are laid out
-// as the words they become on a little-endian machine.
-func avKeyWords(k *bpf.XdpfabAvKey) ktable.Key {
-	b := (*[24]byte)(unsafe.Pointer(k))
-	return ktable.Key{binary.LittleEndian.Uint64(b[0:]), binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])}
+// peerOf is the peer table slot of key k with value v (the av_id is the
+// table's). Auth key ids are at most maxAuthKeys, 16 bits.
+func peerOf(k *bpf.XdpfabAvKey, v *bpf.XdpfabAvValue) ktable.Peer {
+	return ktable.Peer{Port: k.Port, Addr: addrWords(k), FiAddr: v.FiAddr,
+		AuthKeyID: uint16(v.AuthKeyId), UserIDSet: v.Flags&entryFlagUserIDSet != 0}
 }
 
-func avKeyOfWords(w *ktable.Key) bpf.XdpfabAvKey {
-	var k bpf.XdpfabAvKey
-	b := (*[24]byte)(unsafe.Pointer(&k))
-	binary.LittleEndian.PutUint64(b[0:], w[0])
-	binary.LittleEndian.PutUint64(b[8:], w[1])
-	binary.LittleEndian.PutUint64(b[16:], w[2])
-	return k
+// addrWords is struct av_key's addr as the table's two words.
+func addrWords(k *bpf.XdpfabAvKey) [2]uint64 {
+	return [2]uint64{binary.LittleEndian.Uint64(k.Addr[0:8]), binary.LittleEndian.Uint64(k.Addr[8:16])}
 }
 
-func avValueWords(v *bpf.XdpfabAvValue) ktable.Value {
-	return ktable.Value{v.FiAddr, uint64(v.AuthKeyId) | uint64(v.Flags)<<32}
-}
-
-func avValueOfWords(w *ktable.Value) bpf.XdpfabAvValue {
-	return bpf.XdpfabAvValue{FiAddr: w[0], AuthKeyId: uint32(w[1]), Flags: uint32(w[1] >> 32)}
+// entryOfPeer is the key (in AV id) and value of peer table slot p.
+func entryOfPeer(id uint32, p *ktable.Peer) (bpf.XdpfabAvKey, bpf.XdpfabAvValue) {
+	k := bpf.XdpfabAvKey{AvId: id, Port: p.Port}
+	binary.LittleEndian.PutUint64(k.Addr[0:8], p.Addr[0])
+	binary.LittleEndian.PutUint64(k.Addr[8:16], p.Addr[1])
+	v := bpf.XdpfabAvValue{FiAddr: p.FiAddr, AuthKeyId: uint32(p.AuthKeyID)}
+	if p.UserIDSet {
+		v.Flags = entryFlagUserIDSet
+	}
+	return k, v
 }
 
 // Update implements Mirror.
@@ -153,7 +154,7 @@ func (tm *TableMirror) Update(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue
 // Insert is Update of keys the table does not hold: the AV's pending
 // writes, for addresses it did not hold when they were inserted (a
 // removal deletes from the table before the address can come back), so
-// no key is looked for first (ktable InsertMany).
+// no key is looked for first (ktable AVTable.InsertMany).
 func (tm *TableMirror) Insert(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue) (int, error) {
 	return tm.write(keys, values, true)
 }
@@ -164,25 +165,32 @@ func (tm *TableMirror) write(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue,
 	if tm.t == nil {
 		return 0, fmt.Errorf("av: kernel table dropped: %w", fi.EINVAL)
 	}
-	if need := tm.t.Len() + tm.t.Dead() + len(keys); need > tm.t.Slots()*7/8 {
-		if err := tm.grow(tm.t.Len() + len(keys)); err != nil {
+	if need := tm.t.Len() + len(keys); need*growAtDen > tm.t.Slots()*growAtNum {
+		if err := tm.grow(need); err != nil {
 			return 0, err
 		}
 	}
-	// Converted 256 at a time (14 KiB of stack): InsertMany's pipeline
-	// of 32-key groups fills and drains once per call.
-	var kw [256]ktable.Key
-	var vw [256]ktable.Value
+	// Converted 256 at a time (8 KiB of stack).
+	var ps [256]ktable.Peer
 	for lo := 0; lo < len(keys); {
-		n := min(len(kw), len(keys)-lo)
+		n := min(len(ps), len(keys)-lo)
 		for i := range n {
-			kw[i], vw[i] = avKeyWords(&keys[lo+i]), avValueWords(&values[lo+i])
+			if values[lo+i].AuthKeyId > maxAuthKeys {
+				return lo, fmt.Errorf("av: auth key id %d: %w", values[lo+i].AuthKeyId, fi.EINVAL)
+			}
+			ps[i] = peerOf(&keys[lo+i], &values[lo+i])
 		}
-		put := tm.t.PutMany
+		var done int
+		var err error
 		if fresh {
-			put = tm.t.InsertMany
+			done, err = tm.t.InsertMany(ps[:n])
+		} else {
+			for ; done < n; done++ {
+				if err = tm.t.Put(&ps[done]); err != nil {
+					break
+				}
+			}
 		}
-		done, err := put(kw[:n], vw[:n])
 		lo += done
 		if errors.Is(err, ktable.ErrFull) {
 			err = tm.grow(tm.t.Len() + len(keys) - lo)
@@ -202,32 +210,25 @@ func (tm *TableMirror) Delete(keys []bpf.XdpfabAvKey) (int, error) {
 		return 0, nil
 	}
 	for i := range keys {
-		k := avKeyWords(&keys[i])
-		tm.t.Delete(&k)
+		tm.t.Delete(keys[i].Port, addrWords(&keys[i]))
 	}
 	return len(keys), nil
 }
 
 // grow replaces the table by one sized for n entries (at least twice the
-// old one when that is full of live entries), copies the entries over and
+// old one: a table has no tombstones to rebuild away), copies the entries over and
 // swaps it into av_map; mu held. XDP reads the old table until the swap,
 // the new one after: both hold every entry.
 func (tm *TableMirror) grow(n int) error {
-	nb := ktable.Buckets(n)
-	if cur := tm.t.Buckets(); tm.t.Dead() > tm.t.Len() {
-		nb = max(nb, cur) // mostly tombstones: rebuild at the same size
-	} else {
-		nb = max(nb, 2*cur)
-	}
+	nb := max(ktable.AVTableBuckets(n), 2*tm.t.Buckets())
 	for {
-		t, err := ktable.Create(tm.spec, nb, ktable.RandomSeed())
+		t, err := ktable.CreateAVTable(tm.spec, nb, ktable.RandomSeed())
 		if err != nil {
-			return fmt.Errorf("av: grow kernel table to %d slots: %w", nb*ktable.Ways, errnoOfKernel(err))
+			return fmt.Errorf("av: grow kernel table to %d slots: %w", nb*ktable.AVTWays, errnoOfKernel(err))
 		}
-		t.Own()
 		full := false
-		tm.t.Each(func(k *ktable.Key, v *ktable.Value) bool {
-			if t.Insert(k, v) != nil {
+		tm.t.Each(func(p *ktable.Peer) bool {
+			if t.Insert(p) != nil {
 				full = true
 			}
 			return !full
@@ -296,13 +297,14 @@ func KernelEntries(m *ebpf.Map) (map[bpf.XdpfabAvKey]bpf.XdpfabAvValue, error) {
 		if err != nil {
 			continue // swapped out meanwhile
 		}
-		t, err := ktable.OpenReadOnly(im)
+		t, err := ktable.OpenAVTableReadOnly(im)
 		if err != nil {
 			im.Close()
 			return nil, fmt.Errorf("av: table of AV %#x: %w", id, err)
 		}
-		t.Each(func(k *ktable.Key, v *ktable.Value) bool {
-			out[avKeyOfWords(k)] = avValueOfWords(v)
+		t.Each(func(p *ktable.Peer) bool {
+			k, v := entryOfPeer(id, p)
+			out[k] = v
 			return true
 		})
 		t.Close()
@@ -322,14 +324,27 @@ func checkAVMap(m *ebpf.Map) error {
 	return nil
 }
 
-// avTableSpec returns the spec of an AV's kernel table, av_map's inner map.
+// avTableSpec returns the spec of an AV's kernel table, av_map's inner
+// map: one copy, made once and shared, which callers must not change
+// (ktable.CreateAVTable copies it before sizing it). Copying it per AV
+// open cost some 40 allocations for its BTF.
 func avTableSpec() (*ebpf.MapSpec, error) {
-	spec, err := AVMapSpec()
-	if err != nil {
-		return nil, err
-	}
-	if spec.InnerMap == nil {
-		return nil, fmt.Errorf("av: %s has no inner map spec", bpf.XdpfabMapAvMap)
-	}
-	return spec.InnerMap.Copy(), nil
+	innerSpec.once.Do(func() {
+		spec, err := AVMapSpec()
+		switch {
+		case err != nil:
+			innerSpec.err = err
+		case spec.InnerMap == nil:
+			innerSpec.err = fmt.Errorf("av: %s has no inner map spec", bpf.XdpfabMapAvMap)
+		default:
+			innerSpec.spec = spec.InnerMap
+		}
+	})
+	return innerSpec.spec, innerSpec.err
+}
+
+var innerSpec struct {
+	once sync.Once
+	spec *ebpf.MapSpec
+	err  error
 }

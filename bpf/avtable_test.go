@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/stretchr/testify/require"
@@ -14,37 +13,35 @@ import (
 	"github.com/xdpfab/xdpfab/internal/ktable"
 )
 
-// newAVTable makes a kernel table for AV id and enters it in av_map, as
-// package av does (av imports this package, so its tests cannot use it):
-// owned by its one writer (ktable Own), written as av writes it.
-func newAVTable(tb testing.TB, avMap *ebpf.Map, id uint32) *ktable.Table {
+// newAVTable makes a peer table for AV id and enters it in av_map, as
+// package av does (av imports this package, so its tests cannot use it),
+// written as av writes it.
+func newAVTable(tb testing.TB, avMap *ebpf.Map, id uint32) *ktable.AVTable {
 	tb.Helper()
 	spec, err := LoadXdpfab()
 	require.NoError(tb, err)
-	t, err := ktable.Create(spec.Maps[XdpfabMapAvMap].InnerMap, 2, ktable.RandomSeed())
+	t, err := ktable.CreateAVTable(spec.Maps[XdpfabMapAvMap].InnerMap, 2, ktable.RandomSeed())
 	require.NoError(tb, err)
-	t.Own()
 	tb.Cleanup(func() { t.Close() })
 	require.NoError(tb, avMap.Put(id, t.Map()))
 	return t
 }
 
-// avWords lays struct av_key and struct av_value out as table words.
-func avWords(k *XdpfabAvKey, v *XdpfabAvValue) (ktable.Key, ktable.Value) {
-	b := (*[24]byte)(unsafe.Pointer(k))
-	return ktable.Key{binary.LittleEndian.Uint64(b[0:]), binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])},
-		ktable.Value{v.FiAddr, uint64(v.AuthKeyId) | uint64(v.Flags)<<32}
+// avPeer lays struct av_key and struct av_value out as a peer table slot.
+func avPeer(k *XdpfabAvKey, v *XdpfabAvValue) ktable.Peer {
+	return ktable.Peer{Port: k.Port, Addr: [2]uint64{binary.LittleEndian.Uint64(k.Addr[0:8]), binary.LittleEndian.Uint64(k.Addr[8:16])},
+		FiAddr: v.FiAddr, AuthKeyID: uint16(v.AuthKeyId), UserIDSet: v.Flags&1 != 0} // AV_ENTRY_USER_ID_SET
 }
 
-func putPeer(tb testing.TB, t *ktable.Table, k XdpfabAvKey, v XdpfabAvValue) {
+func putPeer(tb testing.TB, t *ktable.AVTable, k XdpfabAvKey, v XdpfabAvValue) {
 	tb.Helper()
-	kw, vw := avWords(&k, &v)
-	require.NoError(tb, t.Put(&kw, &vw))
+	p := avPeer(&k, &v)
+	require.NoError(tb, t.Put(&p))
 }
 
-func deletePeer(t *ktable.Table, k XdpfabAvKey) bool {
-	kw, _ := avWords(&k, &XdpfabAvValue{})
-	return t.Delete(&kw)
+func deletePeer(t *ktable.AVTable, k XdpfabAvKey) bool {
+	p := avPeer(&k, &XdpfabAvValue{})
+	return t.Delete(p.Port, p.Addr)
 }
 
 // TestProgramAVConcurrent runs the program on datagrams from one peer in a
@@ -61,7 +58,7 @@ func TestProgramAVConcurrent(t *testing.T) {
 		Flags: PortStrict | PortBoundAddr, Addr: self4.As16()}))
 	src := netip.MustParseAddrPort("10.200.0.50:6000")
 	key := avKey(avID+1, src)
-	authOf := func(g uint64) uint32 { return uint32(g*0x9e3779b9) | 1 }
+	authOf := func(g uint64) uint32 { return uint32(uint16(g*0x9e3779b9) | 1) } // auth key ids are 16 bits in a peer table
 
 	var removed atomic.Uint64 // the last g whose removal returned
 	stop := make(chan struct{})
@@ -119,4 +116,52 @@ func TestProgramAVConcurrent(t *testing.T) {
 	t.Logf("%d datagrams known, %d dropped", known, dropped)
 	require.NotZero(t, known)
 	require.NotZero(t, dropped)
+}
+
+// TestProgramAVTableLarge fills a peer table of a bucket count that is
+// no power of two with peers (several ports), removes some, and checks
+// that the program finds every peer present with its value (fi_addr,
+// auth key id) and none removed: Go's placement and av_find's agree.
+func TestProgramAVTableLarge(t *testing.T) {
+	objs := loadTestObjects(t)
+	spec, err := LoadXdpfab()
+	require.NoError(t, err)
+	const n = 3000
+	nb := ktable.AVTableBuckets(n)
+	require.NotZero(t, nb&(nb-1), "want a bucket count that is no power of two")
+	tab, err := ktable.CreateAVTable(spec.Maps[XdpfabMapAvMap].InnerMap, nb, ktable.RandomSeed())
+	require.NoError(t, err)
+	t.Cleanup(func() { tab.Close() })
+	require.NoError(t, objs.AvMap.Put(uint32(avID+2), tab.Map()))
+	require.NoError(t, objs.Ports.Put(htons(portBound4+11), XdpfabPortConfig{AvId: avID + 2, DomainId: domainID,
+		Flags: PortStrict | PortBoundAddr, Addr: self4.As16()}))
+	src := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 201, byte(i >> 8), byte(i)}), uint16(5000+i%7))
+	}
+	keys := make([]XdpfabAvKey, n)
+	peers := make([]ktable.Peer, n)
+	for i := range n {
+		keys[i] = avKey(avID+2, src(i))
+		peers[i] = avPeer(&keys[i], &XdpfabAvValue{FiAddr: uint64(1000 + i), AuthKeyId: uint32(i%65535 + 1)})
+	}
+	got, err := tab.InsertMany(peers)
+	require.NoError(t, err)
+	require.Equal(t, n, got)
+	for i := 0; i < n; i += 3 {
+		require.True(t, deletePeer(tab, keys[i]))
+	}
+	require.Equal(t, n-(n+2)/3, tab.Len())
+	for i := range n {
+		data := udp(src(i), portBound4+11, request(msgOp(16))).build()
+		r := run(t, objs.XdpfabXdp, data)
+		if i%3 == 0 {
+			require.Equal(t, uint32(xdpDrop), r.action, "peer %d was removed", i)
+			continue
+		}
+		require.Equal(t, uint32(xdpPass), r.action, "peer %d", i)
+		m, ok := ParseMeta(r.meta)
+		require.True(t, ok, "peer %d", i)
+		require.Equal(t, uint64(1000+i), m.FiAddr, "peer %d", i)
+		require.Equal(t, uint32(i%65535+1), m.AuthKeyId, "peer %d", i)
+	}
 }

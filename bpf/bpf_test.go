@@ -49,6 +49,11 @@ func TestSpecLayout(t *testing.T) {
 	// key and value words the AV and MR types fill.
 	require.Equal(t, 64, binary.Size(XdpfabKtSlot{}))
 	require.Equal(t, ktable.BucketSize, binary.Size(XdpfabKtBucket{}))
+	// AV peer tables: arrays of 256-byte buckets of 32-byte slots, the
+	// header at the start of bucket 0.
+	require.Equal(t, ktable.AVTSlotSize, binary.Size(XdpfabAvtSlot{}))
+	require.Equal(t, ktable.AVTBucketSize, binary.Size(XdpfabAvtBucket{}))
+	require.LessOrEqual(t, binary.Size(XdpfabAvtHeader{}), ktable.AVTBucketSize)
 	require.LessOrEqual(t, binary.Size(XdpfabAvKey{}), 24)
 	require.LessOrEqual(t, binary.Size(XdpfabAvValue{}), 32)
 	require.LessOrEqual(t, binary.Size(XdpfabMrKey{}), 24)
@@ -60,7 +65,7 @@ func TestSpecLayout(t *testing.T) {
 	require.Equal(t, uint32(AVMapMaxAVs), av.MaxEntries)
 	require.NotNil(t, av.InnerMap)
 	require.Equal(t, ebpf.Array, av.InnerMap.Type)
-	require.Equal(t, uint32(ktable.BucketSize), av.InnerMap.ValueSize)
+	require.Equal(t, uint32(ktable.AVTBucketSize), av.InnerMap.ValueSize)
 	require.Equal(t, uint32(unix.BPF_F_MMAPABLE|unix.BPF_F_INNER_MAP), av.InnerMap.Flags)
 	mr := spec.Maps[XdpfabMapMrMap]
 	require.NotNil(t, mr)

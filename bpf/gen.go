@@ -83,8 +83,10 @@
 // seqlock protocol; kt_find in xdpfab.c is the reader, internal/ktable the
 // writer). mr_map is one BPF_F_MMAPABLE array of 512-byte buckets per
 // interface (16 MiB); av_map is a hash of maps from av_id to each AV's own
-// such array, sized to the AV and grown by swapping (BPF_F_INNER_MAP lets
-// the sizes differ). A lookup reads at most two buckets (16 slots); it
+// array of 256-byte buckets of 32-byte slots (xdpfab.h, "Peer tables";
+// av_find the reader, internal/ktable's AVTable the writer), sized to the
+// AV and grown by swapping (BPF_F_INNER_MAP lets the sizes differ). A
+// lookup reads at most two buckets (16 slots); it
 // compares a slot's key words without the seqlock and reads a matching
 // slot under it, retrying KT_TRIES times while a writer holds the slot and
 // then answering KT_BUSY: xdpfab_xdp passes such a datagram to the stack
@@ -119,4 +121,4 @@
 // stack.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target bpfel -type av_key -type av_value -type mr_key -type mr_value -type kt_slot -type kt_bucket -type mr_vet_req -type mr_vet_ans -type xdpfab_counter -type port_config -type local_addr -type xdp_meta -type kr_region -type kt_key -type kt_resp -type kt_state -type kt_ctl Xdpfab xdpfab.c -- -I.
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3 -I/usr/include/x86_64-linux-gnu" -target bpfel -type av_key -type av_value -type mr_key -type mr_value -type kt_slot -type kt_bucket -type avt_header -type avt_slot -type avt_bucket -type mr_vet_req -type mr_vet_ans -type xdpfab_counter -type port_config -type local_addr -type xdp_meta -type kr_region -type kt_key -type kt_resp -type kt_state -type kt_ctl Xdpfab xdpfab.c -- -I.

@@ -47,7 +47,7 @@ struct av_table {
 	__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
 	__uint(max_entries, 3);
 	__type(key, __u32);
-	__type(value, struct kt_bucket);
+	__type(value, struct avt_bucket);
 };
 
 /* av_id -> the AV's kernel table. */
@@ -109,6 +109,8 @@ const struct mr_value *unused_mr_value __attribute__((unused));
 const struct mr_vet_req *unused_mr_vet_req __attribute__((unused));
 const struct mr_vet_ans *unused_mr_vet_ans __attribute__((unused));
 const struct kt_bucket *unused_kt_bucket __attribute__((unused));
+const struct avt_bucket *unused_avt_bucket __attribute__((unused));
+const struct avt_header *unused_avt_header __attribute__((unused));
 
 #define ETH_P_8021Q_ 0x8100
 #define ETH_P_8021AD_ 0x88A8
@@ -235,22 +237,87 @@ static __always_inline int kt_find(void *map, const __u64 *key, __u64 *val)
 }
 
 /*
- * av_find looks the peer ak up in the kernel table of AV ak->av_id.
+ * avt_slot_read copies the value of peer table slot s into out if it
+ * stably holds the peer (port, addr), under the seqlock protocol:
+ * KT_FOUND, KT_MISS or KT_BUSY, as kt_slot_read.
+ */
+static __always_inline int avt_slot_read(struct avt_slot *s, __u16 port, const __u64 *addr,
+					 struct av_value *out)
+{
+	for (int r = 0; r < KT_TRIES; r++) {
+		__u32 seq = KT_READ(s->seq);
+		__u64 a0, a1, fa;
+		__u16 p, auth;
+
+		if (seq & 1)
+			continue;
+		asm volatile("" ::: "memory");
+		p = KT_READ(s->port);
+		auth = KT_READ(s->auth_key_id);
+		a0 = KT_READ(s->addr[0]);
+		a1 = KT_READ(s->addr[1]);
+		fa = KT_READ(s->fi_addr);
+		asm volatile("" ::: "memory");
+		if (KT_READ(s->seq) != seq)
+			continue;
+		if (p != port || a0 != addr[0] || a1 != addr[1])
+			return KT_MISS;
+		out->fi_addr = fa;
+		out->auth_key_id = auth;
+		out->flags = (seq & AVT_SEQ_USER_ID_SET) ? AV_ENTRY_USER_ID_SET : 0;
+		return KT_FOUND;
+	}
+	return KT_BUSY;
+}
+
+/*
+ * av_find looks the peer ak up in the peer table of AV ak->av_id
+ * (xdpfab.h, "Peer tables").
  */
 static __always_inline int av_find(const struct av_key *ak, struct av_value *out)
 {
-	__u64 key[3], val[4];
+	struct avt_header *hd;
+	struct avt_bucket *b;
+	__u64 key[3], addr[2], h, nb;
+	__u32 idx = 0, b1, b2;
 	void *table;
-	int r;
 
 	table = bpf_map_lookup_elem(&av_map, &ak->av_id);
 	if (!table)
 		return KT_MISS;
-	__builtin_memcpy(key, ak, sizeof(key));
-	r = kt_find(table, key, val);
-	if (r == KT_FOUND)
-		__builtin_memcpy(out, val, sizeof(*out));
-	return r;
+	hd = bpf_map_lookup_elem(table, &idx);
+	if (!hd)
+		return KT_MISS;
+	nb = KT_READ(hd->nb);
+	if (KT_READ(hd->magic) != AVT_MAGIC || nb < 2 || nb > 0xffffffffULL)
+		return KT_MISS;
+	__builtin_memcpy(addr, ak->addr, sizeof(addr));
+	key[0] = ak->port;
+	key[1] = addr[0];
+	key[2] = addr[1];
+	h = kt_hash(KT_READ(hd->seed), key);
+	b1 = 1 + (((h & 0xffffffffULL) * nb) >> 32);
+	b2 = 1 + (((h >> 32) * nb) >> 32);
+	if (b2 == b1)
+		b2 = b1 == nb ? 1 : b1 + 1;
+	for (int j = 0; j < 2; j++) {
+		idx = j ? b2 : b1;
+		b = bpf_map_lookup_elem(table, &idx);
+		if (!b)
+			continue;
+		for (int i = 0; i < AVT_WAYS; i++) {
+			struct avt_slot *s = &b->slot[i];
+			int r;
+
+			if (KT_READ(s->port) != ak->port || KT_READ(s->addr[0]) != addr[0] ||
+			    KT_READ(s->addr[1]) != addr[1])
+				continue;
+			r = avt_slot_read(s, ak->port, addr, out);
+			if (r != KT_MISS)
+				return r;
+		}
+	}
+	return KT_MISS;
 }
 
 /*

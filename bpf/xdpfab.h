@@ -13,11 +13,11 @@
 #include <linux/types.h>
 
 /*
- * AV map (av_map): av_id -> the AV's kernel table (below, "Kernel
- * tables"), an inner BPF_F_MMAPABLE array map sized to the AV's entries.
- * A slot's key words are struct av_key (peer IP, UDP port, av_id); its
- * value words are struct av_value then 0. IPv4 addresses are stored
- * IPv4-mapped (::ffff:a.b.c.d) so one key serves both families.
+ * AV map (av_map): av_id -> the AV's peer table (below, "Peer tables"),
+ * an inner BPF_F_MMAPABLE array map sized to the AV's entries. A lookup
+ * is keyed by struct av_key (peer IP, UDP port, av_id) and answers struct
+ * av_value; named AVs keep these two in a hash map. IPv4 addresses are
+ * stored IPv4-mapped (::ffff:a.b.c.d) so one key serves both families.
  */
 struct av_key {
 	__u32 av_id;    /* xdpfab-wide id of the address vector */
@@ -136,6 +136,54 @@ struct kt_slot {
 
 struct kt_bucket {
 	struct kt_slot slot[KT_WAYS];
+};
+
+/*
+ * Peer tables: an AV's kernel table (an inner map of av_map), the kernel
+ * tables above made compact for one AV's peers. A slot is 32 bytes instead
+ * of 64 and the buckets need not be a power of two: the time a large
+ * insert takes is mostly the first touch of the table's pages (package av
+ * says why), and 1,000,000 peers take 64 MiB here instead of 128.
+ *
+ * Layout. Array element i is bucket i, AVT_WAYS slots of 32 bytes. Bucket 0
+ * is the header: struct avt_header, then zero. Data buckets are 1..nb, nb
+ * any number >= 2. A slot holds a peer of the AV (port, address: the av_id
+ * is the table's) and its value (fi_addr, auth key id, and in bit 31 of
+ * seq AV_ENTRY_USER_ID_SET). Port 0 marks a free slot: no peer has port 0.
+ *
+ * Placement. h = kt_hash(seed, {port, addr[0], addr[1]}); the peer lives in
+ * bucket 1 + (((h & 0xffffffff) * nb) >> 32) or 1 + (((h >> 32) * nb) >> 32)
+ * (if the two are equal, the second is the next bucket, 1 after nb), in any
+ * slot of the two. A peer is in at most one slot; a slot whose peer left is
+ * free again (no tombstones: a lookup reads both buckets whatever it finds).
+ *
+ * Seqlock. As for kernel tables, with one writer, the AV, which marks a
+ * slot odd with a plain store. Bit 31 of seq is not the counter's: it is
+ * the slot's AV_ENTRY_USER_ID_SET (the writer keeps the counter in bits
+ * 0..30), so a reader's two reads of seq cover it as well. A reader skips
+ * a slot whose port or address differs without the seqlock, as kt_find does.
+ */
+#define AVT_WAYS 8
+#define AVT_MAGIC 0x78666176746c3031ULL /* "xfavtl01" */
+#define AVT_SEQ_USER_ID_SET 0x80000000U
+
+struct avt_header {
+	__u64 magic; /* AVT_MAGIC, written last */
+	__u64 seed;  /* kt_hash seed */
+	__u64 nb;    /* data buckets */
+	__u64 count; /* peers in the table (informational) */
+};
+
+struct avt_slot {
+	__u32 seq;         /* seqlock (odd while written); bit 31: AV_ENTRY_USER_ID_SET */
+	__u16 port;        /* peer UDP port, network byte order; 0: free slot */
+	__u16 auth_key_id; /* auth key the address is bound to, 0 = none */
+	__u64 addr[2];     /* struct av_key's addr */
+	__u64 fi_addr;     /* struct av_value's fi_addr */
+};
+
+struct avt_bucket {
+	struct avt_slot slot[AVT_WAYS];
 };
 
 /*

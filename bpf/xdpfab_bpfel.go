@@ -28,6 +28,28 @@ type XdpfabAvValue struct {
 	Flags     uint32
 }
 
+type XdpfabAvtBucket struct {
+	_    structs.HostLayout
+	Slot [8]XdpfabAvtSlot
+}
+
+type XdpfabAvtHeader struct {
+	_     structs.HostLayout
+	Magic uint64
+	Seed  uint64
+	Nb    uint64
+	Count uint64
+}
+
+type XdpfabAvtSlot struct {
+	_         structs.HostLayout
+	Seq       uint32
+	Port      uint16
+	AuthKeyId uint16
+	Addr      [2]uint64
+	FiAddr    uint64
+}
+
 type XdpfabKrRegion struct {
 	_          structs.HostLayout
 	Base       uint64
@@ -208,29 +230,31 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	XdpfabMapAvMap          = "av_map"
-	XdpfabMapCounters       = "counters"
-	XdpfabMapKrMem          = "kr_mem"
-	XdpfabMapKrRegions      = "kr_regions"
-	XdpfabMapKtScratch      = "kt_scratch"
-	XdpfabMapKtarget        = "ktarget"
-	XdpfabMapLocalAddrs     = "local_addrs"
-	XdpfabMapMrMap          = "mr_map"
-	XdpfabMapPorts          = "ports"
-	XdpfabMapXsks           = "xsks"
-	XdpfabProgKtControl     = "kt_control"
-	XdpfabProgMrVet         = "mr_vet"
-	XdpfabProgXdpfabXdp     = "xdpfab_xdp"
-	XdpfabProgXskProbe      = "xsk_probe"
-	XdpfabVarUnusedAvKey    = "unused_av_key"
-	XdpfabVarUnusedAvValue  = "unused_av_value"
-	XdpfabVarUnusedKtBucket = "unused_kt_bucket"
-	XdpfabVarUnusedKtCtl    = "unused_kt_ctl"
-	XdpfabVarUnusedMrKey    = "unused_mr_key"
-	XdpfabVarUnusedMrValue  = "unused_mr_value"
-	XdpfabVarUnusedMrVetAns = "unused_mr_vet_ans"
-	XdpfabVarUnusedMrVetReq = "unused_mr_vet_req"
-	XdpfabVarUnusedXdpMeta  = "unused_xdp_meta"
+	XdpfabMapAvMap           = "av_map"
+	XdpfabMapCounters        = "counters"
+	XdpfabMapKrMem           = "kr_mem"
+	XdpfabMapKrRegions       = "kr_regions"
+	XdpfabMapKtScratch       = "kt_scratch"
+	XdpfabMapKtarget         = "ktarget"
+	XdpfabMapLocalAddrs      = "local_addrs"
+	XdpfabMapMrMap           = "mr_map"
+	XdpfabMapPorts           = "ports"
+	XdpfabMapXsks            = "xsks"
+	XdpfabProgKtControl      = "kt_control"
+	XdpfabProgMrVet          = "mr_vet"
+	XdpfabProgXdpfabXdp      = "xdpfab_xdp"
+	XdpfabProgXskProbe       = "xsk_probe"
+	XdpfabVarUnusedAvKey     = "unused_av_key"
+	XdpfabVarUnusedAvValue   = "unused_av_value"
+	XdpfabVarUnusedAvtBucket = "unused_avt_bucket"
+	XdpfabVarUnusedAvtHeader = "unused_avt_header"
+	XdpfabVarUnusedKtBucket  = "unused_kt_bucket"
+	XdpfabVarUnusedKtCtl     = "unused_kt_ctl"
+	XdpfabVarUnusedMrKey     = "unused_mr_key"
+	XdpfabVarUnusedMrValue   = "unused_mr_value"
+	XdpfabVarUnusedMrVetAns  = "unused_mr_vet_ans"
+	XdpfabVarUnusedMrVetReq  = "unused_mr_vet_req"
+	XdpfabVarUnusedXdpMeta   = "unused_xdp_meta"
 )
 
 // LoadXdpfab returns the embedded CollectionSpec for Xdpfab.
@@ -301,15 +325,17 @@ type XdpfabMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type XdpfabVariableSpecs struct {
-	UnusedAvKey    *ebpf.VariableSpec `ebpf:"unused_av_key"`
-	UnusedAvValue  *ebpf.VariableSpec `ebpf:"unused_av_value"`
-	UnusedKtBucket *ebpf.VariableSpec `ebpf:"unused_kt_bucket"`
-	UnusedKtCtl    *ebpf.VariableSpec `ebpf:"unused_kt_ctl"`
-	UnusedMrKey    *ebpf.VariableSpec `ebpf:"unused_mr_key"`
-	UnusedMrValue  *ebpf.VariableSpec `ebpf:"unused_mr_value"`
-	UnusedMrVetAns *ebpf.VariableSpec `ebpf:"unused_mr_vet_ans"`
-	UnusedMrVetReq *ebpf.VariableSpec `ebpf:"unused_mr_vet_req"`
-	UnusedXdpMeta  *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
+	UnusedAvKey     *ebpf.VariableSpec `ebpf:"unused_av_key"`
+	UnusedAvValue   *ebpf.VariableSpec `ebpf:"unused_av_value"`
+	UnusedAvtBucket *ebpf.VariableSpec `ebpf:"unused_avt_bucket"`
+	UnusedAvtHeader *ebpf.VariableSpec `ebpf:"unused_avt_header"`
+	UnusedKtBucket  *ebpf.VariableSpec `ebpf:"unused_kt_bucket"`
+	UnusedKtCtl     *ebpf.VariableSpec `ebpf:"unused_kt_ctl"`
+	UnusedMrKey     *ebpf.VariableSpec `ebpf:"unused_mr_key"`
+	UnusedMrValue   *ebpf.VariableSpec `ebpf:"unused_mr_value"`
+	UnusedMrVetAns  *ebpf.VariableSpec `ebpf:"unused_mr_vet_ans"`
+	UnusedMrVetReq  *ebpf.VariableSpec `ebpf:"unused_mr_vet_req"`
+	UnusedXdpMeta   *ebpf.VariableSpec `ebpf:"unused_xdp_meta"`
 }
 
 // XdpfabObjects contains all objects after they have been loaded into the kernel.
@@ -363,15 +389,17 @@ func (m *XdpfabMaps) Close() error {
 //
 // It can be passed to LoadXdpfabObjects or ebpf.CollectionSpec.LoadAndAssign.
 type XdpfabVariables struct {
-	UnusedAvKey    *ebpf.Variable `ebpf:"unused_av_key"`
-	UnusedAvValue  *ebpf.Variable `ebpf:"unused_av_value"`
-	UnusedKtBucket *ebpf.Variable `ebpf:"unused_kt_bucket"`
-	UnusedKtCtl    *ebpf.Variable `ebpf:"unused_kt_ctl"`
-	UnusedMrKey    *ebpf.Variable `ebpf:"unused_mr_key"`
-	UnusedMrValue  *ebpf.Variable `ebpf:"unused_mr_value"`
-	UnusedMrVetAns *ebpf.Variable `ebpf:"unused_mr_vet_ans"`
-	UnusedMrVetReq *ebpf.Variable `ebpf:"unused_mr_vet_req"`
-	UnusedXdpMeta  *ebpf.Variable `ebpf:"unused_xdp_meta"`
+	UnusedAvKey     *ebpf.Variable `ebpf:"unused_av_key"`
+	UnusedAvValue   *ebpf.Variable `ebpf:"unused_av_value"`
+	UnusedAvtBucket *ebpf.Variable `ebpf:"unused_avt_bucket"`
+	UnusedAvtHeader *ebpf.Variable `ebpf:"unused_avt_header"`
+	UnusedKtBucket  *ebpf.Variable `ebpf:"unused_kt_bucket"`
+	UnusedKtCtl     *ebpf.Variable `ebpf:"unused_kt_ctl"`
+	UnusedMrKey     *ebpf.Variable `ebpf:"unused_mr_key"`
+	UnusedMrValue   *ebpf.Variable `ebpf:"unused_mr_value"`
+	UnusedMrVetAns  *ebpf.Variable `ebpf:"unused_mr_vet_ans"`
+	UnusedMrVetReq  *ebpf.Variable `ebpf:"unused_mr_vet_req"`
+	UnusedXdpMeta   *ebpf.Variable `ebpf:"unused_xdp_meta"`
 }
 
 // XdpfabPrograms contains all programs after they have been loaded into the kernel.

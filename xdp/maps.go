@@ -307,7 +307,7 @@ func (a *Attachment) avOccupancy() (avs, entries int, slots uint32, err error) {
 		if err != nil {
 			continue // replaced or deleted since: counted with its successor
 		}
-		if t, err := ktable.OpenReadOnly(m); err == nil {
+		if t, err := ktable.OpenAVTableReadOnly(m); err == nil {
 			avs++
 			entries += t.Len()
 			slots += uint32(t.Slots())

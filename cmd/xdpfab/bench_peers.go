@@ -42,7 +42,7 @@ import (
 // the target is on AF_XDP in a namespace instead (bench_peers_veth.go).
 
 const benchPeersUsage = `usage:
-  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--rx shared,spin,tgtspin,spinall,own] [--spin D]
+  xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--rx shared,ring,spin,tgtspin,spinall,own] [--spin D]
                      [--net lo,veth] [--mode native|generic] [--cpuprofile FILE] [-o text|json]
 
 For each peer count: a fresh target (xdpfab bench serve on the kernel UDP socket, a
@@ -56,7 +56,10 @@ checks that every fetch-add executed exactly once (distinct fetched values, the 
 counter). --rx shared (the default) has the process's shared receive poller serve
 every initiator's socket (reliable.Config.SharedPoll, udp.Options.SharedPoll); --rx
 own gives each initiator a receive goroutine of its own, its socket in Go's
-netpoller; --rx spin is shared with the poller spinning --spin (default 50us) for
+netpoller; --rx ring is shared with the initiators' sends batched across their
+sockets: what the poller's round of handlers sends (the completions' next
+operations, a datagram on each of many sockets) goes out at the round's end in one
+io_uring_enter (udp.Options.RingSend) instead of a sendmmsg per socket; --rx spin is shared with the poller spinning --spin (default 50us) for
 the next ready socket before it parks (rxpoll.SetSpin); --rx shared,spin,own runs
 them all for each peer count, one after the other, each row's ratio to the first
 phase of its own kind; --rx tgtspin is shared with the target's endpoint on its
@@ -82,6 +85,7 @@ type peersOptions struct {
 	spin     time.Duration
 	spinRx   bool     // the phase's shared poller spins (--rx spin)
 	spinTgt  bool     // the target's endpoint on its process's shared poller, spinning (--rx tgtspin, spinall)
+	ringTx   bool     // the initiators' sends batched across sockets through io_uring (--rx ring)
 	rxModes  []string // --rx, in order
 	out      string
 	key      uint64
@@ -103,7 +107,7 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 	addr := fs.String("addr", "127.0.0.1", "loopback address for the target and the initiators")
 	fs.BoolVar(&o.coalesce, "coalesce", false, "let the engines pack requests (packets per op then differ between phases)")
 	fs.StringVar(&o.out, "o", "text", "output `FORMAT`: text or json")
-	rx := fs.String("rx", "shared", "initiators' receive side: shared (one poller), spin (one poller spinning before it parks), own (a goroutine each), comma-separated")
+	rx := fs.String("rx", "shared", "initiators' receive side: shared (one poller), ring (shared, sends of a round in one io_uring_enter), spin (one poller spinning before it parks), own (a goroutine each), comma-separated")
 	fs.DurationVar(&o.spin, "spin", 50*time.Microsecond, "how long the shared poller spins before it parks with --rx spin")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write the initiators' CPU profile to `FILE`")
 	fs.Uint64Var(&o.key, "key", 0xbe7c4, "region key")
@@ -129,8 +133,8 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 		return nil, fmt.Errorf("%w: -o takes text or json", errUsage)
 	}
 	for _, m := range strings.Split(*rx, ",") {
-		if m = strings.TrimSpace(m); m != "shared" && m != "spin" && m != "tgtspin" && m != "spinall" && m != "own" {
-			return nil, fmt.Errorf("%w: --rx takes shared, spin, tgtspin, spinall and own", errUsage)
+		if m = strings.TrimSpace(m); m != "shared" && m != "spin" && m != "tgtspin" && m != "spinall" && m != "own" && m != "ring" {
+			return nil, fmt.Errorf("%w: --rx takes shared, ring, spin, tgtspin, spinall and own", errUsage)
 		}
 		o.rxModes = append(o.rxModes, strings.TrimSpace(m))
 	}
@@ -214,6 +218,7 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 				po := *o
 				po.ownRx, po.spinRx, po.spinTgt = m == "own", m == "spin" || m == "spinall", m == "tgtspin" || m == "spinall"
 				po.inVeth = nt == "veth"
+				po.ringTx = m == "ring"
 				r, err := runPeersPhase(&po, n, stderr)
 				if err != nil {
 					return fmt.Errorf("%d peers, net %s, rx %s: %w", n, nt, m, err)
@@ -237,7 +242,7 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (net lo: kernel UDP over loopback; veth: AF_XDP, the initiators' kernel sockets in a namespace of their own), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, spin: the poller spinning %v before it parks, tgtspin: the target's, spinall: both, own: a receive goroutine each\n",
+	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (net lo: kernel UDP over loopback; veth: AF_XDP, the initiators' kernel sockets in a namespace of their own), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, ring: and their sends of a poller round in one io_uring_enter, spin: the poller spinning %v before it parks, tgtspin: the target's, spinall: both, own: a receive goroutine each\n",
 		o.ops, o.inflight, onOff(o.coalesce), o.spin)
 	fmt.Fprintf(stdout, "%8s %5s %4s %7s %10s %12s %9s %9s %14s %12s %12s %12s %8s %s\n", "peers", "net", "tgt", "rx", "ops", "ops/s", "vs 1st", "per CPU", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
 	for _, r := range rows {
@@ -528,7 +533,7 @@ func newPeersLoad(o *peersOptions, target netip.AddrPort, n, total int) (*peersL
 	// stays in the namespace it was made in).
 	err := inNetns(ns, func() error {
 		for i := range n {
-			tr, err := udp.Listen(local, udp.Options{Batch: 8, SocketBuffer: 256 << 10, SharedPoll: !o.ownRx})
+			tr, err := udp.Listen(local, udp.Options{Batch: 8, SocketBuffer: 256 << 10, SharedPoll: !o.ownRx, RingSend: o.ringTx})
 			if err != nil {
 				return fmt.Errorf("initiator %d: %w", i, err)
 			}

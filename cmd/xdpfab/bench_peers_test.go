@@ -17,8 +17,9 @@ import (
 
 // TestBenchPeers runs the built binary's bench peers at a small scale (its
 // target is a child process of the binary), with the initiators on the
-// shared poller (spinning, and with the target's endpoint on its own
-// process's shared poller too) and with a receive goroutine each: every
+// shared poller (alone, with their sends batched through io_uring,
+// spinning, and with the target's endpoint on its own process's shared
+// poller too) and with a receive goroutine each: every
 // phase completes,
 // every fetch-add executed exactly once, and the report carries the
 // figures.
@@ -30,15 +31,16 @@ func TestBenchPeers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "bench", "peers", "--peers", "1,20", "--ops", "20", "--min-ops", "200",
-		"--inflight", "8", "--rx", "shared,spinall,own", "-o", "json").Output()
+		"--inflight", "8", "--rx", "shared,ring,spinall,own", "-o", "json").Output()
 	require.NoError(t, err, "%s", out)
 	var rows []peersPhase
 	require.NoError(t, json.Unmarshal(out, &rows), "%s", out)
-	require.Len(t, rows, 6)
+	require.Len(t, rows, 8)
 	for i, want := range []struct {
 		peers, ops int
 		rx         string
-	}{{1, 200, "shared"}, {1, 200, "spinall"}, {1, 200, "own"}, {20, 400, "shared"}, {20, 400, "spinall"}, {20, 400, "own"}} {
+	}{{1, 200, "shared"}, {1, 200, "ring"}, {1, 200, "spinall"}, {1, 200, "own"},
+		{20, 400, "shared"}, {20, 400, "ring"}, {20, 400, "spinall"}, {20, 400, "own"}} {
 		r := rows[i]
 		require.Equal(t, want.peers, r.Peers)
 		require.Equal(t, want.rx, r.Rx)
@@ -55,7 +57,8 @@ func TestBenchPeers(t *testing.T) {
 	}
 }
 
-// TestBenchPeersVeth runs bench peers with --net lo,veth at a small scale:
+// TestBenchPeersVeth runs bench peers with --net lo,veth at a small scale,
+// the initiators' sends plain and batched through io_uring (--rx ring):
 // the veth phases' targets serve on AF_XDP (their banner says xdp; the
 // loopback ones udp), every phase completes with every fetch-add executed
 // exactly once, the ratios are to each kind's own single peer, and the
@@ -69,7 +72,7 @@ func TestBenchPeersVeth(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "bench", "peers", "--peers", "1,20", "--ops", "20", "--min-ops", "200",
-		"--inflight", "8", "--net", "lo,veth", "--mode", "generic", "-o", "json")
+		"--inflight", "8", "--net", "lo,veth", "--rx", "shared,ring", "--mode", "generic", "-o", "json")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -77,15 +80,16 @@ func TestBenchPeersVeth(t *testing.T) {
 	pid := cmd.Process.Pid
 	var rows []peersPhase
 	require.NoError(t, json.Unmarshal(out, &rows), "%s", out)
-	require.Len(t, rows, 4)
+	require.Len(t, rows, 8)
 	for i, want := range []struct {
-		peers, ops     int
-		net, transport string
-	}{{1, 200, "lo", "udp"}, {1, 200, "veth", "xdp"}, {20, 400, "lo", "udp"}, {20, 400, "veth", "xdp"}} {
+		peers, ops         int
+		net, transport, rx string
+	}{{1, 200, "lo", "udp", "shared"}, {1, 200, "lo", "udp", "ring"}, {1, 200, "veth", "xdp", "shared"}, {1, 200, "veth", "xdp", "ring"},
+		{20, 400, "lo", "udp", "shared"}, {20, 400, "lo", "udp", "ring"}, {20, 400, "veth", "xdp", "shared"}, {20, 400, "veth", "xdp", "ring"}} {
 		r := rows[i]
 		require.Equal(t, want.peers, r.Peers)
 		require.Equal(t, want.net, r.Net)
-		require.Equal(t, "shared", r.Rx)
+		require.Equal(t, want.rx, r.Rx)
 		require.Equal(t, want.transport, r.Transport, "%+v", r)
 		require.Equal(t, want.ops, r.Ops)
 		require.True(t, r.ExactlyOnce, "%+v", r)

@@ -21,7 +21,12 @@
 // not an OS thread, when nothing is ready.
 //
 // Handlers run on the poller's goroutine one after another: a handler that
-// blocks holds up every other registration in the process.
+// blocks holds up every other registration in the process. The handlers of
+// one wake-up's ready descriptors form a round, and a RoundHook
+// (AddRoundHook, rounds.go) hears when a round starts, with its
+// descriptors, and when it ends: datapath/udp's ring sender receives from
+// all of the round's sockets and sends what their handlers sent in one
+// system call each (udp.Options.RingSend).
 //
 // Parking. With the spin set (SetSpin), a round that found ready
 // descriptors is followed, when the next look finds none, by more looks
@@ -76,9 +81,11 @@ type Poller struct {
 
 	events []unix.EpollEvent // the poller goroutine's
 	ready  []*Registration   // the registrations of events, resolved
-	n      int               // events of the current round
-	waitFn func(fd uintptr) bool
-	done   chan struct{} // closed when the goroutine ends
+	// readyFDs are their descriptors, for the round hooks.
+	readyFDs []int
+	n        int // events of the current round
+	waitFn   func(fd uintptr) bool
+	done     chan struct{} // closed when the goroutine ends
 	// lastReady is when a look last found ready descriptors (the poller
 	// goroutine's, for the spin).
 	lastReady time.Time
@@ -176,7 +183,7 @@ func newPoller() (*Poller, error) {
 		return nil, fmt.Errorf("rxpoll: %w", err)
 	}
 	p := &Poller{epfd: epfd, file: f, raw: raw, events: make([]unix.EpollEvent, maxEvents),
-		ready: make([]*Registration, 0, maxEvents), done: make(chan struct{})}
+		ready: make([]*Registration, 0, maxEvents), readyFDs: make([]int, 0, maxEvents), done: make(chan struct{})}
 	p.waitFn = p.poll
 	return p, nil
 }
@@ -285,7 +292,8 @@ func (p *Poller) poll(fd uintptr) bool {
 // OnComplete that opens an endpoint) without deadlocking; one removed
 // meanwhile is skipped under its own lock.
 func (p *Poller) dispatch() {
-	p.ready = p.ready[:0]
+	hs := roundHooks()
+	p.ready, p.readyFDs = p.ready[:0], p.readyFDs[:0]
 	p.mu.RLock()
 	for i := 0; i < p.n; i++ {
 		id := uint32(p.events[i].Fd)
@@ -294,8 +302,19 @@ func (p *Poller) dispatch() {
 			r = p.regs[id]
 		}
 		p.ready = append(p.ready, r)
+		if r != nil && len(hs) > 0 {
+			p.readyFDs = append(p.readyFDs, r.fd)
+		}
 	}
 	p.mu.RUnlock()
+	for _, h := range hs {
+		h.RoundStart(p.readyFDs)
+	}
+	defer func() {
+		for _, h := range hs {
+			h.RoundEnd()
+		}
+	}()
 	for i, r := range p.ready {
 		if r == nil {
 			continue

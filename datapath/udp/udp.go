@@ -17,7 +17,15 @@
 // sockaddr arrays are preallocated, so once warm a Receive or Send
 // allocates nothing. With Options.SharedPoll the socket is left out of the
 // netpoller entirely: the process's shared receive poller (datapath/rxpoll)
-// watches it (socket.go).
+// watches it (socket.go). With Options.RingSend too, what Send is given
+// while that poller runs a round of handlers is held and sent at the
+// round's end together with every other such transport's datagrams, in one
+// io_uring_enter for all their sockets (ringsend.go), and at the round's
+// start one datagram from each of its ready sockets is received in one
+// io_uring_enter for their Receive to hand over (ringrecv.go): for a
+// process with thousands of endpoints, whose operations complete and post
+// their successors on the poller's goroutine, two system calls per round
+// instead of a recvmmsg and a sendmmsg per datagram.
 //
 // The kernel neither resolves nor vets senders on this path: every
 // received packet carries datapath.NoMeta. Datagrams larger than the
@@ -78,6 +86,18 @@ type Options struct {
 	// and a Send that finds the socket buffer full, then block their OS
 	// thread in poll(2), 10 ms at a time (socket.go).
 	SharedPoll bool
+	// RingSend (with SharedPoll) holds what Send is given while the
+	// shared poller runs a round of handlers and sends it at the round's
+	// end, with the datagrams of every other transport using it, in one
+	// io_uring_enter (ringsend.go); outside a round Send sends at once.
+	// For processes with many endpoints, whose operations complete and
+	// post their successors on the poller's goroutine.
+	// The ring also receives: at a round's start one datagram from each
+	// ready socket of the transports using it, in one io_uring_enter,
+	// which their Receive then hands over. Listen fails with
+	// io_uring_setup's errno where the kernel has no io_uring (ENOSYS)
+	// or it is disabled (EPERM, kernel.io_uring_disabled).
+	RingSend bool
 }
 
 // Stats are the transport's counters.
@@ -86,6 +106,8 @@ type Stats struct {
 	RxTruncated          uint64 // datagrams larger than the receive buffer, dropped
 	TxErrors             uint64 // datagrams the kernel refused to send, dropped
 	Unreachable          uint64 // ICMP port-unreachable reports read from the error queue
+	TxRing               uint64 // of TxPackets, those the ring sender sent (Options.RingSend)
+	RxRing               uint64 // of RxPackets, those the ring sender received (Options.RingSend)
 }
 
 type mmsghdr struct {
@@ -131,8 +153,11 @@ type Transport struct {
 	rxMu   sync.Mutex // serializes Receive; guards rx
 	rx     batchState
 	rxWait bool
-	rxFn   func(fd uintptr) bool
-	errFn  func(fd uintptr) bool
+	// ringQuiet counts down the ring receives after which Receive looks
+	// for more with recvmmsg again (Options.RingSend).
+	ringQuiet int
+	rxFn      func(fd uintptr) bool
+	errFn     func(fd uintptr) bool
 
 	txMu sync.Mutex // serializes Send; guards tx
 	tx   batchState
@@ -141,9 +166,13 @@ type Transport struct {
 	closed     atomic.Bool
 	errPending atomic.Bool // a send saw a socket error: drain the error queue
 	gsoOff     atomic.Bool // UDP GSO disabled (by option, or the kernel refused it)
-	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach atomic.Uint64 }
+	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach, txRing, rxRing atomic.Uint64 }
 
 	paths *nexthop.Resolver // Options.PathChecks, else nil; immutable
+	ring  *ringSender       // Options.RingSend, else nil; immutable
+	// ringRxHeld is the ring sender's receive slot holding a datagram
+	// for this transport, or -1 (guarded by the ring sender's mu).
+	ringRxHeld int32
 }
 
 var (
@@ -163,6 +192,9 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 	}
 	if opts.Batch < 1 || opts.Batch > 1024 {
 		return nil, fmt.Errorf("udp listen: batch %d out of range 1..1024: %w", opts.Batch, fi.EINVAL)
+	}
+	if opts.RingSend && !opts.SharedPoll {
+		return nil, fmt.Errorf("udp listen: RingSend needs SharedPoll: %w", fi.EINVAL)
 	}
 	if opts.SocketBuffer == 0 {
 		opts.SocketBuffer = 4 << 20
@@ -204,6 +236,8 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 		is4:   network == "udp4",
 		rx:    newBatchState(opts.Batch),
 		tx:    newBatchState(opts.Batch),
+
+		ringRxHeld: -1,
 	}
 	t.rxFn = t.recvBatch
 	t.errFn = t.recvErrQueue
@@ -221,6 +255,16 @@ func Listen(addr netip.AddrPort, opts Options) (*Transport, error) {
 			raw.Close()
 			return nil, fmt.Errorf("udp listen %s: %w", addr, err)
 		}
+	}
+	if opts.RingSend {
+		if t.ring, err = useRingSender(); err != nil {
+			if t.paths != nil {
+				t.paths.Close()
+			}
+			raw.Close()
+			return nil, fmt.Errorf("udp listen %s: %w", addr, err)
+		}
+		t.ring.register(t)
 	}
 	return t, nil
 }
@@ -250,7 +294,8 @@ func (t *Transport) BatchSize() int { return t.batch }
 // Stats returns a snapshot of the counters.
 func (t *Transport) Stats() Stats {
 	return Stats{RxPackets: t.stats.rxPackets.Load(), TxPackets: t.stats.txPackets.Load(),
-		RxTruncated: t.stats.rxTrunc.Load(), TxErrors: t.stats.txErr.Load(), Unreachable: t.stats.unreach.Load()}
+		RxTruncated: t.stats.rxTrunc.Load(), TxErrors: t.stats.txErr.Load(), Unreachable: t.stats.unreach.Load(),
+		TxRing: t.stats.txRing.Load(), RxRing: t.stats.rxRing.Load()}
 }
 
 // PollFDs implements datapath.Pollable: the socket is readable when a
@@ -283,6 +328,9 @@ func (t *Transport) Close() error {
 	if t.paths != nil {
 		t.paths.Close()
 	}
+	if t.ring != nil {
+		t.ring.release(t) // nothing held names the descriptor once it is closed
+	}
 	return t.raw.Close()
 }
 
@@ -296,15 +344,43 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 	}
 	t.rxMu.Lock()
 	defer t.rxMu.Unlock()
-	b := &t.rx
 	for i := range pkts {
 		buf := pkts[i].Buf[:cap(pkts[i].Buf)]
 		if len(buf) == 0 {
 			return 0, fmt.Errorf("udp receive: packet %d has no buffer: %w", i, fi.EINVAL)
 		}
 		pkts[i].Buf = buf
-		b.iovs[i].Base = &buf[0]
-		b.iovs[i].SetLen(len(buf))
+	}
+	if t.ring != nil {
+		if n := t.ring.takeReceived(t, pkts); n > 0 {
+			// The socket may hold more (one busy peer's burst): look
+			// with recvmmsg, but after a look that found nothing only
+			// every ringQuietRounds-th time (thousands of sockets with a
+			// datagram each).
+			if len(pkts) == 1 || t.ringQuiet > 0 {
+				t.ringQuiet = max(t.ringQuiet-1, 0)
+				return n, nil
+			}
+			m, err := t.receiveLocked(pkts[1:], false)
+			if err != nil || m == 0 {
+				t.ringQuiet = ringQuietRounds
+			}
+			return n + m, nil // an error shows again in the next call
+		}
+	}
+	return t.receiveLocked(pkts, wait)
+}
+
+// ringQuietRounds: see Receive.
+const ringQuietRounds = 8
+
+// receiveLocked is Receive's recvmmsg path. t.rxMu is held; the buffers
+// are checked.
+func (t *Transport) receiveLocked(pkts []datapath.Packet, wait bool) (int, error) {
+	b := &t.rx
+	for i := range pkts {
+		b.iovs[i].Base = &pkts[i].Buf[0]
+		b.iovs[i].SetLen(len(pkts[i].Buf))
 	}
 	b.pkts = pkts
 	t.rxWait = wait
@@ -519,6 +595,13 @@ func (t *Transport) putSockaddr(sa *unix.RawSockaddrInet6, ap netip.AddrPort) (u
 
 // Send implements datapath.Transport.
 func (t *Transport) Send(pkts []datapath.Packet) error {
+	if t.ring != nil {
+		rest, err := t.ring.hold(t, pkts)
+		if err != nil || len(rest) == 0 {
+			return err
+		}
+		pkts = rest
+	}
 	t.txMu.Lock()
 	defer t.txMu.Unlock()
 	b := &t.tx

@@ -43,6 +43,13 @@
 // dead slots only, by compare-and-swap on seq), so marking it odd needs no
 // compare-and-swap either. The MR table's regions use them.
 //
+// AV tables use AVTable (avtable.go), the layout made compact for one
+// AV's peers (bpf/xdpfab.h, "Peer tables"): 32-byte slots, any bucket
+// count, one writer. A large insert's time is mostly the first touch of
+// the table's pages, so bytes an entry count more there than cache lines
+// a write; the MR table, written a registration at a time by several
+// processes, keeps Table.
+//
 // Failure modes. A table does not grow: Put fails with ErrFull when both
 // buckets of a key are full (the caller resizes by building a bigger
 // table and swapping it in, as av does, or refuses, as mr does). A process
