@@ -66,7 +66,8 @@ demo-mpi:
 	GO=$(GO) sh scripts/demo-mpi.sh
 
 # xdpfab bench over veth, side by side: AF_XDP vs kernel UDP socket, each
-# blocking, busy-polling and with FI_PROGRESS_MANUAL (root needed).
+# blocking, busy-polling and with FI_PROGRESS_MANUAL, in each PLACEMENT
+# (split: a CPU each, shared: one CPU; default both) (root needed).
 bench-veth:
 	GO=$(GO) sh scripts/bench-veth.sh
 

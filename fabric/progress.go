@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/datapath/reliable"
+	"github.com/xdpfab/xdpfab/internal/spinyield"
 )
 
 // Progress is enum fi_progress: who makes the datapath move.
@@ -295,9 +296,9 @@ func (s *progressSet) each(f func(*reliable.Engine) int) int {
 // run, and once its adaptive polling time (spinpark.go; spinBeforeSleep
 // after a packet came) has passed without a packet it sleeps in poll(2)
 // until a packet or a wake-up comes (when every endpoint's transport can
-// be polled; else it keeps spinning). A round that finds nothing offers the thread's processor to
-// other threads (yieldThread) and looks at the clock; while packets come
-// it looks every 64 rounds only.
+// be polled; else it keeps spinning). A round that finds nothing looks at
+// the clock and may offer the thread's processor to other threads
+// (spinyield.Yielder); while packets come it looks every 64 rounds only.
 //
 // Not Gosched more often: runtime.Gosched wakes an idle P's thread to
 // look for work, which then spins on another core. Yielding on every idle
@@ -317,10 +318,15 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 	intr0 := s.intr.Load()
 	lastYield, lastBusy := start, start
 	busy := false
+	var yielder spinyield.Yielder
 	for i := 1; ; i++ {
 		if s.run() > 0 {
 			busy = true
 			budget = spinBeforeSleep
+			// What it received may have been answered, waking a peer
+			// that may share this processor: yield at the next empty
+			// round again.
+			yielder.Reset()
 		}
 		if done() {
 			if i > 1 {
@@ -354,7 +360,7 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 			lastBusy, lastYield = now, now
 			continue
 		default:
-			yieldThread()
+			yielder.EmptyRound(now)
 		}
 		if now.Sub(lastYield) >= spinYieldInterval {
 			runtime.Gosched()
@@ -374,12 +380,14 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 func (s *progressSet) assistWait(deadline time.Time, forever bool, done func() bool) (held, ok bool) {
 	intr0 := s.intr.Load()
 	var start, spinUntil time.Time // from the first round that found nothing
+	var yielder spinyield.Yielder
 	for {
 		if s.drive() > 0 {
 			if done() {
 				s.recordWait(start)
 				return true, true
 			}
+			yielder.Reset() // as in spin: an answer may have woken a peer here
 			continue
 		}
 		if done() {
@@ -395,7 +403,7 @@ func (s *progressSet) assistWait(deadline time.Time, forever bool, done func() b
 			return done(), true
 		}
 		if now.Before(spinUntil) {
-			yieldThread()
+			yielder.EmptyRound(now)
 			continue
 		}
 		slice := sleepSlice

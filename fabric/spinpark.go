@@ -3,8 +3,6 @@ package fabric
 import (
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Spin, then park: how a blocking read (SRead, SReadCond, Cntr.Wait)
@@ -32,11 +30,16 @@ import (
 // ones by a quarter only, and a reader whose waits become short again
 // polls again within a few reads. Below spinMin a reader does not poll.
 //
-// While it polls without finding anything, the reader gives up its
-// processor to any other runnable thread (sched_yield(2)) between polls:
-// on an oversubscribed machine the peer process, or the thread that will
+// While it polls without finding anything, the reader offers its
+// processor to other runnable threads as internal/spinyield says: at its
+// first empty rounds, and then, once two yields in a row found the
+// processor otherwise idle (the peer on another one), only every
+// spinyield.Quiet, so a
+// ping-pong's replies are not found late by a system call (sched_yield,
+// 1.5-2 µs in a VM) in progress when they land; on a shared processor at
+// every empty round, so the peer process, or the thread that will
 // produce the completion, runs instead of waiting for the poller's time
-// slice to end. On an idle processor the call returns at once.
+// slice to end.
 
 // spinFloor is the margin added to twice a wait: what a wait of next to
 // nothing asks to poll for.
@@ -76,11 +79,4 @@ func (e *spinEstimate) record(d time.Duration) {
 		old = int64(spinBeforeSleep)
 	}
 	e.ns.Store(old + (target-old)/4 + 1)
-}
-
-// yieldThread offers the processor to other runnable threads
-// (sched_yield(2)). Raw: it never blocks, so the Go scheduler need not
-// hand this thread's P to another while it runs.
-func yieldThread() {
-	_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 }

@@ -15,6 +15,17 @@
 #
 # PHASES=REGEXP runs only the phases whose names match (bench run
 # --phases), e.g. PHASES='^(udp ping-pong|tagged ping-pong|fetch-add)'.
+#
+# PLACEMENT says where the two processes run (taskset), each placement a
+# run of every configuration, so a ratio compares a UDP ping-pong and an
+# xdpfab phase that had the same placement:
+#   split   the client on one CPU, the target on another (CPUs 0 and 1):
+#           each end that waits has its own CPU, idle while it sleeps
+#   shared  both on CPU 0: every message switches from one process to the
+#           other
+#   free    unpinned: the scheduler places them, and may move them between
+#           and within phases (what a run before PLACEMENT measured)
+# The default is "split shared" (just "shared" on one CPU).
 set -eu
 GO=${GO:-go}
 DURATION=${DURATION:-4s}
@@ -33,6 +44,19 @@ port=7472
 tmp=$(mktemp -d /tmp/xdpfab-bench.XXXXXX)
 bin=$tmp/bin
 srv_pid=
+ncpu=$(getconf _NPROCESSORS_ONLN)
+if [ "$ncpu" -ge 2 ]; then
+	PLACEMENT=${PLACEMENT:-split shared}
+else
+	PLACEMENT=${PLACEMENT:-shared}
+fi
+for pl in $PLACEMENT; do
+	case $pl in
+	split) [ "$ncpu" -ge 2 ] || { echo "bench-veth: placement split needs 2 CPUs" >&2; exit 2; } ;;
+	shared | free) ;;
+	*) echo "bench-veth: unknown placement $pl (split, shared, free)" >&2; exit 2 ;;
+	esac
+done
 
 cleanup() {
 	status=$?
@@ -90,13 +114,26 @@ run() { # transport, extra flags...
 	done
 }
 
+# pin: the command that runs the target (srv) or the client (cli) in the
+# current placement.
+pin() {
+	case $placement in
+	split) [ "$1" = srv ] && echo "taskset -c 1" || echo "taskset -c 0" ;;
+	shared) echo "taskset -c 0" ;;
+	free) ;;
+	esac
+}
+
 run1() { # build, transport, extra flags...
 	b=$1
 	tr=$2
 	shift 2
-	label=
-	[ -z "${BASE:-}" ] || { [ "$b" = xdpfab.base ] && label=" [base $base_rev]" || label=" [work tree]"; }
-	nsenter --net="/run/netns/$ns_srv" -- "$bin/$b" bench serve --addr "$ip_srv:$port" \
+	label=" [$placement]"
+	[ -z "${BASE:-}" ] || { [ "$b" = xdpfab.base ] && label="$label [base $base_rev]" || label="$label [work tree]"; }
+	# The previous target's output goes first: the wait below must not
+	# find its "run:" line before this target has started.
+	rm -f "$tmp/serve.out"
+	nsenter --net="/run/netns/$ns_srv" -- $(pin srv) "$bin/$b" bench serve --addr "$ip_srv:$port" \
 		--transport "$tr" "$@" --duration 120s >"$tmp/serve.out" 2>&1 &
 	srv_pid=$!
 	i=0
@@ -106,7 +143,7 @@ run1() { # build, transport, extra flags...
 		sleep 0.1
 	done
 	printf '\n== transport %s %s%s\n' "$tr" "$*" "$label"
-	nsenter --net="/run/netns/$ns_cli" -- "$bin/$b" bench run --peer "$ip_srv:$port" --addr "$ip_cli" \
+	nsenter --net="/run/netns/$ns_cli" -- $(pin cli) "$bin/$b" bench run --peer "$ip_srv:$port" --addr "$ip_cli" \
 		--transport "$tr" "$@" --duration "$DURATION" --count "$COUNT" ${PHASES:+--phases "$PHASES"} 2>"$tmp/run.err" || {
 		# The progress line went to run.err too: the error is its last line.
 		tr '\r' '\n' <"$tmp/run.err" | tail -n 2 >&2
@@ -117,8 +154,10 @@ run1() { # build, transport, extra flags...
 	srv_pid=
 }
 
-for tr in ${TRANSPORTS:-xdp udp}; do
-	run "$tr"
-	[ -n "${NO_BUSY:-}" ] || run "$tr" --busy-poll
-	run "$tr" --manual-progress
+for placement in $PLACEMENT; do
+	for tr in ${TRANSPORTS:-xdp udp}; do
+		run "$tr"
+		[ -n "${NO_BUSY:-}" ] || run "$tr" --busy-poll
+		run "$tr" --manual-progress
+	done
 done

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 	"github.com/xdpfab/xdpfab/datapath/rxpoll"
 	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/spinyield"
 	"github.com/xdpfab/xdpfab/mr"
 )
 
@@ -565,6 +567,9 @@ type benchReport struct {
 	Transport string `json:"transport"` // this end's: udp or xdp
 	BusyPoll  bool   `json:"busy_poll"`
 	Depth     int    `json:"depth"`
+	// CPUs is the CPUs this process may run on (its affinity, e.g. under
+	// taskset): where the client's ends of the ping-pongs ran.
+	CPUs string `json:"cpus"`
 	// Complete is false when the run was interrupted: phases not run are
 	// absent.
 	Complete bool `json:"complete"`
@@ -718,7 +723,7 @@ func benchRun(o *benchOptions, stdout, stderr io.Writer, done <-chan struct{}) e
 		c.results[i] = make([]byte, 8)
 	}
 	rep := &benchReport{Local: n.ep.LocalAddr().String(), Peer: peer.String(), Key: o.key,
-		Transport: transportName(n.dom.Transport()), BusyPoll: o.busyPoll, Depth: o.depth}
+		Transport: transportName(n.dom.Transport()), BusyPoll: o.busyPoll, Depth: o.depth, CPUs: cpuAffinity()}
 	err = c.runPhases(rep)
 	c.progress.clear()
 	if err != nil {
@@ -976,8 +981,8 @@ func (c *benchClient) pipelined(name string, dur time.Duration, depth, opBytes i
 }
 
 func printReport(w io.Writer, r *benchReport) {
-	fmt.Fprintf(w, "xdpfab bench: %s -> %s, key %#x, transport %s, busy-poll %s\n",
-		r.Local, r.Peer, r.Key, r.Transport, onOff(r.BusyPoll))
+	fmt.Fprintf(w, "xdpfab bench: %s -> %s, key %#x, transport %s, busy-poll %s, cpus %s\n",
+		r.Local, r.Peer, r.Key, r.Transport, onOff(r.BusyPoll), r.CPUs)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  phase\tops\ttime\trate\t")
 	row := func(name string, p *phaseResult, unit, extra string) {
@@ -1030,6 +1035,34 @@ func printReport(w io.Writer, r *benchReport) {
 }
 
 // si formats v with a k/M/G prefix and three significant digits.
+// cpuAffinity lists the CPUs this process may run on, as ranges
+// ("0-1", "0"), or "?" if the kernel will not say.
+func cpuAffinity() string {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return "?"
+	}
+	var b strings.Builder
+	for i := 0; i < len(set)*64; i++ {
+		if !set.IsSet(i) || (i > 0 && set.IsSet(i-1)) {
+			continue
+		}
+		j := i
+		for j+1 < len(set)*64 && set.IsSet(j+1) {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if j == i {
+			fmt.Fprintf(&b, "%d", i)
+		} else {
+			fmt.Fprintf(&b, "%d-%d", i, j)
+		}
+	}
+	return b.String()
+}
+
 func si(v float64) string {
 	for _, p := range []struct {
 		f float64
@@ -1189,8 +1222,9 @@ func sockaddrOf(ap netip.AddrPort, family int) unix.Sockaddr {
 
 // openUDPEcho opens the echo socket at addr on the calling thread and
 // starts serving it; busy spins with MSG_DONTWAIT receives while
-// datagrams come (until echoSpinIdle after the last), else receives block
-// (with a timeout, to notice Close).
+// datagrams come (until echoSpinIdle after the last; yielding as
+// internal/spinyield says), else receives block (with a timeout, to
+// notice Close).
 func openUDPEcho(addr netip.AddrPort, busy bool) (*udpEcho, error) {
 	fd, err := udpSocket(addr, netip.AddrPort{}, busy)
 	if err != nil {
@@ -1217,20 +1251,29 @@ func openUDPEcho(addr netip.AddrPort, busy bool) (*udpEcho, error) {
 func (e *udpEcho) serve(flags int) {
 	buf := make([]byte, 64<<10) // any datagram fits: none is cut short
 	var last time.Time          // when the last datagram came
+	var yielder spinyield.Yielder
 	for !e.stop.Load() {
 		n, from, err := unix.Recvfrom(e.fd, buf, flags)
 		if err != nil || from == nil {
 			// EAGAIN (timeout or nothing yet), EINTR, or an error an
 			// ICMP message left on the socket: none stops the echo.
-			if flags&unix.MSG_DONTWAIT != 0 && err == unix.EAGAIN && time.Since(last) > echoSpinIdle {
-				// Idle: wait for a datagram without spinning (and look
-				// at stop every udpResend).
-				pfd := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
-				_, _ = unix.Poll(pfd, int(udpResend/time.Millisecond))
+			if flags&unix.MSG_DONTWAIT != 0 && err == unix.EAGAIN {
+				if now := time.Now(); now.Sub(last) > echoSpinIdle {
+					// Idle: wait for a datagram without spinning (and
+					// look at stop every udpResend).
+					pfd := []unix.PollFd{{Fd: int32(e.fd), Events: unix.POLLIN}}
+					_, _ = unix.Poll(pfd, int(udpResend/time.Millisecond))
+				} else {
+					// Spinning: give the processor away as xdpfab's
+					// polling readers do, so a client on the same core
+					// runs.
+					yielder.EmptyRound(now)
+				}
 			}
 			continue
 		}
 		last = time.Now()
+		yielder.Reset()
 		// A full socket buffer drops the echo, as the network may.
 		if unix.Sendto(e.fd, buf[:n], unix.MSG_DONTWAIT, from) == nil {
 			e.echoed.Add(1)
@@ -1260,7 +1303,10 @@ func recvConnected(fd int, buf []byte, flags int) (int, error) {
 // server on c.udp, one in flight, for at most dur and c.o.count round
 // trips, and records every round trip from the first send to the echo.
 // An echo not back within udpResend counts the datagram lost and sends it
-// again; echoes of earlier datagrams are skipped. On interrupt it returns
+// again; echoes of earlier datagrams are skipped. With --busy-poll or
+// manual progress it spins on non-blocking receives and gives the
+// processor away as xdpfab's polling readers do (internal/spinyield), so
+// on a core shared with the echo both spin alike. On interrupt it returns
 // what was measured with errInterrupted.
 func (c *benchClient) udpPingPong(name string, dur time.Duration) (*phaseResult, error) {
 	flags := 0
@@ -1292,6 +1338,7 @@ ops:
 		if _, err := unix.Write(c.udp, out); err != nil {
 			return nil, c.udpErr(err)
 		}
+		var yielder spinyield.Yielder
 		for {
 			n, err := recvConnected(c.udp, in, flags)
 			if err == nil {
@@ -1305,6 +1352,9 @@ ops:
 			}
 			now := time.Now()
 			if now.Before(resendAt) {
+				if flags&unix.MSG_DONTWAIT != 0 {
+					yielder.EmptyRound(now) // as xdpfab's polling readers do
+				}
 				continue
 			}
 			if now.After(giveUp) {
