@@ -160,8 +160,8 @@
 //     at the target, but its results (fetched values, read data) and its
 //     status are unknown.
 //   - Peers: at most Config.MaxPeers (16384) target states; a new source
-//     beyond that evicts the state idle longest (found in constant time,
-//     peerlru.go) if it has been idle for twice the retry budget, and is
+//     beyond that evicts the state idle longest (found in amortized
+//     constant time, peerlru.go) if it has been idle for twice the retry budget, and is
 //     dropped (DropPeerTableFull, back-pressure) otherwise. Stats.CacheBytes,
 //     TargetPeers and TxBytes report the use.
 //
@@ -474,18 +474,25 @@ func (p *txPeer) slot(seq uint32) *txSlot {
 
 // rxPeer is the target state for one peer. Confined to the receive
 // goroutine. It is a few hundred bytes; what the peer has in flight lives
-// in the endpoint's rxStore.
+// in the endpoint's rxStore. The fields a request reads come first, with
+// the replay window's bitmap, in the first two cache lines: with
+// thousands of peers a request finds its state out of cache, and each
+// line more is a miss more.
 type rxPeer struct {
 	peer    Peer
 	session uint32
-	win     replayWindow
 	// acked is the highest Ack the peer's requests carried: it has the
 	// responses to every request below it.
 	acked      uint32
-	held       entList // out-of-order requests, in rxStore, by seq
-	cache      entList // responses not yet acknowledged, in rxStore, by seq
-	lastActive int64   // engine clock of the last request
-	needAck    bool
+	win        replayWindow
+	held       entList   // out-of-order requests, in rxStore, by seq
+	cache      entList   // responses not yet acknowledged, in rxStore, by seq
+	lastActive int64     // engine clock of the last request
+	winBits    [4]uint64 // win's bitmap, for windows up to 256
+	// lruAt is when the state last moved to the front of Engine.rxLRU
+	// (peerlru.go: the order lags activity by up to lruLag).
+	lruAt   int64
+	needAck bool
 	// lruPrev and lruNext link Engine.rxLRU.
 	lruPrev, lruNext *rxPeer
 	// retired are the peer's sessions that this state left for a newer
@@ -559,7 +566,7 @@ type Engine struct {
 	rxMu    sync.Mutex
 	batchMu sync.Mutex    // held from a received batch to its flushed responses (see Close)
 	reader  *epoch.Reader // Config.Epochs' reader (nil: none)
-	rxPeers map[Peer]*rxPeer
+	rxPeers rxPeerTable
 	// The gauges' last stored values (showRxGauges).
 	cacheBytesShown, targetPeersShown int64
 	rxLRU                             peerLRU       // rxPeers by activity
@@ -646,7 +653,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		peers:   make(map[Peer]*txPeer),
 		ops:     make([]op, cfg.MaxOps),
 		freeOps: make([]int32, cfg.MaxOps),
-		rxPeers: make(map[Peer]*rxPeer),
+		rxPeers: newRxPeerTable(),
 		store:   newRxStore(cfg.CacheBytes, cfg.MaxPacket),
 		tombs:   make(map[Peer]tomb),
 		done:    make(chan struct{}),
@@ -875,7 +882,7 @@ func (e *Engine) ForgetPeer(peer Peer) {
 func (e *Engine) dropForgotten() {
 	e.mu.Lock()
 	for _, p := range e.forget {
-		if rp := e.rxPeers[p]; rp != nil {
+		if rp := e.rxPeers.get(p); rp != nil {
 			t := tomb{sessions: rp.retired, until: e.now() + e.retryBudget()}
 			t.sessions.add(rp.session)
 			e.bury(p, t)
@@ -916,7 +923,7 @@ func (e *Engine) showRxGauges() {
 		e.cacheBytesShown = n
 		e.stats.cacheBytes.Store(n)
 	}
-	if n := int64(len(e.rxPeers)); n != e.targetPeersShown {
+	if n := int64(e.rxPeers.len()); n != e.targetPeersShown {
 		e.targetPeersShown = n
 		e.stats.targetPeers.Store(n)
 	}
@@ -1942,9 +1949,7 @@ func (e *Engine) Close() error {
 	e.tmRun.Lock()
 	e.tmRun.Unlock() //nolint:staticcheck // an empty critical section: waiting for a run
 	e.rxMu.Lock()
-	for _, rp := range e.rxPeers {
-		e.forgetShared(rp)
-	}
+	e.rxPeers.each(e.forgetShared)
 	e.reader.Close() // no batch runs any more
 	e.rxMu.Unlock()
 	var out []Completion
