@@ -1773,9 +1773,9 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 		e.flushRx()
 		e.batchMu.Unlock()
 	}
-	for i := range e.rxPkts {
-		e.rxPkts[i].Buf = e.rxPkts[i].Buf[:cap(e.rxPkts[i].Buf)]
-	}
+	// The transport receives into the buffers' whole capacity
+	// (datapath.Packet): no need to reslice them here, which with
+	// thousands of engines would touch a batch of cold packets each time.
 	n, err := e.tr.Receive(e.rxPkts, wait)
 	if e.forgetSet.Load() {
 		e.dropForgotten()
