@@ -548,7 +548,6 @@ type Engine struct {
 	forgetSet atomic.Bool       // forget is non-empty
 	timerArm  bool              // the timer scheduler has a deadline to watch (timers.go)
 	timerNext int64             // ... and it is this one
-	bld       wire.Builder
 	// Initiator buffers: request packets are built in txBuild and kept in
 	// a slot buffer of their size from txPool (see buildPacket). Buffers
 	// freed while txq may point at them wait in txLater until it is sent.
@@ -1039,8 +1038,22 @@ func (e *Engine) pump(p *txPeer) {
 func (e *Engine) buildPacket(p *txPeer) {
 	seq := p.nextSeq
 	s := e.newSlot(p, seq)
-	b := &e.bld
-	b.Reset(e.txBuild[:e.cfg.MaxPacket:e.cfg.MaxPacket], wire.Header{Type: wire.TypeReq, SrcEP: e.cfg.EndpointID, DstEP: p.peer.EP,
+	// A small packet is built in the process's spare build buffer when no
+	// other engine is building in it (with thousands of engines the
+	// engine's own is out of cache; the spare is warm), else in txBuild,
+	// and so is one that starts with bulk data (the slot takes txBuild).
+	var spare *buildBuffer
+	if h := &e.ops[p.qhead]; h.total-h.sent <= e.cfg.MaxPacket/4 ||
+		h.req.Opcode != wire.OpMsg && h.req.Opcode != wire.OpRMAWrite {
+		spare = spareBuild.Swap(nil)
+	}
+	build := e.txBuild
+	if spare != nil {
+		build = spare.buf
+	}
+	var bb wire.Builder // on the stack: an engine's own would be cold
+	b := &bb
+	b.Reset(build[:e.cfg.MaxPacket:e.cfg.MaxPacket], wire.Header{Type: wire.TypeReq, SrcEP: e.cfg.EndpointID, DstEP: p.peer.EP,
 		AuthKey: e.ops[p.qhead].req.AuthKey, Session: p.session, Seq: seq, Ack: p.base})
 	s.nsegs = 0
 	respRoom := e.cfg.MaxPacket - wire.HeaderLen
@@ -1123,7 +1136,7 @@ func (e *Engine) buildPacket(p *txPeer) {
 			p.qtail = -1
 		}
 		o.next = -1
-		e.markLast(e.txBuild, b.NumOps()-1)
+		e.markLast(build, b.NumOps()-1)
 		if p.qhead >= 0 && e.ops[p.qhead].req.Flags&fi.FENCE != 0 {
 			break
 		}
@@ -1131,13 +1144,16 @@ func (e *Engine) buildPacket(p *txPeer) {
 	pkt := b.Finish()
 	// The slot keeps the packet in a buffer of its size: a copy of a small
 	// one, the build buffer itself (replaced from the pool) for a large
-	// one, so bulk data is not copied twice.
-	if len(pkt) > e.cfg.MaxPacket/2 {
+	// one built in txBuild, so bulk data is not copied twice.
+	if spare == nil && len(pkt) > e.cfg.MaxPacket/2 {
 		s.buf = e.txBuild
 		e.txBuild, _ = e.txPool.get(e.cfg.MaxPacket)
 	} else {
 		s.buf, _ = e.txPool.get(len(pkt))
 		copy(s.buf, pkt)
+	}
+	if spare != nil {
+		spareBuild.Store(spare)
 	}
 	s.seq, s.n = seq, len(pkt)
 	if p.est.srtt == 0 {
@@ -1155,6 +1171,14 @@ func (e *Engine) buildPacket(p *txPeer) {
 	e.stats.txRequests.Add(1)
 	e.queueTx(s.buf[:s.n], p.peer.Addr)
 }
+
+// spareBuild is the process's spare build buffer (buildPacket), nil while
+// an engine builds in it. Of the largest packet size, never in a pool.
+var spareBuild atomic.Pointer[buildBuffer]
+
+type buildBuffer struct{ buf []byte }
+
+func init() { spareBuild.Store(&buildBuffer{buf: make([]byte, wire.MaxPacketLen)}) }
 
 // markLast sets OpLast in descriptor i of an encoded request being built.
 func (e *Engine) markLast(buf []byte, i int) {
