@@ -1780,6 +1780,30 @@ func (e *Engine) Progress(wait bool) (int, error) {
 	return n, nil
 }
 
+// spareRx is the process's spare receive buffer (progressLocked), nil
+// while a polled engine's batch uses it: on the shared poller engines
+// take turns, so one warm buffer serves them all. Nothing refers to a
+// received packet's bytes after its batch (held requests and responses
+// are copied into the rxStore, results into the caller's buffers).
+var spareRx atomic.Pointer[rxBuffer]
+
+type rxBuffer struct{ buf []byte }
+
+func init() { spareRx.Store(&rxBuffer{buf: make([]byte, wire.MaxPacketLen)}) }
+
+// giveBackRx puts the engine's own buffer back where the spare ended up
+// (a transport may reorder a batch's packets, lossy does) and returns
+// the spare.
+func (e *Engine) giveBackRx(spare *rxBuffer, own []byte) {
+	for i := range e.rxPkts { // the first, unless reordered
+		if b := e.rxPkts[i].Buf; cap(b) > 0 && &b[:1][0] == &spare.buf[0] {
+			e.rxPkts[i].Buf = own
+			break
+		}
+	}
+	spareRx.Store(spare)
+}
+
 // progress receives and processes one batch. rxMu confines the receive
 // state to one goroutine at a time.
 func (e *Engine) progress(wait bool) (int, error) {
@@ -1800,6 +1824,15 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	// The transport receives into the buffers' whole capacity
 	// (datapath.Packet): no need to reslice them here, which with
 	// thousands of engines would touch a batch of cold packets each time.
+	// On the shared poller the first packet goes into the process's spare
+	// receive buffer, warm where the engine's own is not (spareRx).
+	if e.polled != nil && !wait {
+		if spare := spareRx.Swap(nil); spare != nil {
+			own := e.rxPkts[0].Buf
+			e.rxPkts[0].Buf = spare.buf[:e.cfg.MaxPacket:e.cfg.MaxPacket]
+			defer e.giveBackRx(spare, own)
+		}
+	}
 	n, err := e.tr.Receive(e.rxPkts, wait)
 	if e.forgetSet.Load() {
 		e.dropForgotten()
