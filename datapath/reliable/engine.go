@@ -620,6 +620,9 @@ type Engine struct {
 	// polled is the engine's registration with the shared poller
 	// (Config.SharedPoll), nil when it has a receive goroutine.
 	polled *rxpoll.Registration
+	// onPoller: the shared poller runs the receive side (set before it
+	// may, unlike polled).
+	onPoller bool
 
 	pollMu  sync.Mutex
 	pollBuf []unix.PollFd // guarded by pollMu: see pollFDsLocked
@@ -1826,7 +1829,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	// thousands of engines would touch a batch of cold packets each time.
 	// On the shared poller the first packet goes into the process's spare
 	// receive buffer, warm where the engine's own is not (spareRx).
-	if e.polled != nil && !wait {
+	if e.onPoller && !wait {
 		if spare := spareRx.Swap(nil); spare != nil {
 			own := e.rxPkts[0].Buf
 			e.rxPkts[0].Buf = spare.buf[:e.cfg.MaxPacket:e.cfg.MaxPacket]
