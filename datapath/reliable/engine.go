@@ -161,8 +161,10 @@
 //     status are unknown.
 //   - Peers: at most Config.MaxPeers (16384) target states; a new source
 //     beyond that evicts the state idle longest (found in amortized
-//     constant time, peerlru.go) if it has been idle for twice the retry budget, and is
-//     dropped (DropPeerTableFull, back-pressure) otherwise. Stats.CacheBytes,
+//     constant time, peerlru.go; the order lags activity by an eighth
+//     of the retry budget) if it has been idle for twice the retry
+//     budget, and is dropped (DropPeerTableFull, back-pressure)
+//     otherwise. Stats.CacheBytes,
 //     TargetPeers and TxBytes report the use.
 //
 // Concurrency: Submit and Flush may be called from any goroutine. The
