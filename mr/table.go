@@ -236,7 +236,8 @@ type Table struct {
 	mode       Mode // effective (FI_MR_BASIC resolved)
 	domainID   uint32
 	mirror     Mirror
-	mapMirror  *MapMirror // mirror, when it is one: called without the interface
+	mapMirror  *MapMirror    // mirror, when it is one: called without the interface
+	kprefix    ktable.Prefix // mapMirror's hash prefix of this domain's keys (slotKey's key[0])
 	authKey    []byte
 	authDigest uint32 // AuthDigest(authKey), computed once
 	owner      fi.FID
@@ -311,6 +312,9 @@ func NewTable(cfg Config) (*Table, error) {
 		mapped:     map[uint64]int{},
 	}
 	t.mapMirror, _ = cfg.Mirror.(*MapMirror)
+	if t.mapMirror != nil {
+		t.kprefix = t.mapMirror.t.Prefix(uint64(t.domainID))
+	}
 	if t.maxRegions == 0 {
 		t.maxRegions = DefaultMaxRegions
 	}
@@ -604,7 +608,7 @@ func (t *Table) mirrorUpdate(r *region, enabled bool) error {
 		t.slotKey(&k, r)
 		slotValue(&v, r, flags)
 		if r.kref == 0 {
-			r.kref, err = mm.add(&k, &v)
+			r.kref, err = mm.add(t.kprefix, &k, &v)
 		} else {
 			r.kref, err = mm.setAt(r.kref, &k, &v)
 		}

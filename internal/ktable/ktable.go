@@ -359,8 +359,24 @@ func mix(x uint64) uint64 {
 
 // Hash is kt_hash of bpf/xdpfab.c.
 func Hash(seed uint64, k *Key) uint64 {
-	h := mix(seed ^ k[0])
-	h = mix(h ^ k[1])
+	return HashFrom(PrefixOf(seed, k[0]), k)
+}
+
+// Prefix is the first of Hash's three rounds, which reads only key[0]
+// (and the table's seed): a writer whose keys all share key[0] (an MR
+// Table's: its domain_id) computes it once (Table.Prefix) and hashes each
+// key with the two rounds left (HashFrom, AddFrom).
+type Prefix uint64
+
+// Prefix returns the Prefix of keys whose key[0] is k0 in t.
+func (t *Table) Prefix(k0 uint64) Prefix { return PrefixOf(t.seed, k0) }
+
+// PrefixOf returns the Prefix of keys whose key[0] is k0 under seed.
+func PrefixOf(seed, k0 uint64) Prefix { return Prefix(mix(seed ^ k0)) }
+
+// HashFrom is Hash of k, whose key[0] has the Prefix p.
+func HashFrom(p Prefix, k *Key) uint64 {
+	h := mix(uint64(p) ^ k[1])
 	return mix(h ^ k[2])
 }
 
@@ -519,26 +535,31 @@ func emptier(b1, b2 *bucket) (*slot, uint32, uint32) {
 
 // free returns the first stable free or dead slot of b, its seq and
 // state, and how many such slots b has, counting no further than enough.
+//
+// A slot's seq and state are read with one 8-byte load (seqState): two
+// 4-byte loads a slot, five slots a registration, were a measurable part
+// of the claim.
 func free(b *bucket, enough int) (first *slot, seq, state uint32, n int) {
 	for i := range b {
-		if n == enough {
-			break
-		}
 		s := &b[i]
-		q := atomic.LoadUint32(&s.seq)
-		if q&1 != 0 {
+		w := atomic.LoadUint64(seqState(s))
+		// Even seq, state KT_FREE (0) or KT_DEAD (2).
+		if w&1 != 0 || (w>>32)&^stateDead != 0 {
 			continue
 		}
-		st := atomic.LoadUint32(&s.state)
-		if st == stateFree || st == stateDead {
-			if n == 0 {
-				first, seq, state = s, q, st
-			}
-			n++
+		if n == 0 {
+			first, seq, state = s, uint32(w), uint32(w>>32)
+		}
+		if n++; n == enough {
+			break
 		}
 	}
 	return first, seq, state, n
 }
+
+// seqState returns s's seq and state words as one: seq in the low 32 bits
+// and state in the high (little-endian; slots are 64-byte aligned).
+func seqState(s *slot) *uint64 { return (*uint64)(unsafe.Pointer(&s.seq)) }
 
 // Delete removes k; it reports whether k was there.
 func (t *Table) Delete(k *Key) bool {
@@ -607,7 +628,18 @@ func (t *Table) slotOf(r Ref) *slot {
 // full. It skips the search Put makes for k: a registration then costs
 // the claim of a free slot, not a read of both buckets.
 func (t *Table) Add(k *Key, v *Value) (Ref, error) {
-	h := Hash(t.seed, k)
+	return t.addH(k, v, Hash(t.seed, k))
+}
+
+// AddFrom is Add of k whose key[0] has the Prefix p (Table.Prefix of
+// k[0]; a wrong p puts k where no reader looks): one round of the hash
+// less.
+func (t *Table) AddFrom(p Prefix, k *Key, v *Value) (Ref, error) {
+	return t.addH(k, v, HashFrom(p, k))
+}
+
+// addH is Add of k, whose hash is h.
+func (t *Table) addH(k *Key, v *Value, h uint64) (Ref, error) {
 	if t.tags != nil {
 		return t.ownPutH(k, v, h, false)
 	}

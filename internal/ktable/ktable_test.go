@@ -556,3 +556,44 @@ func requireAllButThirds(t *testing.T, tab *ktable.Table, n int) int {
 	require.Equal(t, want, tab.Len())
 	return want
 }
+
+// TestAddFrom: keys sharing key[0] entered with AddFrom and their
+// Prefix (as an MR Table does with its domain_id) are where Hash puts
+// them: another mapping's Get, which hashes the whole key, finds each,
+// and they are deleted and reused as Add's are. HashFrom equals Hash.
+func TestAddFrom(t *testing.T) {
+	testenv.RequirePriv(t)
+	for _, owned := range []bool{false, true} {
+		tab, other := writerAndReader(t, 300, owned)
+		const k0 = 0x1234_0000_0007
+		p := tab.Prefix(k0)
+		keyOf := func(i int) ktable.Key { return ktable.Key{k0, uint64(i) * 0x9e3779b9, 0} }
+		refs := make([]ktable.Ref, 300)
+		for i := range refs {
+			k, v := keyOf(i), value(i)
+			var err error
+			refs[i], err = tab.AddFrom(p, &k, &v)
+			require.NoError(t, err)
+			got, ok := other.Get(&k)
+			require.True(t, ok, "key %d", i)
+			require.Equal(t, value(i), got)
+		}
+		for i := range refs {
+			k := keyOf(i)
+			require.True(t, tab.DeleteAt(refs[i], &k))
+			_, ok := other.Get(&k)
+			require.False(t, ok)
+		}
+		for i := range refs { // tombstones reused
+			k, v := keyOf(i), value(i)
+			_, err := tab.AddFrom(p, &k, &v)
+			require.NoError(t, err)
+		}
+		require.Equal(t, 300, tab.Len())
+		require.Zero(t, tab.Dead())
+	}
+	for i := range 1000 {
+		seed, k := uint64(i)*0xabcdef12345, key(i)
+		require.Equal(t, ktable.Hash(seed, &k), ktable.HashFrom(ktable.PrefixOf(seed, k[0]), &k))
+	}
+}
