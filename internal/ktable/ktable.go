@@ -443,12 +443,11 @@ func (t *Table) Put(k *Key, v *Value) error {
 // stores in order), so the final seq store publishes them. Each
 // sync/atomic store would be a locked XCHG on x86-64, ~10 of them a
 // write. The mapping is not Go memory, which the race detector does not
-// watch.
+// watch. State and seq go in one 8-byte store (seqState).
 func fill(s *slot, seq uint32, k *Key, v *Value) {
 	s.key[0], s.key[1], s.key[2] = k[0], k[1], k[2]
 	setValue(s, v)
-	s.state = stateUsed
-	memorder.StoreRelease32(&s.seq, seq+2)
+	memorder.StoreRelease64(seqState(s), seqStateOf(seq+2, stateUsed))
 }
 
 // rewrite sets the value of slot s, in use at even seq, for its only
@@ -558,8 +557,12 @@ func free(b *bucket, enough int) (first *slot, seq, state uint32, n int) {
 }
 
 // seqState returns s's seq and state words as one: seq in the low 32 bits
-// and state in the high (little-endian; slots are 64-byte aligned).
+// and state in the high (little-endian; slots are 64-byte aligned, so an
+// 8-byte store of both is one access, of which no reader sees half).
 func seqState(s *slot) *uint64 { return (*uint64)(unsafe.Pointer(&s.seq)) }
+
+// seqStateOf is the word seqState names holding seq and state.
+func seqStateOf(seq, state uint32) uint64 { return uint64(seq) | uint64(state)<<32 }
 
 // Delete removes k; it reports whether k was there.
 func (t *Table) Delete(k *Key) bool {
@@ -584,12 +587,11 @@ func (t *Table) Delete(k *Key) bool {
 	}
 }
 
-// kill marks the claimed slot s dead and releases it. It keeps the key
-// words: a reader comparing them without the second seq read then still
-// finds the slot and sees it dead.
+// kill marks the claimed slot s dead and releases it, with one 8-byte
+// store of state and seq. It keeps the key words: a reader comparing them
+// without the second seq read then still finds the slot and sees it dead.
 func kill(s *slot, seq uint32) {
-	s.state = stateDead
-	memorder.StoreRelease32(&s.seq, seq+2)
+	memorder.StoreRelease64(seqState(s), seqStateOf(seq+2, stateDead))
 }
 
 // uncounted updates the header's counts for an entry that became a
@@ -673,12 +675,12 @@ func (t *Table) held(r Ref, k *Key) (*slot, uint32) {
 	if s == nil {
 		return nil, 0
 	}
-	seq := atomic.LoadUint32(&s.seq)
-	if seq&1 != 0 || atomic.LoadUint32(&s.state) != stateUsed || atomic.LoadUint64(&s.key[0]) != k[0] ||
+	w := atomic.LoadUint64(seqState(s))
+	if w != seqStateOf(uint32(w)&^1, stateUsed) || atomic.LoadUint64(&s.key[0]) != k[0] ||
 		atomic.LoadUint64(&s.key[1]) != k[1] || atomic.LoadUint64(&s.key[2]) != k[2] {
-		return nil, 0
+		return nil, 0 // odd seq, not in use, or another key
 	}
-	return s, seq
+	return s, uint32(w)
 }
 
 // SetAt sets the value of k, which Add put at r, and returns where k is
@@ -706,12 +708,16 @@ func (t *Table) SetAt(r Ref, k *Key, v *Value) (Ref, error) {
 // locked instruction (x86-64 keeps them in order: anything the caller
 // does that others can see comes after them). mr's Close takes its
 // table's lock right after, before it returns.
+//
+// The slot is not marked odd first: the kill changes only its state and
+// seq, in one 8-byte store (kill), so a reader sees the slot in use at
+// seq or dead at seq+2, never between; no other writer claims a slot in
+// use.
 func (t *Table) DeleteAt(r Ref, k *Key) bool {
 	s, seq := t.held(r, k)
 	if s == nil {
 		return t.Delete(k)
 	}
-	memorder.StoreRelease32(&s.seq, seq+1)
 	kill(s, seq)
 	if t.tags != nil {
 		bi, i := uint64(r)/Ways, r%Ways
