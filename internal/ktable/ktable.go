@@ -41,7 +41,14 @@
 // no search), after checking that it still holds the key in use. A slot in
 // use is written only by its key's writer (other writers claim free or
 // dead slots only, by compare-and-swap on seq), so marking it odd needs no
-// compare-and-swap either. The MR table's regions use them.
+// compare-and-swap either. The MR table's regions use them. A writer
+// whose keys share key[0] (an MR Table's: its domain_id) hashes that word
+// once (Prefix) and enters keys with AddFrom, one of the hash's three
+// rounds less a key. A slot's seq and state are adjacent and 8-byte
+// aligned, so writers read them with one load (the free-slot scan, the
+// check of a Ref) and release a slot with one store of both; DeleteAt
+// kills a slot it holds in use with that one store, without marking it
+// odd first (bpf/xdpfab.h's seqlock text says why readers are safe).
 //
 // AV tables use AVTable (avtable.go), the layout made compact for one
 // AV's peers (bpf/xdpfab.h, "Peer tables"): 32-byte slots, any bucket

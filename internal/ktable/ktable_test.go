@@ -597,3 +597,55 @@ func TestAddFrom(t *testing.T) {
 		require.Equal(t, ktable.Hash(seed, &k), ktable.HashFrom(ktable.PrefixOf(seed, k[0]), &k))
 	}
 }
+
+// BenchmarkAddDeleteAt is the MR table's part of a reg+close: a key
+// entered with AddFrom (its Prefix computed once) and deleted at its Ref, in a half-full table
+// opened uncounted as the MR table is; "samekey" enters one key each
+// time (BenchmarkRegCloseBPF's), "1kkeys" cycles through 1024 keys of
+// one domain.
+func BenchmarkAddDeleteAt(b *testing.B) {
+	testenv.RequirePriv(b)
+	for _, n := range []int{1, 1024} {
+		name := "samekey"
+		if n > 1 {
+			name = "1kkeys"
+		}
+		b.Run(name, func(b *testing.B) {
+			sp := spec()
+			sp.MaxEntries = 1 + 1<<15
+			m, err := ebpf.NewMap(sp)
+			require.NoError(b, err)
+			defer m.Close()
+			tab, err := ktable.OpenUncounted(m, 3)
+			require.NoError(b, err)
+			defer tab.Close()
+			for i := range 1 << 17 { // half full, as a busy table
+				k, v := key(i+1000), value(i)
+				require.NoError(b, tab.Put(&k, &v))
+			}
+			const domain = 7
+			p := tab.Prefix(domain)
+			keys := make([]ktable.Key, n)
+			for i := range keys {
+				keys[i] = ktable.Key{domain, uint64(i) * 0x9e3779b97f4a7c15, 0}
+			}
+			v := value(1)
+			i := 0
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			start := threadCPU(b)
+			for b.Loop() {
+				k := &keys[i]
+				if i++; i == n {
+					i = 0
+				}
+				r, err := tab.AddFrom(p, k, &v)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tab.DeleteAt(r, k)
+			}
+			b.ReportMetric(float64(threadCPU(b)-start)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
