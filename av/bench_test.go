@@ -178,7 +178,7 @@ func BenchmarkInsert1M(b *testing.B) {
 					b.StopTimer()
 					before := heapInUse()
 					b.StartTimer()
-					start := threadCPU(b)
+					start := testenv.ThreadCPU(b)
 					a, err := Open(Attr{Type: typ, Count: n}, nil, opts...)
 					if err != nil {
 						b.Fatal(err)
@@ -187,7 +187,7 @@ func BenchmarkInsert1M(b *testing.B) {
 					if err != nil || got != n {
 						b.Fatal(got, err)
 					}
-					cpu += threadCPU(b) - start
+					cpu += testenv.ThreadCPU(b) - start
 					b.StopTimer()
 					retained = heapInUse() - before
 					if mode == "kernel" && a.KernelMap() == nil {
@@ -204,7 +204,7 @@ func BenchmarkInsert1M(b *testing.B) {
 				}
 				b.ReportMetric(float64(retained)/n, "retained-B/entry")
 				// The inserting thread's CPU time, kernel work in its
-				// syscalls included (see cpuTimer): wall time on a loaded
+				// syscalls included (see testenv.CPUTimer): wall time on a loaded
 				// machine is mostly time spent descheduled.
 				b.ReportMetric(float64(cpu)/1e9/float64(b.N), "cpu-s/op")
 			})
@@ -235,7 +235,7 @@ func BenchmarkLookup(b *testing.B) {
 		}{{"hot1k", hotSet(n, 1024)}, {"all1M", rand.Perm(n)}} {
 			b.Run(typ.String()+"/AddrPort/"+set.name, func(b *testing.B) {
 				b.ReportAllocs()
-				stop := cpuTimer(b)
+				stop := testenv.CPUTimer(b)
 				i := 0
 				for b.Loop() {
 					if _, ok := a.AddrPort(out[set.order[i]]); !ok {
@@ -249,7 +249,7 @@ func BenchmarkLookup(b *testing.B) {
 			})
 			b.Run(typ.String()+"/FIAddr/"+set.name, func(b *testing.B) {
 				b.ReportAllocs()
-				stop := cpuTimer(b)
+				stop := testenv.CPUTimer(b)
 				i := 0
 				for b.Loop() {
 					if a.FIAddr(peers[set.order[i]]) == fi.AddrNotAvail {
@@ -290,29 +290,6 @@ func BenchmarkLookup(b *testing.B) {
 		}
 		a.Close()
 	}
-}
-
-// cpuTimer measures the CPU time the benchmark's thread spends in the loop
-// and reports it as cpu-ns/op beside ns/op (as mr's benchmarks do): on a
-// machine shared with other work wall time per op includes time spent
-// descheduled, CPU time does not. Call the returned func right after the
-// loop.
-func cpuTimer(b *testing.B) func() {
-	runtime.LockOSThread()
-	start := threadCPU(b)
-	return func() {
-		d := threadCPU(b) - start
-		runtime.UnlockOSThread()
-		b.ReportMetric(float64(d)/float64(b.N), "cpu-ns/op")
-	}
-}
-
-func threadCPU(b *testing.B) int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		b.Fatal(err)
-	}
-	return ts.Nano()
 }
 
 // hotSet returns k indices spread over 0..n-1.
@@ -385,7 +362,7 @@ func BenchmarkTableFloor1M(b *testing.B) {
 	defer runtime.UnlockOSThread()
 	var cpu int64
 	for b.Loop() {
-		start := threadCPU(b)
+		start := testenv.ThreadCPU(b)
 		t, err := ktable.CreateAVTable(spec, nb, ktable.RandomSeed())
 		if err != nil {
 			b.Fatal(err)
@@ -397,7 +374,7 @@ func BenchmarkTableFloor1M(b *testing.B) {
 		for off := ktable.AVTBucketSize; off < size; off += os.Getpagesize() {
 			mem[off] = 0 // the header's bucket aside, the table is all zero
 		}
-		cpu += threadCPU(b) - start
+		cpu += testenv.ThreadCPU(b) - start
 		b.StopTimer()
 		require.NoError(b, unix.Munmap(mem))
 		require.NoError(b, t.Close())

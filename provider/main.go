@@ -55,9 +55,10 @@
 // (logging it), so no Go panic unwinds into C; other failures return the
 // negative libfabric errno of the Go error (fi.ErrnoOf).
 //
-// Runtime. GOMAXPROCS is min(2, CPUs) unless XDPFAB_GOMAXPROCS (or
-// GOMAXPROCS) says otherwise: a provider lives in every MPI rank, and a
-// rank's Go runtime should not spread over every core the ranks share.
+// Runtime. GOMAXPROCS is 2 unless XDPFAB_GOMAXPROCS (or GOMAXPROCS) says
+// otherwise: a provider lives in every MPI rank, and a rank's Go runtime
+// should not spread over every core the ranks share; a rank bound to one
+// CPU still gets 2 (runtime.go says why).
 //
 // fork. Only the forking thread survives fork(2), so the Go runtime cannot
 // run in a child. A child that does not use xdpfab (MPI launchers, fabtests'

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpfab/xdpfab/datapath"
 	"github.com/xdpfab/xdpfab/datapath/rxpoll"
 	"github.com/xdpfab/xdpfab/datapath/udp"
 	"github.com/xdpfab/xdpfab/datapath/wire"
@@ -109,12 +110,19 @@ func TestSharedPollManyEngines(t *testing.T) {
 // requests with FI_ECONNREFUSED on an engine served by the shared poller:
 // the ICMP error reaches it as EPOLLERR (ErrorReady) and the error queue.
 func TestSharedPollRefused(t *testing.T) {
+	testRefusedOnSharedPoll(t, func(bool) datapath.Transport { return listenTransport(t, plain, 0) })
+}
+
+// testRefusedOnSharedPoll closes a target served by the shared poller and
+// checks that the initiator's next request fails with FI_ECONNREFUSED;
+// open makes each side's transport (target true for the target's).
+func testRefusedOnSharedPoll(t *testing.T, open func(target bool) datapath.Transport) {
 	checkGoroutines(t)
 	checkPollerStops(t)
 	cfg := Config{RetryInitial: time.Millisecond, RetryMax: 8 * time.Millisecond, MaxRetries: 6, SharedPoll: true}
 	c := newCompletions()
-	target := newEngine(t, listenTransport(t, plain, 0), withEP(cfg, 2), newTestTarget(1<<10), nil)
-	ini := newEngine(t, listenTransport(t, plain, 0), withEP(cfg, 1), nil, c)
+	target := newEngine(t, open(true), withEP(cfg, 2), newTestTarget(1<<10), nil)
+	ini := newEngine(t, open(false), withEP(cfg, 1), nil, c)
 	peer := Peer{target.LocalAddr(), 2}
 	exchangeLive(t, ini, c, peer, "hi")
 	target.Close()

@@ -192,22 +192,5 @@ func TestVethRingSendExactlyOnce(t *testing.T) {
 // the ring's receive meets the socket's pending ICMP error and leaves the
 // bounced datagram on the error queue for Receive.
 func TestRingSendRefused(t *testing.T) {
-	checkGoroutines(t)
-	checkPollerStops(t)
-	cfg := Config{RetryInitial: time.Millisecond, RetryMax: 8 * time.Millisecond, MaxRetries: 6, SharedPoll: true}
-	c := newCompletions()
-	target := newEngine(t, openRing(t, true), withEP(cfg, 2), newTestTarget(1<<10), nil)
-	ini := newEngine(t, openRing(t, false), withEP(cfg, 1), nil, c)
-	peer := Peer{target.LocalAddr(), 2}
-	exchangeLive(t, ini, c, peer, "hi")
-	target.Close()
-	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpFetchAtomic, RKey: 1, Payload: le64(1), Result: make([]byte, 8)}); err != nil {
-		t.Fatal(err)
-	}
-	if cp := c.wait(t, 5*time.Second); cp.Err != fi.ECONNREFUSED {
-		t.Fatalf("completion %+v, want FI_ECONNREFUSED", cp)
-	}
-	if s := ini.Stats(); s.PeersRefused == 0 {
-		t.Fatalf("stats %+v", s)
-	}
+	testRefusedOnSharedPoll(t, func(target bool) datapath.Transport { return openRing(t, target) })
 }

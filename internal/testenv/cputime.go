@@ -16,18 +16,21 @@ import (
 // after the loop. Work the op hands to other threads is not counted.
 func CPUTimer(b *testing.B) func() {
 	runtime.LockOSThread()
-	start := threadCPU(b)
+	start := ThreadCPU(b)
 	return func() {
-		d := threadCPU(b) - start
+		d := ThreadCPU(b) - start
 		runtime.UnlockOSThread()
 		b.ReportMetric(float64(d)/float64(b.N), "cpu-ns/op")
 	}
 }
 
-func threadCPU(b *testing.B) int64 {
+// ThreadCPU is the calling thread's CPU time in nanoseconds
+// (CLOCK_THREAD_CPUTIME_ID), for benchmarks that time part of a loop; the
+// caller keeps its goroutine on one thread (runtime.LockOSThread).
+func ThreadCPU(tb testing.TB) int64 {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return ts.Nano()
 }
