@@ -27,7 +27,9 @@
 // calls (~3 µs). A Table is the only writer of its domain_id's entries
 // (the attachment hands a domain_id to one process, and the Table checks
 // its keys), so a registration claims a free slot without searching the
-// key's two buckets for it (ktable Add), the region remembers that slot
+// key's two buckets for it (ktable AddFrom, the first round of the
+// key's hash, which reads only the domain_id, done once per Table), the
+// region remembers that slot
 // (MR.kref), and Enable, Refresh and Close write or kill the entry there,
 // without hashing the key (SetAt, DeleteAt; both fall back to the search
 // should the slot no longer hold the key). Failure modes: a key whose two
