@@ -245,7 +245,20 @@ func mapTable(m *ebpf.Map, write bool) (*Table, error) {
 		return nil, fmt.Errorf("kernel table: map %v (key %d, value %d, %d entries) is not a kernel table",
 			m, m.KeySize(), m.ValueSize(), n)
 	}
-	size := int(n) * BucketSize
+	mem, err := mmapBuckets(m, BucketSize, write)
+	if err != nil {
+		return nil, fmt.Errorf("kernel table: %w", err)
+	}
+	t := &Table{m: m, mem: mem, nb: n - 1}
+	t.buckets = unsafe.Slice((*bucket)(unsafe.Pointer(&mem[0])), n)
+	t.hdr = &t.buckets[0][0]
+	return t, nil
+}
+
+// mmapBuckets maps the whole of m, an array of bucketSize-byte values
+// (BPF_F_MMAPABLE), shared: read-only, or writable when write.
+func mmapBuckets(m *ebpf.Map, bucketSize int, write bool) ([]byte, error) {
+	size := int(m.MaxEntries()) * bucketSize
 	if pg := unix.Getpagesize(); size%pg != 0 {
 		size += pg - size%pg
 	}
@@ -255,12 +268,9 @@ func mapTable(m *ebpf.Map, write bool) (*Table, error) {
 	}
 	mem, err := unix.Mmap(m.FD(), 0, size, prot, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("kernel table: mmap map %v: %w", m, err)
+		return nil, fmt.Errorf("mmap map %v: %w", m, err)
 	}
-	t := &Table{m: m, mem: mem, nb: n - 1}
-	t.buckets = unsafe.Slice((*bucket)(unsafe.Pointer(&mem[0])), n)
-	t.hdr = &t.buckets[0][0]
-	return t, nil
+	return mem, nil
 }
 
 // init writes the header, with flags in val[1], unless one is there.

@@ -369,7 +369,7 @@ func BenchmarkFill1M(b *testing.B) {
 					b.StopTimer()
 				} else {
 					b.StartTimer()
-					start := threadCPU(b)
+					start := testenv.ThreadCPU(b)
 					ks := keys
 					if part == "fillsorted" {
 						ks = sorted
@@ -384,7 +384,7 @@ func BenchmarkFill1M(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
-					cpu += threadCPU(b) - start
+					cpu += testenv.ThreadCPU(b) - start
 					b.StopTimer()
 				}
 				tab.Close()
@@ -397,14 +397,6 @@ func BenchmarkFill1M(b *testing.B) {
 			}
 		})
 	}
-}
-
-func threadCPU(b *testing.B) int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		b.Fatal(err)
-	}
-	return ts.Nano()
 }
 
 // TestRefs: Add enters keys and names their slots, SetAt and DeleteAt
@@ -633,7 +625,7 @@ func BenchmarkAddDeleteAt(b *testing.B) {
 			i := 0
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			start := threadCPU(b)
+			start := testenv.ThreadCPU(b)
 			for b.Loop() {
 				k := &keys[i]
 				if i++; i == n {
@@ -645,7 +637,7 @@ func BenchmarkAddDeleteAt(b *testing.B) {
 				}
 				tab.DeleteAt(r, k)
 			}
-			b.ReportMetric(float64(threadCPU(b)-start)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(testenv.ThreadCPU(b)-start)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
