@@ -96,7 +96,11 @@ struct mr_value {
  * changes it. A writer claims a slot with a compare-and-swap of seq from
  * the even value it read to that value + 1 (so writers in several
  * processes never write one slot at once), stores key, value and state,
- * then stores seq + 2. A reader reads seq (retries, a bounded number of
+ * then stores seq + 2 (state and seq + 2 may be one 8-byte store: the two
+ * words are adjacent and 8-byte aligned). A writer that only kills a slot
+ * it holds in use skips the odd phase: one 8-byte store of seq + 2 and
+ * KT_DEAD, which a reader sees whole or not at all (if it saw the new
+ * state its second read of seq differs from its first). A reader reads seq (retries, a bounded number of
  * times, while it is odd), then state, key and value, then seq again, and
  * uses what it read only if both reads of seq are equal: it never acts on
  * a half-written slot. Readers may skip a slot whose key differs without

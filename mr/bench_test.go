@@ -2,7 +2,6 @@ package mr_test
 
 import (
 	"encoding/binary"
-	"runtime"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -15,28 +14,6 @@ import (
 	"github.com/xdpfab/xdpfab/mr"
 )
 
-// cpuTimer measures the CPU time the benchmark's thread spends in the loop
-// and reports it as cpu-ns/op beside ns/op: on a machine shared with other
-// work wall time per op includes time spent descheduled, CPU time does not.
-// Call the returned func right after the loop.
-func cpuTimer(b *testing.B) func() {
-	runtime.LockOSThread()
-	start := threadCPU(b)
-	return func() {
-		d := threadCPU(b) - start
-		runtime.UnlockOSThread()
-		b.ReportMetric(float64(d)/float64(b.N), "cpu-ns/op")
-	}
-}
-
-func threadCPU(b *testing.B) int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		b.Fatal(err)
-	}
-	return ts.Nano()
-}
-
 func benchRegClose(b *testing.B, tab *mr.Table) {
 	benchRegCloseEach(b, tab, func() {})
 }
@@ -45,7 +22,7 @@ func benchRegClose(b *testing.B, tab *mr.Table) {
 func benchRegCloseEach(b *testing.B, tab *mr.Table, each func()) {
 	buf := make([]byte, 4096)
 	b.ReportAllocs()
-	stop := cpuTimer(b)
+	stop := testenv.CPUTimer(b)
 	for b.Loop() {
 		each()
 		m, err := tab.Reg(buf, remoteBits, 0, unitKey, 0, nil)
@@ -168,7 +145,7 @@ func BenchmarkLookup(b *testing.B) {
 			var n uint64
 			var pieces [mr.IOVLimit][]byte
 			b.ReportAllocs()
-			stop := cpuTimer(b)
+			stop := testenv.CPUTimer(b)
 			for b.Loop() {
 				sp, err := tab.Lookup(key, addr, 64, fi.REMOTE_WRITE)
 				if err != nil {
@@ -212,7 +189,7 @@ func BenchmarkLookupDenied(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	stop := cpuTimer(b)
+	stop := testenv.CPUTimer(b)
 	for b.Loop() {
 		if _, err := tab.Lookup(12345, 0, 8, fi.REMOTE_WRITE); err == nil {
 			b.Fatal("admitted")
@@ -234,7 +211,7 @@ func BenchmarkCheckLocal(b *testing.B) {
 	}
 	d := m.Desc()
 	b.ReportAllocs()
-	stop := cpuTimer(b)
+	stop := testenv.CPUTimer(b)
 	for b.Loop() {
 		if err := tab.CheckLocal(d, buf[100:200], fi.SEND); err != nil {
 			b.Fatal(err)
@@ -258,7 +235,7 @@ func BenchmarkKernelMapUpdateDelete(b *testing.B) {
 	k := bpf.XdpfabMrKey{DomainId: 1, Key: unitKey}
 	v := bpf.XdpfabMrValue{Len: 4096, Flags: mr.RegionEnabled}
 	b.ReportAllocs()
-	stop := cpuTimer(b)
+	stop := testenv.CPUTimer(b)
 	for b.Loop() {
 		if err := m.Update(&k, &v, ebpf.UpdateAny); err != nil {
 			b.Fatal(err)

@@ -125,9 +125,10 @@ func (mm *MapMirror) Delete(key *bpf.XdpfabMrKey) error {
 // add enters key, which its Table knows is not in the MR table (the
 // Table is the only writer of its domain_id's keys and checked the key),
 // and returns the slot holding it: a registration claims a free slot
-// without reading both buckets of the key first.
-func (mm *MapMirror) add(k *ktable.Key, v *ktable.Value) (ktable.Ref, error) {
-	r, err := mm.t.Add(k, v)
+// without reading both buckets of the key first. p is the Table's
+// Prefix of k[0] (its domain_id), computed once per Table.
+func (mm *MapMirror) add(p ktable.Prefix, k *ktable.Key, v *ktable.Value) (ktable.Ref, error) {
+	r, err := mm.t.AddFrom(p, k, v)
 	if err != nil {
 		return 0, fmt.Errorf("%w (%w)", err, fi.ENOMR)
 	}

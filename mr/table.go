@@ -27,7 +27,9 @@
 // calls (~3 µs). A Table is the only writer of its domain_id's entries
 // (the attachment hands a domain_id to one process, and the Table checks
 // its keys), so a registration claims a free slot without searching the
-// key's two buckets for it (ktable Add), the region remembers that slot
+// key's two buckets for it (ktable AddFrom, the first round of the
+// key's hash, which reads only the domain_id, done once per Table), the
+// region remembers that slot
 // (MR.kref), and Enable, Refresh and Close write or kill the entry there,
 // without hashing the key (SetAt, DeleteAt; both fall back to the search
 // should the slot no longer hold the key). Failure modes: a key whose two
@@ -236,7 +238,8 @@ type Table struct {
 	mode       Mode // effective (FI_MR_BASIC resolved)
 	domainID   uint32
 	mirror     Mirror
-	mapMirror  *MapMirror // mirror, when it is one: called without the interface
+	mapMirror  *MapMirror    // mirror, when it is one: called without the interface
+	kprefix    ktable.Prefix // mapMirror's hash prefix of this domain's keys (slotKey's key[0])
 	authKey    []byte
 	authDigest uint32 // AuthDigest(authKey), computed once
 	owner      fi.FID
@@ -311,6 +314,9 @@ func NewTable(cfg Config) (*Table, error) {
 		mapped:     map[uint64]int{},
 	}
 	t.mapMirror, _ = cfg.Mirror.(*MapMirror)
+	if t.mapMirror != nil {
+		t.kprefix = t.mapMirror.t.Prefix(uint64(t.domainID))
+	}
 	if t.maxRegions == 0 {
 		t.maxRegions = DefaultMaxRegions
 	}
@@ -604,7 +610,7 @@ func (t *Table) mirrorUpdate(r *region, enabled bool) error {
 		t.slotKey(&k, r)
 		slotValue(&v, r, flags)
 		if r.kref == 0 {
-			r.kref, err = mm.add(&k, &v)
+			r.kref, err = mm.add(t.kprefix, &k, &v)
 		} else {
 			r.kref, err = mm.setAt(r.kref, &k, &v)
 		}

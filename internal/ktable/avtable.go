@@ -161,17 +161,9 @@ func mapAVTable(m *ebpf.Map, write bool) (*AVTable, error) {
 		return nil, fmt.Errorf("peer table: map %v (key %d, value %d, %d entries) is not a peer table",
 			m, m.KeySize(), m.ValueSize(), n)
 	}
-	size := int(n) * AVTBucketSize
-	if pg := unix.Getpagesize(); size%pg != 0 {
-		size += pg - size%pg
-	}
-	prot := unix.PROT_READ
-	if write {
-		prot |= unix.PROT_WRITE
-	}
-	mem, err := unix.Mmap(m.FD(), 0, size, prot, unix.MAP_SHARED)
+	mem, err := mmapBuckets(m, AVTBucketSize, write)
 	if err != nil {
-		return nil, fmt.Errorf("peer table: mmap map %v: %w", m, err)
+		return nil, fmt.Errorf("peer table: %w", err)
 	}
 	t := &AVTable{m: m, mem: mem, nb: n - 1}
 	t.buckets = unsafe.Slice((*avtBucket)(unsafe.Pointer(&mem[0])), n)

@@ -165,7 +165,7 @@ func BenchmarkAVFill1M(b *testing.B) {
 			defer runtime.UnlockOSThread()
 			var cpu int64
 			for b.Loop() {
-				start := threadCPU(b)
+				start := testenv.ThreadCPU(b)
 				tab, err := ktable.CreateAVTable(avSpec(), ktable.AVTableBuckets(n), 1)
 				if err != nil {
 					b.Fatal(err)
@@ -177,7 +177,7 @@ func BenchmarkAVFill1M(b *testing.B) {
 						}
 					}
 				}
-				cpu += threadCPU(b) - start
+				cpu += testenv.ThreadCPU(b) - start
 				b.StopTimer()
 				tab.Close()
 				b.StartTimer()

@@ -41,7 +41,14 @@
 // no search), after checking that it still holds the key in use. A slot in
 // use is written only by its key's writer (other writers claim free or
 // dead slots only, by compare-and-swap on seq), so marking it odd needs no
-// compare-and-swap either. The MR table's regions use them.
+// compare-and-swap either. The MR table's regions use them. A writer
+// whose keys share key[0] (an MR Table's: its domain_id) hashes that word
+// once (Prefix) and enters keys with AddFrom, one of the hash's three
+// rounds less a key. A slot's seq and state are adjacent and 8-byte
+// aligned, so writers read them with one load (the free-slot scan, the
+// check of a Ref) and release a slot with one store of both; DeleteAt
+// kills a slot it holds in use with that one store, without marking it
+// odd first (bpf/xdpfab.h's seqlock text says why readers are safe).
 //
 // AV tables use AVTable (avtable.go), the layout made compact for one
 // AV's peers (bpf/xdpfab.h, "Peer tables"): 32-byte slots, any bucket
@@ -238,7 +245,20 @@ func mapTable(m *ebpf.Map, write bool) (*Table, error) {
 		return nil, fmt.Errorf("kernel table: map %v (key %d, value %d, %d entries) is not a kernel table",
 			m, m.KeySize(), m.ValueSize(), n)
 	}
-	size := int(n) * BucketSize
+	mem, err := mmapBuckets(m, BucketSize, write)
+	if err != nil {
+		return nil, fmt.Errorf("kernel table: %w", err)
+	}
+	t := &Table{m: m, mem: mem, nb: n - 1}
+	t.buckets = unsafe.Slice((*bucket)(unsafe.Pointer(&mem[0])), n)
+	t.hdr = &t.buckets[0][0]
+	return t, nil
+}
+
+// mmapBuckets maps the whole of m, an array of bucketSize-byte values
+// (BPF_F_MMAPABLE), shared: read-only, or writable when write.
+func mmapBuckets(m *ebpf.Map, bucketSize int, write bool) ([]byte, error) {
+	size := int(m.MaxEntries()) * bucketSize
 	if pg := unix.Getpagesize(); size%pg != 0 {
 		size += pg - size%pg
 	}
@@ -248,12 +268,9 @@ func mapTable(m *ebpf.Map, write bool) (*Table, error) {
 	}
 	mem, err := unix.Mmap(m.FD(), 0, size, prot, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("kernel table: mmap map %v: %w", m, err)
+		return nil, fmt.Errorf("mmap map %v: %w", m, err)
 	}
-	t := &Table{m: m, mem: mem, nb: n - 1}
-	t.buckets = unsafe.Slice((*bucket)(unsafe.Pointer(&mem[0])), n)
-	t.hdr = &t.buckets[0][0]
-	return t, nil
+	return mem, nil
 }
 
 // init writes the header, with flags in val[1], unless one is there.
@@ -359,8 +376,24 @@ func mix(x uint64) uint64 {
 
 // Hash is kt_hash of bpf/xdpfab.c.
 func Hash(seed uint64, k *Key) uint64 {
-	h := mix(seed ^ k[0])
-	h = mix(h ^ k[1])
+	return HashFrom(PrefixOf(seed, k[0]), k)
+}
+
+// Prefix is the first of Hash's three rounds, which reads only key[0]
+// (and the table's seed): a writer whose keys all share key[0] (an MR
+// Table's: its domain_id) computes it once (Table.Prefix) and hashes each
+// key with the two rounds left (HashFrom, AddFrom).
+type Prefix uint64
+
+// Prefix returns the Prefix of keys whose key[0] is k0 in t.
+func (t *Table) Prefix(k0 uint64) Prefix { return PrefixOf(t.seed, k0) }
+
+// PrefixOf returns the Prefix of keys whose key[0] is k0 under seed.
+func PrefixOf(seed, k0 uint64) Prefix { return Prefix(mix(seed ^ k0)) }
+
+// HashFrom is Hash of k, whose key[0] has the Prefix p.
+func HashFrom(p Prefix, k *Key) uint64 {
+	h := mix(uint64(p) ^ k[1])
 	return mix(h ^ k[2])
 }
 
@@ -427,12 +460,11 @@ func (t *Table) Put(k *Key, v *Value) error {
 // stores in order), so the final seq store publishes them. Each
 // sync/atomic store would be a locked XCHG on x86-64, ~10 of them a
 // write. The mapping is not Go memory, which the race detector does not
-// watch.
+// watch. State and seq go in one 8-byte store (seqState).
 func fill(s *slot, seq uint32, k *Key, v *Value) {
 	s.key[0], s.key[1], s.key[2] = k[0], k[1], k[2]
 	setValue(s, v)
-	s.state = stateUsed
-	memorder.StoreRelease32(&s.seq, seq+2)
+	memorder.StoreRelease64(seqState(s), seqStateOf(seq+2, stateUsed))
 }
 
 // rewrite sets the value of slot s, in use at even seq, for its only
@@ -519,26 +551,35 @@ func emptier(b1, b2 *bucket) (*slot, uint32, uint32) {
 
 // free returns the first stable free or dead slot of b, its seq and
 // state, and how many such slots b has, counting no further than enough.
+//
+// A slot's seq and state are read with one 8-byte load (seqState): two
+// 4-byte loads a slot, five slots a registration, were a measurable part
+// of the claim.
 func free(b *bucket, enough int) (first *slot, seq, state uint32, n int) {
 	for i := range b {
-		if n == enough {
-			break
-		}
 		s := &b[i]
-		q := atomic.LoadUint32(&s.seq)
-		if q&1 != 0 {
+		w := atomic.LoadUint64(seqState(s))
+		// Even seq, state KT_FREE (0) or KT_DEAD (2).
+		if w&1 != 0 || (w>>32)&^stateDead != 0 {
 			continue
 		}
-		st := atomic.LoadUint32(&s.state)
-		if st == stateFree || st == stateDead {
-			if n == 0 {
-				first, seq, state = s, q, st
-			}
-			n++
+		if n == 0 {
+			first, seq, state = s, uint32(w), uint32(w>>32)
+		}
+		if n++; n == enough {
+			break
 		}
 	}
 	return first, seq, state, n
 }
+
+// seqState returns s's seq and state words as one: seq in the low 32 bits
+// and state in the high (little-endian; slots are 64-byte aligned, so an
+// 8-byte store of both is one access, of which no reader sees half).
+func seqState(s *slot) *uint64 { return (*uint64)(unsafe.Pointer(&s.seq)) }
+
+// seqStateOf is the word seqState names holding seq and state.
+func seqStateOf(seq, state uint32) uint64 { return uint64(seq) | uint64(state)<<32 }
 
 // Delete removes k; it reports whether k was there.
 func (t *Table) Delete(k *Key) bool {
@@ -563,12 +604,11 @@ func (t *Table) Delete(k *Key) bool {
 	}
 }
 
-// kill marks the claimed slot s dead and releases it. It keeps the key
-// words: a reader comparing them without the second seq read then still
-// finds the slot and sees it dead.
+// kill marks the claimed slot s dead and releases it, with one 8-byte
+// store of state and seq. It keeps the key words: a reader comparing them
+// without the second seq read then still finds the slot and sees it dead.
 func kill(s *slot, seq uint32) {
-	s.state = stateDead
-	memorder.StoreRelease32(&s.seq, seq+2)
+	memorder.StoreRelease64(seqState(s), seqStateOf(seq+2, stateDead))
 }
 
 // uncounted updates the header's counts for an entry that became a
@@ -607,7 +647,18 @@ func (t *Table) slotOf(r Ref) *slot {
 // full. It skips the search Put makes for k: a registration then costs
 // the claim of a free slot, not a read of both buckets.
 func (t *Table) Add(k *Key, v *Value) (Ref, error) {
-	h := Hash(t.seed, k)
+	return t.addH(k, v, Hash(t.seed, k))
+}
+
+// AddFrom is Add of k whose key[0] has the Prefix p (Table.Prefix of
+// k[0]; a wrong p puts k where no reader looks): one round of the hash
+// less.
+func (t *Table) AddFrom(p Prefix, k *Key, v *Value) (Ref, error) {
+	return t.addH(k, v, HashFrom(p, k))
+}
+
+// addH is Add of k, whose hash is h.
+func (t *Table) addH(k *Key, v *Value, h uint64) (Ref, error) {
 	if t.tags != nil {
 		return t.ownPutH(k, v, h, false)
 	}
@@ -641,12 +692,12 @@ func (t *Table) held(r Ref, k *Key) (*slot, uint32) {
 	if s == nil {
 		return nil, 0
 	}
-	seq := atomic.LoadUint32(&s.seq)
-	if seq&1 != 0 || atomic.LoadUint32(&s.state) != stateUsed || atomic.LoadUint64(&s.key[0]) != k[0] ||
+	w := atomic.LoadUint64(seqState(s))
+	if w != seqStateOf(uint32(w)&^1, stateUsed) || atomic.LoadUint64(&s.key[0]) != k[0] ||
 		atomic.LoadUint64(&s.key[1]) != k[1] || atomic.LoadUint64(&s.key[2]) != k[2] {
-		return nil, 0
+		return nil, 0 // odd seq, not in use, or another key
 	}
-	return s, seq
+	return s, uint32(w)
 }
 
 // SetAt sets the value of k, which Add put at r, and returns where k is
@@ -674,12 +725,16 @@ func (t *Table) SetAt(r Ref, k *Key, v *Value) (Ref, error) {
 // locked instruction (x86-64 keeps them in order: anything the caller
 // does that others can see comes after them). mr's Close takes its
 // table's lock right after, before it returns.
+//
+// The slot is not marked odd first: the kill changes only its state and
+// seq, in one 8-byte store (kill), so a reader sees the slot in use at
+// seq or dead at seq+2, never between; no other writer claims a slot in
+// use.
 func (t *Table) DeleteAt(r Ref, k *Key) bool {
 	s, seq := t.held(r, k)
 	if s == nil {
 		return t.Delete(k)
 	}
-	memorder.StoreRelease32(&s.seq, seq+1)
 	kill(s, seq)
 	if t.tags != nil {
 		bi, i := uint64(r)/Ways, r%Ways

@@ -369,7 +369,7 @@ func BenchmarkFill1M(b *testing.B) {
 					b.StopTimer()
 				} else {
 					b.StartTimer()
-					start := threadCPU(b)
+					start := testenv.ThreadCPU(b)
 					ks := keys
 					if part == "fillsorted" {
 						ks = sorted
@@ -384,7 +384,7 @@ func BenchmarkFill1M(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
-					cpu += threadCPU(b) - start
+					cpu += testenv.ThreadCPU(b) - start
 					b.StopTimer()
 				}
 				tab.Close()
@@ -397,14 +397,6 @@ func BenchmarkFill1M(b *testing.B) {
 			}
 		})
 	}
-}
-
-func threadCPU(b *testing.B) int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		b.Fatal(err)
-	}
-	return ts.Nano()
 }
 
 // TestRefs: Add enters keys and names their slots, SetAt and DeleteAt
@@ -555,4 +547,97 @@ func requireAllButThirds(t *testing.T, tab *ktable.Table, n int) int {
 	}
 	require.Equal(t, want, tab.Len())
 	return want
+}
+
+// TestAddFrom: keys sharing key[0] entered with AddFrom and their
+// Prefix (as an MR Table does with its domain_id) are where Hash puts
+// them: another mapping's Get, which hashes the whole key, finds each,
+// and they are deleted and reused as Add's are. HashFrom equals Hash.
+func TestAddFrom(t *testing.T) {
+	testenv.RequirePriv(t)
+	for _, owned := range []bool{false, true} {
+		tab, other := writerAndReader(t, 300, owned)
+		const k0 = 0x1234_0000_0007
+		p := tab.Prefix(k0)
+		keyOf := func(i int) ktable.Key { return ktable.Key{k0, uint64(i) * 0x9e3779b9, 0} }
+		refs := make([]ktable.Ref, 300)
+		for i := range refs {
+			k, v := keyOf(i), value(i)
+			var err error
+			refs[i], err = tab.AddFrom(p, &k, &v)
+			require.NoError(t, err)
+			got, ok := other.Get(&k)
+			require.True(t, ok, "key %d", i)
+			require.Equal(t, value(i), got)
+		}
+		for i := range refs {
+			k := keyOf(i)
+			require.True(t, tab.DeleteAt(refs[i], &k))
+			_, ok := other.Get(&k)
+			require.False(t, ok)
+		}
+		for i := range refs { // tombstones reused
+			k, v := keyOf(i), value(i)
+			_, err := tab.AddFrom(p, &k, &v)
+			require.NoError(t, err)
+		}
+		require.Equal(t, 300, tab.Len())
+		require.Zero(t, tab.Dead())
+	}
+	for i := range 1000 {
+		seed, k := uint64(i)*0xabcdef12345, key(i)
+		require.Equal(t, ktable.Hash(seed, &k), ktable.HashFrom(ktable.PrefixOf(seed, k[0]), &k))
+	}
+}
+
+// BenchmarkAddDeleteAt is the MR table's part of a reg+close: a key
+// entered with AddFrom (its Prefix computed once) and deleted at its Ref, in a half-full table
+// opened uncounted as the MR table is; "samekey" enters one key each
+// time (BenchmarkRegCloseBPF's), "1kkeys" cycles through 1024 keys of
+// one domain.
+func BenchmarkAddDeleteAt(b *testing.B) {
+	testenv.RequirePriv(b)
+	for _, n := range []int{1, 1024} {
+		name := "samekey"
+		if n > 1 {
+			name = "1kkeys"
+		}
+		b.Run(name, func(b *testing.B) {
+			sp := spec()
+			sp.MaxEntries = 1 + 1<<15
+			m, err := ebpf.NewMap(sp)
+			require.NoError(b, err)
+			defer m.Close()
+			tab, err := ktable.OpenUncounted(m, 3)
+			require.NoError(b, err)
+			defer tab.Close()
+			for i := range 1 << 17 { // half full, as a busy table
+				k, v := key(i+1000), value(i)
+				require.NoError(b, tab.Put(&k, &v))
+			}
+			const domain = 7
+			p := tab.Prefix(domain)
+			keys := make([]ktable.Key, n)
+			for i := range keys {
+				keys[i] = ktable.Key{domain, uint64(i) * 0x9e3779b97f4a7c15, 0}
+			}
+			v := value(1)
+			i := 0
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			start := testenv.ThreadCPU(b)
+			for b.Loop() {
+				k := &keys[i]
+				if i++; i == n {
+					i = 0
+				}
+				r, err := tab.AddFrom(p, k, &v)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tab.DeleteAt(r, k)
+			}
+			b.ReportMetric(float64(testenv.ThreadCPU(b)-start)/float64(b.N), "cpu-ns/op")
+		})
+	}
 }

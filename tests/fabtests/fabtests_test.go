@@ -259,7 +259,7 @@ func TestFabtests(t *testing.T) {
 						t.Errorf("%s: %v\n%s", c.id(), err, tail(out, 30))
 					}
 					if err == nil && !c.unit {
-						p.checkXDP(t, before, out)
+						p.checkXDP(t, c, before, out)
 					}
 				})
 			}
@@ -342,7 +342,16 @@ func attachState(ns *testenv.Netns) string {
 // sockets (the provider fell back to the kernel socket), saying what the
 // XDP programs did with the run's datagrams and what the run printed (the
 // provider logs why it took the kernel socket).
-func (p *pair) checkXDP(t *testing.T, before xdp.Counters, out string) {
+//
+// fi_rdm_shared_av's client forks two processes in one namespace: one
+// takes the interface's AF_XDP queues and the other the kernel socket
+// (the queue claim, datapath/afxdp), which of them sends the test's one
+// message is a race. A datagram the kernel socket sends over veth carries
+// a partial checksum (CHECKSUM_PARTIAL), which the XDP program cannot
+// verify for a peer the server's AV does not hold, so it hands it to the
+// kernel (pass_bad_csum) and the server reads it there. Such a run is
+// logged, not failed (it failed one loaded CI run).
+func (p *pair) checkXDP(t *testing.T, c fabtestCase, before xdp.Counters, out string) {
 	t.Helper()
 	if !p.xdp {
 		return
@@ -357,6 +366,11 @@ func (p *pair) checkXDP(t *testing.T, before xdp.Counters, out string) {
 		if d := after[i] - before[i]; d != 0 {
 			fmt.Fprintf(&delta, " %v=%d", bpf.Counter(i), d)
 		}
+	}
+	badCsum := bpf.XdpfabXdpfabCounterCNT_PASS_BAD_CSUM
+	if c.name == "fi_rdm_shared_av" && after[badCsum] != before[badCsum] {
+		t.Logf("the sending client process had the kernel socket (its sibling the AF_XDP queues): XDP counters during the run:%s", delta.String())
+		return
 	}
 	t.Errorf("no datagram was redirected to an AF_XDP socket (redirect_xsk stayed %d): the run did not use AF_XDP\nXDP counters during the run:%s\n%s",
 		after[redirect], delta.String(), tail(out, 30))
