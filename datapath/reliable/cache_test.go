@@ -245,7 +245,7 @@ func TestAgedResponseRetransmission(t *testing.T) {
 	iniAged := func() bool {
 		target.rxMu.Lock()
 		defer target.rxMu.Unlock()
-		rp := target.rxPeers[Peer{ini.LocalAddr(), 1}]
+		rp := target.rxPeers.get(Peer{ini.LocalAddr(), 1})
 		return rp != nil && rp.cache.head < 0
 	}
 	deadline := time.Now().Add(5 * time.Second)

@@ -160,9 +160,11 @@
 //     at the target, but its results (fetched values, read data) and its
 //     status are unknown.
 //   - Peers: at most Config.MaxPeers (16384) target states; a new source
-//     beyond that evicts the state idle longest (found in constant time,
-//     peerlru.go) if it has been idle for twice the retry budget, and is
-//     dropped (DropPeerTableFull, back-pressure) otherwise. Stats.CacheBytes,
+//     beyond that evicts the state idle longest (found in amortized
+//     constant time, peerlru.go; the order lags activity by an eighth
+//     of the retry budget) if it has been idle for twice the retry
+//     budget, and is dropped (DropPeerTableFull, back-pressure)
+//     otherwise. Stats.CacheBytes,
 //     TargetPeers and TxBytes report the use.
 //
 // Concurrency: Submit and Flush may be called from any goroutine. The
@@ -474,18 +476,25 @@ func (p *txPeer) slot(seq uint32) *txSlot {
 
 // rxPeer is the target state for one peer. Confined to the receive
 // goroutine. It is a few hundred bytes; what the peer has in flight lives
-// in the endpoint's rxStore.
+// in the endpoint's rxStore. The fields a request reads come first, with
+// the replay window's bitmap, in the first two cache lines: with
+// thousands of peers a request finds its state out of cache, and each
+// line more is a miss more.
 type rxPeer struct {
 	peer    Peer
 	session uint32
-	win     replayWindow
 	// acked is the highest Ack the peer's requests carried: it has the
 	// responses to every request below it.
 	acked      uint32
-	held       entList // out-of-order requests, in rxStore, by seq
-	cache      entList // responses not yet acknowledged, in rxStore, by seq
-	lastActive int64   // engine clock of the last request
-	needAck    bool
+	win        replayWindow
+	held       entList   // out-of-order requests, in rxStore, by seq
+	cache      entList   // responses not yet acknowledged, in rxStore, by seq
+	lastActive int64     // engine clock of the last request
+	winBits    [4]uint64 // win's bitmap, for windows up to 256
+	// lruAt is when the state last moved to the front of Engine.rxLRU
+	// (peerlru.go: the order lags activity by up to lruLag).
+	lruAt   int64
+	needAck bool
 	// lruPrev and lruNext link Engine.rxLRU.
 	lruPrev, lruNext *rxPeer
 	// retired are the peer's sessions that this state left for a newer
@@ -541,7 +550,6 @@ type Engine struct {
 	forgetSet atomic.Bool       // forget is non-empty
 	timerArm  bool              // the timer scheduler has a deadline to watch (timers.go)
 	timerNext int64             // ... and it is this one
-	bld       wire.Builder
 	// Initiator buffers: request packets are built in txBuild and kept in
 	// a slot buffer of their size from txPool (see buildPacket). Buffers
 	// freed while txq may point at them wait in txLater until it is sent.
@@ -559,7 +567,7 @@ type Engine struct {
 	rxMu    sync.Mutex
 	batchMu sync.Mutex    // held from a received batch to its flushed responses (see Close)
 	reader  *epoch.Reader // Config.Epochs' reader (nil: none)
-	rxPeers map[Peer]*rxPeer
+	rxPeers rxPeerTable
 	// The gauges' last stored values (showRxGauges).
 	cacheBytesShown, targetPeersShown int64
 	rxLRU                             peerLRU       // rxPeers by activity
@@ -614,6 +622,9 @@ type Engine struct {
 	// polled is the engine's registration with the shared poller
 	// (Config.SharedPoll), nil when it has a receive goroutine.
 	polled *rxpoll.Registration
+	// onPoller: the shared poller runs the receive side (set before it
+	// may, unlike polled).
+	onPoller bool
 
 	pollMu  sync.Mutex
 	pollBuf []unix.PollFd // guarded by pollMu: see pollFDsLocked
@@ -646,7 +657,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 		peers:   make(map[Peer]*txPeer),
 		ops:     make([]op, cfg.MaxOps),
 		freeOps: make([]int32, cfg.MaxOps),
-		rxPeers: make(map[Peer]*rxPeer),
+		rxPeers: newRxPeerTable(),
 		store:   newRxStore(cfg.CacheBytes, cfg.MaxPacket),
 		tombs:   make(map[Peer]tomb),
 		done:    make(chan struct{}),
@@ -875,7 +886,7 @@ func (e *Engine) ForgetPeer(peer Peer) {
 func (e *Engine) dropForgotten() {
 	e.mu.Lock()
 	for _, p := range e.forget {
-		if rp := e.rxPeers[p]; rp != nil {
+		if rp := e.rxPeers.get(p); rp != nil {
 			t := tomb{sessions: rp.retired, until: e.now() + e.retryBudget()}
 			t.sessions.add(rp.session)
 			e.bury(p, t)
@@ -916,7 +927,7 @@ func (e *Engine) showRxGauges() {
 		e.cacheBytesShown = n
 		e.stats.cacheBytes.Store(n)
 	}
-	if n := int64(len(e.rxPeers)); n != e.targetPeersShown {
+	if n := int64(e.rxPeers.len()); n != e.targetPeersShown {
 		e.targetPeersShown = n
 		e.stats.targetPeers.Store(n)
 	}
@@ -1032,8 +1043,22 @@ func (e *Engine) pump(p *txPeer) {
 func (e *Engine) buildPacket(p *txPeer) {
 	seq := p.nextSeq
 	s := e.newSlot(p, seq)
-	b := &e.bld
-	b.Reset(e.txBuild[:e.cfg.MaxPacket:e.cfg.MaxPacket], wire.Header{Type: wire.TypeReq, SrcEP: e.cfg.EndpointID, DstEP: p.peer.EP,
+	// A small packet is built in the process's spare build buffer when no
+	// other engine is building in it (with thousands of engines the
+	// engine's own is out of cache; the spare is warm), else in txBuild,
+	// and so is one that starts with bulk data (the slot takes txBuild).
+	var spare *buildBuffer
+	if h := &e.ops[p.qhead]; h.total-h.sent <= e.cfg.MaxPacket/4 ||
+		h.req.Opcode != wire.OpMsg && h.req.Opcode != wire.OpRMAWrite {
+		spare = spareBuild.Swap(nil)
+	}
+	build := e.txBuild
+	if spare != nil {
+		build = spare.buf
+	}
+	var bb wire.Builder // on the stack: an engine's own would be cold
+	b := &bb
+	b.Reset(build[:e.cfg.MaxPacket:e.cfg.MaxPacket], wire.Header{Type: wire.TypeReq, SrcEP: e.cfg.EndpointID, DstEP: p.peer.EP,
 		AuthKey: e.ops[p.qhead].req.AuthKey, Session: p.session, Seq: seq, Ack: p.base})
 	s.nsegs = 0
 	respRoom := e.cfg.MaxPacket - wire.HeaderLen
@@ -1116,7 +1141,7 @@ func (e *Engine) buildPacket(p *txPeer) {
 			p.qtail = -1
 		}
 		o.next = -1
-		e.markLast(e.txBuild, b.NumOps()-1)
+		e.markLast(build, b.NumOps()-1)
 		if p.qhead >= 0 && e.ops[p.qhead].req.Flags&fi.FENCE != 0 {
 			break
 		}
@@ -1124,13 +1149,16 @@ func (e *Engine) buildPacket(p *txPeer) {
 	pkt := b.Finish()
 	// The slot keeps the packet in a buffer of its size: a copy of a small
 	// one, the build buffer itself (replaced from the pool) for a large
-	// one, so bulk data is not copied twice.
-	if len(pkt) > e.cfg.MaxPacket/2 {
+	// one built in txBuild, so bulk data is not copied twice.
+	if spare == nil && len(pkt) > e.cfg.MaxPacket/2 {
 		s.buf = e.txBuild
 		e.txBuild, _ = e.txPool.get(e.cfg.MaxPacket)
 	} else {
 		s.buf, _ = e.txPool.get(len(pkt))
 		copy(s.buf, pkt)
+	}
+	if spare != nil {
+		spareBuild.Store(spare)
 	}
 	s.seq, s.n = seq, len(pkt)
 	if p.est.srtt == 0 {
@@ -1148,6 +1176,14 @@ func (e *Engine) buildPacket(p *txPeer) {
 	e.stats.txRequests.Add(1)
 	e.queueTx(s.buf[:s.n], p.peer.Addr)
 }
+
+// spareBuild is the process's spare build buffer (buildPacket), nil while
+// an engine builds in it. Of the largest packet size, never in a pool.
+var spareBuild atomic.Pointer[buildBuffer]
+
+type buildBuffer struct{ buf []byte }
+
+func init() { spareBuild.Store(&buildBuffer{buf: make([]byte, wire.MaxPacketLen)}) }
 
 // markLast sets OpLast in descriptor i of an encoded request being built.
 func (e *Engine) markLast(buf []byte, i int) {
@@ -1749,6 +1785,30 @@ func (e *Engine) Progress(wait bool) (int, error) {
 	return n, nil
 }
 
+// spareRx is the process's spare receive buffer (progressLocked), nil
+// while a polled engine's batch uses it: on the shared poller engines
+// take turns, so one warm buffer serves them all. Nothing refers to a
+// received packet's bytes after its batch (held requests and responses
+// are copied into the rxStore, results into the caller's buffers).
+var spareRx atomic.Pointer[rxBuffer]
+
+type rxBuffer struct{ buf []byte }
+
+func init() { spareRx.Store(&rxBuffer{buf: make([]byte, wire.MaxPacketLen)}) }
+
+// giveBackRx puts the engine's own buffer back where the spare ended up
+// (a transport may reorder a batch's packets, lossy does) and returns
+// the spare.
+func (e *Engine) giveBackRx(spare *rxBuffer, own []byte) {
+	for i := range e.rxPkts { // the first, unless reordered
+		if b := e.rxPkts[i].Buf; cap(b) > 0 && &b[:1][0] == &spare.buf[0] {
+			e.rxPkts[i].Buf = own
+			break
+		}
+	}
+	spareRx.Store(spare)
+}
+
 // progress receives and processes one batch. rxMu confines the receive
 // state to one goroutine at a time.
 func (e *Engine) progress(wait bool) (int, error) {
@@ -1766,8 +1826,17 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 		e.flushRx()
 		e.batchMu.Unlock()
 	}
-	for i := range e.rxPkts {
-		e.rxPkts[i].Buf = e.rxPkts[i].Buf[:cap(e.rxPkts[i].Buf)]
+	// The transport receives into the buffers' whole capacity
+	// (datapath.Packet): no need to reslice them here, which with
+	// thousands of engines would touch a batch of cold packets each time.
+	// On the shared poller the first packet goes into the process's spare
+	// receive buffer, warm where the engine's own is not (spareRx).
+	if e.onPoller && !wait {
+		if spare := spareRx.Swap(nil); spare != nil {
+			own := e.rxPkts[0].Buf
+			e.rxPkts[0].Buf = spare.buf[:e.cfg.MaxPacket:e.cfg.MaxPacket]
+			defer e.giveBackRx(spare, own)
+		}
 	}
 	n, err := e.tr.Receive(e.rxPkts, wait)
 	if e.forgetSet.Load() {
@@ -1942,9 +2011,7 @@ func (e *Engine) Close() error {
 	e.tmRun.Lock()
 	e.tmRun.Unlock() //nolint:staticcheck // an empty critical section: waiting for a run
 	e.rxMu.Lock()
-	for _, rp := range e.rxPeers {
-		e.forgetShared(rp)
-	}
+	e.rxPeers.each(e.forgetShared)
 	e.reader.Close() // no batch runs any more
 	e.rxMu.Unlock()
 	var out []Completion

@@ -2,7 +2,10 @@ package reliable
 
 // peerLRU orders the target's peer states by activity, most recent first,
 // so the peer limit finds the one idle longest in constant time instead
-// of scanning thousands of peers. Receive side only.
+// of scanning thousands of peers. The order lags activity by up to
+// Engine.lruLag (a request moves its state only if it was moved longer
+// ago); eviction requeues the tail states active since their last move
+// (evictIdlePeer). Receive side only.
 type peerLRU struct {
 	head, tail *rxPeer
 }

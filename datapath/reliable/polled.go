@@ -35,8 +35,10 @@ func (e *Engine) joinPoller() error {
 	if !ok {
 		return nil
 	}
+	e.onPoller = true // before the poller can call Ready
 	r, err := rxpoll.Register(fd, (*polledEngine)(e))
 	if err != nil {
+		e.onPoller = false
 		return err
 	}
 	e.polled = r

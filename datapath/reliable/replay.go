@@ -24,7 +24,18 @@ const (
 )
 
 func newReplayWindow(size uint32, next uint32) replayWindow {
-	return replayWindow{next: next, size: size, held: make([]uint64, (size+63)/64)}
+	return newReplayWindowIn(size, next, nil)
+}
+
+// newReplayWindowIn keeps the bitmap in room when it fits (an array in
+// the state that owns the window: every request reads the bitmap, and
+// with thousands of peers a bitmap of its own is one more cache miss).
+func newReplayWindowIn(size, next uint32, room []uint64) replayWindow {
+	n := (size + 63) / 64
+	if int(n) > len(room) {
+		room = make([]uint64, n)
+	}
+	return replayWindow{next: next, size: size, held: room[:n:n]}
 }
 
 func (w *replayWindow) reset(next uint32) {

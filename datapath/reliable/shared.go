@@ -67,7 +67,7 @@ func (e *Engine) releaseShared() {
 	for i, rp := range e.rxOffer {
 		e.rxOffer[i] = nil
 		rp.share.offered = false
-		if rp.share.released || e.rxPeers[rp.peer] != rp || rp.win.anyHeld() {
+		if rp.share.released || e.rxPeers.get(rp.peer) != rp || rp.win.anyHeld() {
 			continue
 		}
 		rp.share.known = true

@@ -16,7 +16,7 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 	}
 	W := uint32(e.cfg.Window)
 	key := Peer{pkt.Addr, pk.SrcEP}
-	rp := e.rxPeers[key]
+	rp := e.rxPeers.get(key)
 	newSession := pk.Seq-1 < W // a session may start only in its first window
 	now := e.now()
 	if rp == nil {
@@ -29,17 +29,18 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 			e.stats.drop(DropUnknownSource)
 			return
 		}
-		if len(e.rxPeers) >= e.cfg.MaxPeers && !e.evictIdlePeer(now) {
+		if e.rxPeers.len() >= e.cfg.MaxPeers && !e.evictIdlePeer(now) {
 			e.stats.drop(DropPeerTableFull)
 			return
 		}
-		rp = &rxPeer{peer: key, session: pk.Session, win: newReplayWindow(W, 1), acked: 1,
-			cache: noEntries, held: noEntries}
+		rp = &rxPeer{peer: key, session: pk.Session, acked: 1, cache: noEntries, held: noEntries}
+		rp.win = newReplayWindowIn(W, 1, rp.winBits[:])
 		if buried {
 			rp.retired = tb.sessions
 			delete(e.tombs, key)
 		}
-		e.rxPeers[key] = rp
+		e.rxPeers.put(rp)
+		rp.lruAt = now
 		e.rxLRU.pushFront(rp)
 	} else if rp.share.released && !e.claimShared(rp) {
 		return
@@ -59,7 +60,10 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 		e.stats.sessionResets.Add(1)
 	}
 	rp.lastActive = now
-	e.rxLRU.touch(rp)
+	if now-rp.lruAt > e.lruLag() {
+		rp.lruAt = now
+		e.rxLRU.touch(rp)
+	}
 	// The initiator has the responses to everything below the request's
 	// Ack (its lowest unanswered sequence number): release them.
 	if ack := pk.Ack; int32(ack-rp.acked) > 0 && int32(ack-rp.win.next) <= 0 {
@@ -156,26 +160,53 @@ func (e *Engine) deliverHeld(rp *rxPeer) {
 
 // evictIdlePeer drops the target state of the peer idle the longest, if
 // it has been idle longer than any initiator keeps retransmitting (twice
-// the full retry budget), so no exactly-once guarantee is lost.
+// the full retry budget), so no exactly-once guarantee is lost. The list
+// is ordered by when states last moved to its front (lruAt), which lags
+// their activity by up to lruLag: a state at the tail that was active
+// since it moved goes back to the front, at most maxRequeue of them per
+// call (each one a move that its requests did not make), and the new
+// source is dropped for now if no idle state came up (it retransmits).
 func (e *Engine) evictIdlePeer(now int64) bool {
+	idle := 2 * e.retryBudget()
 	victim := e.rxLRU.tail
-	for victim != nil && victim.share.released { // the other executor may be serving it
-		victim = victim.lruPrev
+	for requeued := 0; victim != nil; {
+		if victim.share.released { // the other executor may be serving it
+			victim = victim.lruPrev
+			continue
+		}
+		if now-victim.lastActive > idle {
+			e.dropRxPeer(victim)
+			e.stats.peersEvicted.Add(1)
+			return true
+		}
+		if victim.lruAt == victim.lastActive || requeued == maxRequeue {
+			return false // the least recently active state is not idle enough
+		}
+		prev := victim.lruPrev
+		victim.lruAt = victim.lastActive
+		e.rxLRU.touch(victim)
+		requeued++
+		victim = prev
 	}
-	if victim == nil || now-victim.lastActive <= 2*e.retryBudget() {
-		return false
-	}
-	e.dropRxPeer(victim)
-	e.stats.peersEvicted.Add(1)
-	return true
+	return false
 }
+
+// maxRequeue bounds evictIdlePeer's work per new source.
+const maxRequeue = 16
+
+// lruLag is how long a state's place in Engine.rxLRU may lag its
+// activity: a request moves its state to the front only if it was moved
+// longer ago than this, so with thousands of peers a request does not
+// write the two list neighbours of its state (two more cache misses).
+// Far below the idle time eviction needs (twice the retry budget).
+func (e *Engine) lruLag() int64 { return e.retryBudget() / 8 }
 
 // dropRxPeer removes rp's target state and releases what it stored.
 func (e *Engine) dropRxPeer(rp *rxPeer) {
 	e.forgetShared(rp)
 	e.store.dropPeer(rp)
 	e.rxLRU.remove(rp)
-	delete(e.rxPeers, rp.peer)
+	e.rxPeers.remove(rp)
 }
 
 // retryBudget is the longest an initiator keeps retransmitting one packet

@@ -344,12 +344,8 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 	}
 	t.rxMu.Lock()
 	defer t.rxMu.Unlock()
-	for i := range pkts {
-		buf := pkts[i].Buf[:cap(pkts[i].Buf)]
-		if len(buf) == 0 {
-			return 0, fmt.Errorf("udp receive: packet %d has no buffer: %w", i, fi.EINVAL)
-		}
-		pkts[i].Buf = buf
+	if cap(pkts[0].Buf) == 0 {
+		return 0, fmt.Errorf("udp receive: packet 0 has no buffer: %w", fi.EINVAL)
 	}
 	if t.ring != nil {
 		if n := t.ring.takeReceived(t, pkts); n > 0 {
@@ -361,6 +357,9 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 				t.ringQuiet = max(t.ringQuiet-1, 0)
 				return n, nil
 			}
+			if err := fullBuffers(pkts[1:], 1); err != nil {
+				return 0, err
+			}
 			m, err := t.receiveLocked(pkts[1:], false)
 			if err != nil || m == 0 {
 				t.ringQuiet = ringQuietRounds
@@ -368,7 +367,25 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 			return n + m, nil // an error shows again in the next call
 		}
 	}
+	if err := fullBuffers(pkts, 0); err != nil {
+		return 0, err
+	}
 	return t.receiveLocked(pkts, wait)
+}
+
+// fullBuffers gives recvmmsg the whole capacity of pkts' buffers (pkts[i]
+// is the caller's packet first+i). Only a receive that goes to recvmmsg
+// pays for it: the ring's datagram fills pkts[0] alone, and with
+// thousands of sockets the caller's other packets are out of cache.
+func fullBuffers(pkts []datapath.Packet, first int) error {
+	for i := range pkts {
+		buf := pkts[i].Buf[:cap(pkts[i].Buf)]
+		if len(buf) == 0 {
+			return fmt.Errorf("udp receive: packet %d has no buffer: %w", first+i, fi.EINVAL)
+		}
+		pkts[i].Buf = buf
+	}
+	return nil
 }
 
 // ringQuietRounds: see Receive.
