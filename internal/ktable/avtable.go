@@ -23,7 +23,8 @@ import (
 // sized for n peers takes 48 bytes of kernel memory a peer
 // (AVTableBuckets: at most 2/3 full) where a Table took 85-170. What a
 // large insert costs on a VM that traps the first touch of each page is
-// mostly those bytes (package av says why).
+// mostly those bytes (package av says why). A compact table
+// (CreateAVTable4, avtable4.go) halves them again for IPv4 peers.
 //
 // The writer keeps a tag byte per slot in Go memory, as an owned Table
 // does, so a write finds its slot from the tags, marks it odd with a
