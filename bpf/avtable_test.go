@@ -195,3 +195,26 @@ func testProgramAVTableLarge(t *testing.T, create func(*ebpf.MapSpec, int, uint6
 		require.Equal(t, uint32(i%65535+1), m.AuthKeyId, "peer %d", i)
 	}
 }
+
+// TestProgramAVTableCompactIPv6: a compact table holds IPv4 peers only,
+// so an IPv6 datagram is unknown to it even where an IPv4 peer's entry
+// carries the same port and the same last four address bytes (the slot
+// keeps only those), and the same peer as IPv4 is known.
+func TestProgramAVTableCompactIPv6(t *testing.T) {
+	objs := loadTestObjects(t)
+	peers := newAVTable(t, objs.AvMap, avID+3, true)
+	const port = portStrict + 20
+	require.NoError(t, objs.Ports.Put(htons(port), XdpfabPortConfig{AvId: avID + 3, DomainId: domainID, Flags: PortStrict}))
+	v4 := netip.MustParseAddrPort("10.202.0.7:5000")
+	putPeer(t, peers, avKey(avID+3, v4), XdpfabAvValue{FiAddr: 77, AuthKeyId: 3})
+	v6 := netip.AddrPortFrom(netip.AddrFrom16([16]byte{0xfd, 0, 12: 10, 202, 0, 7}), 5000)
+
+	r := run(t, objs.XdpfabXdp, udp(v6, port, request(msgOp(16))).build())
+	require.Equal(t, uint32(xdpDrop), r.action, "an IPv6 peer is never in a compact table")
+	r = run(t, objs.XdpfabXdp, udp(v4, port, request(msgOp(16))).build())
+	require.Equal(t, uint32(xdpPass), r.action)
+	m, ok := ParseMeta(r.meta)
+	require.True(t, ok)
+	require.Equal(t, uint64(77), m.FiAddr)
+	require.Equal(t, uint32(3), m.AuthKeyId)
+}
