@@ -44,9 +44,8 @@ type TableMirror struct {
 // the table first. Two-choice placement rarely finds both of a key's
 // buckets full below it, and a key that does makes the table double: in
 // a simulation with 1M random keys, 16-slot buckets (a compact table)
-// never did at 4/5 full, 8-slot buckets (32-byte slots) did in one table
-// of five at 2/3, which is why compact tables are also sized 3/4 full,
-// not 2/3.
+// never did at 4/5 full (a compact table is sized 3/4 full), 8-slot
+// buckets (32-byte slots) did in one table of five at 2/3 full.
 const (
 	growAtNum, growAtDen   = 7, 10
 	growAt4Num, growAt4Den = 4, 5
