@@ -27,6 +27,7 @@ import (
 	"github.com/xdpfab/xdpfab/datapath/udp"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/ethtool"
 	"github.com/xdpfab/xdpfab/metrics"
 )
 
@@ -367,6 +368,14 @@ func buildIncastNet(nIni int, o *incastOptions) (*incastNet, error) {
 		}
 		n.inis = append(n.inis, ns)
 		n.iniAddrs = append(n.iniAddrs, a)
+		// The initiators' kernel sockets send full UDP checksums, as over
+		// a NIC: with veth's transmit checksum offload on, every request
+		// reached the target's XDP program with a checksum it cannot
+		// verify and went to the target's kernel socket instead of its
+		// AF_XDP rings (pass_bad_csum; package ethtool).
+		if err := inNetns(ns, func() error { return ethtool.SetTxChecksum("xe0", false) }); err != nil {
+			return n, err
+		}
 	}
 	if o.transport == "xdp" {
 		out, err := exec.Command(n.self, "-n", n.tgt, "attach", "xe0", "--mode", o.mode, "--port", strconv.Itoa(int(o.port))).CombinedOutput()

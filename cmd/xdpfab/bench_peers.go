@@ -176,8 +176,12 @@ type peersPhase struct {
 	// machine whose other load moves.
 	CPURatio    float64 `json:"ops_per_cpu_vs_first"`
 	Retransmits uint64  `json:"retransmits"`
-	Failed      int     `json:"failed"`
-	ExactlyOnce bool    `json:"exactly_once"`
+	// Spurious is the part of Retransmits whose first transmission was
+	// answered (reliable.Stats.SpuriousRetransmits): a timeout that fired
+	// early, not a loss.
+	Spurious    uint64 `json:"spurious_retransmits"`
+	Failed      int    `json:"failed"`
+	ExactlyOnce bool   `json:"exactly_once"`
 }
 
 func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}) error {
@@ -244,10 +248,10 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 	}
 	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (net lo: kernel UDP over loopback; veth: AF_XDP, the initiators' kernel sockets in a namespace of their own), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, ring: and their sends of a poller round in one io_uring_enter, spin: the poller spinning %v before it parks, tgtspin: the target's, spinall: both, own: a receive goroutine each\n",
 		o.ops, o.inflight, onOff(o.coalesce), o.spin)
-	fmt.Fprintf(stdout, "%8s %5s %4s %7s %10s %12s %9s %9s %14s %12s %12s %12s %8s %s\n", "peers", "net", "tgt", "rx", "ops", "ops/s", "vs 1st", "per CPU", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
+	fmt.Fprintf(stdout, "%8s %5s %4s %7s %10s %12s %9s %9s %14s %12s %12s %12s %8s %8s %s\n", "peers", "net", "tgt", "rx", "ops", "ops/s", "vs 1st", "per CPU", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "spurious", "exactly once")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "%8d %5s %4s %7s %10d %12s %8.2fx %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %v\n", r.Peers, r.Net, r.Transport, r.Rx, r.Ops, si(r.Rate), r.RateRatio, r.CPURatio,
-			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.TargetCPUus, r.InitCPUus, r.Retransmits, r.ExactlyOnce)
+		fmt.Fprintf(stdout, "%8d %5s %4s %7s %10d %12s %8.2fx %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %8d %v\n", r.Peers, r.Net, r.Transport, r.Rx, r.Ops, si(r.Rate), r.RateRatio, r.CPURatio,
+			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.TargetCPUus, r.InitCPUus, r.Retransmits, r.Spurious, r.ExactlyOnce)
 	}
 	for _, r := range rows {
 		if !r.ExactlyOnce || r.Failed > 0 {
@@ -555,12 +559,15 @@ func newPeersLoad(o *peersOptions, target netip.AddrPort, n, total int) (*peersL
 	return l, nil
 }
 
-func (l *peersLoad) retransmits() uint64 {
-	var n uint64
+// retransmits sums the initiators' retransmissions and the spurious part
+// of them.
+func (l *peersLoad) retransmits() (all, spurious uint64) {
 	for _, e := range l.inis {
-		n += e.Stats().Retransmits
+		s := e.Stats()
+		all += s.Retransmits
+		spurious += s.SpuriousRetransmits
 	}
-	return n
+	return all, spurious
 }
 
 func (l *peersLoad) close() {
@@ -638,8 +645,9 @@ func runPeersPhase(o *peersOptions, n int, stderr io.Writer) (*peersPhase, error
 	}
 	r := &peersPhase{Peers: n, Ops: total, Transport: t.transport, Seconds: el.Seconds(), Rate: float64(total) / el.Seconds(),
 		RSSGrowth: rss1 - rss0, TargetCPUus: float64(cpu1-cpu0) / float64(time.Microsecond) / float64(total),
-		InitCPUus:   float64(icpu) / float64(time.Microsecond) / float64(total),
-		Retransmits: l.retransmits(), Failed: int(l.failed.Load())}
+		InitCPUus: float64(icpu) / float64(time.Microsecond) / float64(total),
+		Failed:    int(l.failed.Load())}
+	r.Retransmits, r.Spurious = l.retransmits()
 	r.PerPeer = float64(r.RSSGrowth) / float64(n)
 	r.ExactlyOnce = r.Failed == 0 && l.exactlyOnce(base)
 	counter, err := t.stop()
