@@ -243,11 +243,11 @@ func cmdBenchIncast(args []string, stdout, stderr io.Writer, stop <-chan struct{
 			r.Ratio = r.Rate / best
 		}
 	}
-	counter, err := tgt.stop()
+	st, err := tgt.stop()
 	if err != nil {
 		return err
 	}
-	if counter != base {
+	if counter := st.counter; counter != base {
 		fmt.Fprintf(stderr, "bench incast: target counter %d, want %d\n", counter, base)
 		for i := range rows {
 			rows[i].ExactOnce = false

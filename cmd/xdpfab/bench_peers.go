@@ -176,6 +176,12 @@ type peersPhase struct {
 	// machine whose other load moves.
 	CPURatio    float64 `json:"ops_per_cpu_vs_first"`
 	Retransmits uint64  `json:"retransmits"`
+	// TargetRxRings and TargetRxKernel are the packets an AF_XDP target
+	// received over its life (warm-up included) through its rings and
+	// through its kernel socket (0 for a udp target): with --net veth
+	// nearly all should come through the rings.
+	TargetRxRings  uint64 `json:"target_rx_afxdp_rings"`
+	TargetRxKernel uint64 `json:"target_rx_kernel_socket"`
 	// Spurious is the part of Retransmits whose first transmission was
 	// answered (reliable.Stats.SpuriousRetransmits): a timeout that fired
 	// early, not a loss.
@@ -341,10 +347,17 @@ func (t *peersTarget) kill() {
 	_ = t.cmd.Wait()
 }
 
-// stop interrupts the target and returns its final counter.
-func (t *peersTarget) stop() (uint64, error) {
+// targetStop is what a target reports when it stops: its final counter
+// and, on AF_XDP, where its packets arrived (bench serve's afxdpRx).
+type targetStop struct {
+	counter           uint64
+	rxRings, rxKernel uint64
+}
+
+// stop interrupts the target and returns what it reported.
+func (t *peersTarget) stop() (targetStop, error) {
 	_ = t.cmd.Process.Signal(syscall.SIGINT)
-	var counter uint64
+	var st targetStop
 	found := false
 	timeout := time.After(20 * time.Second)
 	for {
@@ -353,20 +366,23 @@ func (t *peersTarget) stop() (uint64, error) {
 			if !ok {
 				err := t.cmd.Wait()
 				if !found {
-					return 0, fmt.Errorf("target's final counter not reported (%v)", err)
+					return st, fmt.Errorf("target's final counter not reported (%v)", err)
 				}
-				return counter, err
+				return st, err
 			}
 			if i := strings.Index(l, "counter "); strings.HasPrefix(l, "xdpfab bench serve: stopped") && i >= 0 {
 				f := strings.Fields(l[i+len("counter "):])
 				if len(f) > 0 {
 					v, err := strconv.ParseUint(strings.TrimSuffix(f[0], ","), 10, 64)
-					counter, found = v, err == nil
+					st.counter, found = v, err == nil
+				}
+				if j := strings.Index(l, "AF_XDP rx "); j >= 0 {
+					_, _ = fmt.Sscanf(l[j:], "AF_XDP rx %d rings %d kernel socket", &st.rxRings, &st.rxKernel)
 				}
 			}
 		case <-timeout:
 			t.kill()
-			return 0, errors.New("target did not stop")
+			return st, errors.New("target did not stop")
 		}
 	}
 }
@@ -650,11 +666,12 @@ func runPeersPhase(o *peersOptions, n int, stderr io.Writer) (*peersPhase, error
 	r.Retransmits, r.Spurious = l.retransmits()
 	r.PerPeer = float64(r.RSSGrowth) / float64(n)
 	r.ExactlyOnce = r.Failed == 0 && l.exactlyOnce(base)
-	counter, err := t.stop()
+	st, err := t.stop()
 	if err != nil {
 		return nil, err
 	}
-	if counter != base+uint64(total) {
+	r.TargetRxRings, r.TargetRxKernel = st.rxRings, st.rxKernel
+	if counter := st.counter; counter != base+uint64(total) {
 		fmt.Fprintf(stderr, "bench peers: target counter %d, want %d\n", counter, base+uint64(total))
 		r.ExactlyOnce = false
 	}
