@@ -51,8 +51,9 @@ fetch-adds (default 200; more where few peers, so that a phase does at least
 --min-ops, default 20000) on the target's counter, --inflight (default 64) in flight
 across all of them. Prints the aggregate rate and its ratio to the single-peer phase,
 that ratio in operations per CPU-second of the target and the initiators together
-("per CPU": steadier than the rate on a machine whose other load moves), the target's RSS growth over the phase and per peer, its CPU time per operation, and
-checks that every fetch-add executed exactly once (distinct fetched values, the final
+("per CPU": steadier than the rate on a machine whose other load moves), the target's RSS growth over the phase and per peer, its CPU time per operation, the
+initiators' retransmissions and the spurious part of them (the first transmission
+was answered), and checks that every fetch-add executed exactly once (distinct fetched values, the final
 counter). --rx shared (the default) has the process's shared receive poller serve
 every initiator's socket (reliable.Config.SharedPoll, udp.Options.SharedPoll); --rx
 own gives each initiator a receive goroutine of its own, its socket in Go's
@@ -68,7 +69,9 @@ process's shared poller, spinning (bench serve --shared-poll --poll-spin), and
 xdpfab's fast path instead: bench incast's topology with one initiator namespace
 (10.236.0.0/16), xdpfab attached (--mode) on the target's veth and bench serve on
 AF_XDP there (spinning on its rings, --busy-poll, for tgtspin and spinall), every
-initiator's kernel UDP socket in the initiators' namespace; --net lo,veth alternates
+initiator's kernel UDP socket in the initiators' namespace, whose veth sends full
+UDP checksums (with veth's checksum offload the XDP program would pass every request
+to the target's kernel socket; -o json counts where the target's packets came in); --net lo,veth alternates
 the two at each peer count, each kind's ratio to its own single peer; the report
 names the transport each target got (udp or xdp). --cpuprofile writes a pprof CPU profile of the initiators' process over
 the measured part of each phase (FILE.<peers> when there are several).
