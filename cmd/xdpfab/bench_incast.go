@@ -56,7 +56,8 @@ const benchIncastUsage = `usage:
 Needs root. Builds a bridge namespace, a target namespace and max(--initiators)
 initiator namespaces (10.236.0.0/16), runs one target (xdpfab bench serve over
 --transport, default AF_XDP with xdpfab attached in --mode) and the initiators in
-this process (kernel UDP sockets, one per namespace), each keeping --depth
+this process (kernel UDP sockets, one per namespace, their veths sending full
+UDP checksums so that the XDP program hands the requests to AF_XDP), each keeping --depth
 fetch-adds in flight for --duration. Phases: one initiator alone (--reps
 times: the best rate is the baseline), each count of --initiators at once,
 and with --loss percent (0: none) dropped by the bridge. Prints per phase the
