@@ -460,6 +460,7 @@ type txPeer struct {
 	est      rtoEstimator  // round trips and the timeout they give (rto.go)
 	rto      time.Duration // initial timeout of new packets
 	heard    int64         // engine clock of the last response matched (path checks)
+	destKey  uint64        // the address's key in the shared estimates (destrto.go)
 	// active is p's position in Engine.active, -1 when not there.
 	active int
 }
@@ -771,7 +772,7 @@ func (e *Engine) Submit(r *Request) error {
 	}
 	p := e.txPeerOf(r.Peer)
 	if p == nil {
-		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1, active: -1}
+		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1, active: -1, destKey: destKey(r.Peer.Addr)}
 		e.peers[r.Peer] = p
 	}
 	if p.active < 0 {
@@ -1161,15 +1162,9 @@ func (e *Engine) buildPacket(p *txPeer) {
 		spareBuild.Store(spare)
 	}
 	s.seq, s.n = seq, len(pkt)
-	if p.est.srtt == 0 {
-		// No sample from this peer yet: start from what the endpoint
-		// measured to others (rtoseed.go). p.rto may be a backed-off one.
-		s.rto = max(p.rto, e.initialRTO())
-	} else {
-		s.rto = max(p.rto, e.cfg.RetryInitial)
-	}
-	s.retries, s.fastRetx = 0, false
 	s.sentAt = e.now()
+	s.rto = e.sendTimeout(p, s.sentAt)
+	s.retries, s.fastRetx = 0, false
 	s.deadline = s.sentAt + int64(s.rto)
 	e.armTimer(s.deadline)
 	p.nextSeq++
@@ -1332,6 +1327,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	case pk.Flags&wire.HdrHeld != 0:
 	case s.retries == 0 && !s.fastRetx:
 		p.est.sample(now - s.sentAt)
+		destSample(p.destKey, now-s.sentAt, now, false)
 		sampled = true
 	case pk.Flags&wire.HdrOriginal != 0:
 		e.stats.spuriousRetransmits.Add(1)
@@ -1339,6 +1335,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		if s.retries > 0 {
 			p.est.spurious(now-s.sentAt, now) // a timeout, not a fast retransmit (reordering)
 		}
+		destSample(p.destKey, now-s.sentAt, now, s.retries > 0)
 		sampled = true
 	}
 	done := 0
