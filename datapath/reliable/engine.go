@@ -72,9 +72,15 @@
 //     into a retransmission storm; the rest stay due for the next pass
 //     about a round trip later, all of them resent within about an RTO
 //     (never pushed back behind the packets just resent, which would
-//     starve a gap). A peer with no RTT sample yet starts from the estimate of the
-//     endpoint's (else the process's) latest sample from another peer
-//     (rtoseed.go). Fast retransmit: a
+//     starve a gap). Every sample also goes into an estimate the process
+//     keeps per destination address, shared by all its engines (like TCP's
+//     per-destination metrics): a peer whose last round trip gave fewer
+//     than 4 samples (one of 10,000 endpoints' peers with an operation in
+//     flight now and then) sends with the larger of its own timeout and
+//     its address's, which has learnt the spread its own few samples
+//     cannot (destrto.go); a peer with no sample yet starts from its
+//     address's, else the endpoint's (else the process's) latest sample
+//     from another peer (rtoseed.go). Fast retransmit: a
 //     selective ack showing a gap, or a response to a request 3 or more
 //     newer than an unanswered one (the target answers in order), resends
 //     the missing packet at once.
