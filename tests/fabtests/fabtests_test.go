@@ -372,9 +372,25 @@ func (p *pair) checkXDP(t *testing.T, c fabtestCase, before xdp.Counters, out st
 		t.Logf("the sending client process had the kernel socket (its sibling the AF_XDP queues): XDP counters during the run:%s", delta.String())
 		return
 	}
+	// A process sends through its kernel socket until its next hop is
+	// resolved (datapath/afxdp, nexthop: in the background, a few netlink
+	// round trips, more under load); a case whose whole exchange is a
+	// handful of datagrams (fi_poll) can end inside that window. Every
+	// datagram then arrived as a kernel socket sends it (its checksum left
+	// to offload: pass_bad_csum). Longer runs must reach the rings.
+	total := bpf.XdpfabXdpfabCounterCNT_RX_TOTAL
+	if seen := after[total] - before[total]; seen <= shortRun && after[badCsum]-before[badCsum] > 0 {
+		t.Logf("%d datagrams, all before the next hop was resolved (kernel socket): XDP counters during the run:%s", seen, delta.String())
+		return
+	}
 	t.Errorf("no datagram was redirected to an AF_XDP socket (redirect_xsk stayed %d): the run did not use AF_XDP\nXDP counters during the run:%s\n%s",
 		after[redirect], delta.String(), tail(out, 30))
 }
+
+// shortRun is the most datagrams a case may see without reaching the
+// AF_XDP rings: the start-up exchange of a short case, sent before the
+// next hop is resolved (checkXDP).
+const shortRun = 32
 
 // caseTimeout bounds one fabtests run.
 const caseTimeout = 180 * time.Second
