@@ -15,6 +15,7 @@ import (
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/eq"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/ktable"
 	"github.com/xdpfab/xdpfab/internal/prefetch"
 )
 
@@ -610,7 +611,7 @@ func (av *AV) place(j *insertJob, i int, ep endpoint, h uint64) fi.Errno {
 	j.syncErr.set(i, 0)
 	j.inserted++
 	if av.mirror != nil {
-		av.pend.add(kernelKey(av.id, ep), bpf.XdpfabAvValue{FiAddr: uint64(handle), AuthKeyId: uint32(keyID), Flags: vflags}, pendingOp{j, i, idx})
+		av.pend.add(kernelPeer(ep, handle, keyID, vflags != 0), pendingOp{j, i, idx})
 		j.unflushed++
 	}
 	return 0
@@ -658,7 +659,7 @@ func (av *AV) symmetricRange(j *insertJob, s *symSource) bool {
 		}
 		j.syncErr.set(i, 0)
 		if av.mirror != nil {
-			av.pend.add(kernelKey(av.id, r.member(uint32(k))), bpf.XdpfabAvValue{FiAddr: uint64(h)}, pendingOp{j, i, r.first + uint32(k)})
+			av.pend.add(kernelPeer(r.member(uint32(k)), h, 0, false), pendingOp{j, i, r.first + uint32(k)})
 			j.unflushed++
 			av.kick()
 		}
@@ -684,14 +685,18 @@ type pending struct {
 var maxInflight = min(2, max(0, runtime.NumCPU()/2-1))
 
 // batch is one BPF_MAP_UPDATE_BATCH worth of writes and, once written,
-// its result.
+// its result. The entries are gathered as the peer table's slots, which a
+// TableMirror takes as they are (no conversion pass, and no key and value
+// appended apart); keys and vals are where writeNew turns them into
+// av_map entries for any other Mirror.
 type batch struct {
-	keys []bpf.XdpfabAvKey
-	vals []bpf.XdpfabAvValue
-	ops  []pendingOp
-	n    int   // entries written
-	err  error // why the write stopped at n
-	done chan struct{}
+	peers []ktable.Peer
+	ops   []pendingOp
+	keys  []bpf.XdpfabAvKey
+	vals  []bpf.XdpfabAvValue
+	n     int   // entries written
+	err   error // why the write stopped at n
+	done  chan struct{}
 }
 
 // pendingOp says which address of which insert a pending write is for.
@@ -701,7 +706,7 @@ type pendingOp struct {
 	idx uint32
 }
 
-func (p *pending) add(k bpf.XdpfabAvKey, v bpf.XdpfabAvValue, op pendingOp) {
+func (p *pending) add(e ktable.Peer, op pendingOp) {
 	if p.cur == nil {
 		if n := len(p.spare); n > 0 {
 			p.cur, p.spare = p.spare[n-1], p.spare[:n-1]
@@ -710,8 +715,7 @@ func (p *pending) add(k bpf.XdpfabAvKey, v bpf.XdpfabAvValue, op pendingOp) {
 		}
 	}
 	b := p.cur
-	b.keys = append(b.keys, k)
-	b.vals = append(b.vals, v)
+	b.peers = append(b.peers, e)
 	b.ops = append(b.ops, op)
 }
 
@@ -728,7 +732,7 @@ func (av *AV) kick() {
 	b := p.cur
 	p.cur = nil
 	if maxInflight == 0 {
-		b.n, b.err = av.writeNew(b.keys, b.vals)
+		b.n, b.err = av.writeNew(b)
 		av.applyResult(b) // failures are recorded in the jobs and av.lost
 		p.spare = append(p.spare, b)
 		return
@@ -736,7 +740,7 @@ func (av *AV) kick() {
 	b.done = make(chan struct{})
 	p.inflight = append(p.inflight, b)
 	go func() {
-		b.n, b.err = av.writeNew(b.keys, b.vals)
+		b.n, b.err = av.writeNew(b)
 		close(b.done)
 	}()
 	for len(p.inflight) > maxInflight {
@@ -749,11 +753,16 @@ func (av *AV) kick() {
 // hold either (a removal deletes from it before the address can be
 // inserted again), so a TableMirror enters them without looking for
 // them first.
-func (av *AV) writeNew(keys []bpf.XdpfabAvKey, vals []bpf.XdpfabAvValue) (int, error) {
+func (av *AV) writeNew(b *batch) (int, error) {
 	if tm, ok := av.mirror.(*TableMirror); ok {
-		return tm.Insert(keys, vals)
+		return tm.insertPeers(b.peers)
 	}
-	return av.mirror.Update(keys, vals)
+	b.keys, b.vals = b.keys[:0], b.vals[:0]
+	for i := range b.peers {
+		k, v := entryOfPeer(av.id, &b.peers[i])
+		b.keys, b.vals = append(b.keys, k), append(b.vals, v)
+	}
+	return av.mirror.Update(b.keys, b.vals)
 }
 
 // settle waits for the oldest batch in flight and applies its outcome.
@@ -778,7 +787,7 @@ func (av *AV) flush() (lost []fi.Addr, err error) {
 	if b := p.cur; b != nil {
 		p.cur = nil
 		if len(b.ops) > 0 {
-			b.n, b.err = av.writeNew(b.keys, b.vals)
+			b.n, b.err = av.writeNew(b)
 			b.done = nil
 			av.applyResult(b)
 		}
@@ -820,7 +829,7 @@ func (av *AV) applyResult(b *batch) {
 			}
 			if op.job.returned {
 				av.holdEntry(op.idx)
-				lost = append(lost, fi.Addr(b.vals[k].FiAddr))
+				lost = append(lost, fi.Addr(b.peers[k].FiAddr))
 			} else {
 				av.dropEntry(op.idx)
 			}
@@ -842,7 +851,8 @@ func (av *AV) applyResult(b *batch) {
 		}
 	}
 	clear(b.ops)
-	b.keys, b.vals, b.ops = b.keys[:0], b.vals[:0], b.ops[:0]
+	b.peers, b.ops = b.peers[:0], b.ops[:0]
+	b.keys, b.vals = b.keys[:0], b.vals[:0]
 	b.n, b.err = 0, nil
 }
 

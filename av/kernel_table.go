@@ -181,12 +181,22 @@ func (tm *TableMirror) Update(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue
 	return tm.write(keys, values, false)
 }
 
-// Insert is Update of keys the table does not hold: the AV's pending
+// insertPeers enters peers the table does not hold: the AV's pending
 // writes, for addresses it did not hold when they were inserted (a
 // removal deletes from the table before the address can come back), so
-// no key is looked for first (ktable AVTable.InsertMany).
-func (tm *TableMirror) Insert(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue) (int, error) {
-	return tm.write(keys, values, true)
+// no peer is looked for first (ktable AVTable.InsertMany).
+func (tm *TableMirror) insertPeers(ps []ktable.Peer) (int, error) {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if tm.t == nil {
+		return 0, fmt.Errorf("av: kernel table dropped: %w", fi.EINVAL)
+	}
+	if need := tm.t.Len() + len(ps); tooFull(tm.t, need) {
+		if err := tm.grow(need, false); err != nil {
+			return 0, err
+		}
+	}
+	return tm.putPeers(ps, true, len(ps))
 }
 
 func (tm *TableMirror) write(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue, fresh bool) (int, error) {
@@ -210,13 +220,29 @@ func (tm *TableMirror) write(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue,
 			}
 			ps[i] = peerOf(&keys[lo+i], &values[lo+i])
 		}
+		done, err := tm.putPeers(ps[:n], fresh, len(keys)-lo)
+		lo += done
+		if err != nil {
+			return lo, err
+		}
+	}
+	return len(keys), nil
+}
+
+// putPeers puts ps in the table (fresh: peers it does not hold, entered
+// without looking for them), rebuilding it larger when it is full and with
+// 32-byte slots when a peer does not fit a compact one; tm.mu held. left
+// (at least len(ps)) is how many peers of the call are still to be put,
+// ps's first included: the size a rebuild makes room for.
+func (tm *TableMirror) putPeers(ps []ktable.Peer, fresh bool, left int) (int, error) {
+	for lo := 0; lo < len(ps); {
 		var done int
 		var err error
 		if fresh {
-			done, err = tm.t.InsertMany(ps[:n])
+			done, err = tm.t.InsertMany(ps[lo:])
 		} else {
-			for ; done < n; done++ {
-				if err = tm.t.Put(&ps[done]); err != nil {
+			for ; lo+done < len(ps); done++ {
+				if err = tm.t.Put(&ps[lo+done]); err != nil {
 					break
 				}
 			}
@@ -224,15 +250,15 @@ func (tm *TableMirror) write(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue,
 		lo += done
 		switch {
 		case errors.Is(err, ktable.ErrFull):
-			err = tm.grow(tm.t.Len()+len(keys)-lo, false)
+			err = tm.grow(tm.t.Len()+left-lo, false)
 		case errors.Is(err, ktable.ErrWide):
-			err = tm.grow(tm.t.Len()+len(keys)-lo, true)
+			err = tm.grow(tm.t.Len()+left-lo, true)
 		}
 		if err != nil {
 			return lo, err
 		}
 	}
-	return len(keys), nil
+	return len(ps), nil
 }
 
 // Delete implements Mirror.

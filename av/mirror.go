@@ -11,6 +11,7 @@ import (
 
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/ktable"
 )
 
 // Mirror is where an AV keeps the kernel's copy of its entries, the AV map
@@ -170,6 +171,17 @@ func kernelKey(avID uint32, ep endpoint) bpf.XdpfabAvKey {
 	var port [2]byte
 	binary.BigEndian.PutUint16(port[:], ep.port)
 	return bpf.XdpfabAvKey{AvId: avID, Port: binary.NativeEndian.Uint16(port[:]), Addr: ep.ip}
+}
+
+// kernelPeer is the peer table slot (the av_map entry, in the table's
+// words) of ep with handle h: what kernelKey and its value make, built
+// directly.
+func kernelPeer(ep endpoint, h fi.Addr, keyID uint16, userIDSet bool) ktable.Peer {
+	var port [2]byte
+	binary.BigEndian.PutUint16(port[:], ep.port)
+	return ktable.Peer{Port: binary.NativeEndian.Uint16(port[:]),
+		Addr:   [2]uint64{binary.LittleEndian.Uint64(ep.ip[0:8]), binary.LittleEndian.Uint64(ep.ip[8:16])},
+		FiAddr: uint64(h), AuthKeyID: keyID, UserIDSet: userIDSet}
 }
 
 // endpointOfKey is the inverse of kernelKey.

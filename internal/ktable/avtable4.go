@@ -93,23 +93,26 @@ func (t *AVTable) free4(b uint64) (f [2]uint64, n int) {
 }
 
 // choose4 returns the bucket and way a new peer of hash h takes: a free
-// slot of the emptier of its two buckets; ok false if both are full.
+// slot of the emptier of its two buckets (the first when they are equally
+// full); ok false if both are full. Which bucket is emptier is a coin
+// toss for random peers, so it is chosen with conditional moves, not a
+// branch the CPU would mispredict half the time, and the way as the first
+// free byte of the bucket's two tag words read as one: TrailingZeros64 of
+// an empty word is 64, so way 8+ comes out of the same sum.
 func (t *AVTable) choose4(h uint64) (bi uint64, way int, ok bool) {
 	b1, b2 := t.homesOf(h)
-	f1, n1 := t.free4(b1)
-	f2, n2 := t.free4(b2)
-	bi, f, n := b1, f1, n1
+	t1, t2 := t.tags4(b1), t.tags4(b2)
+	f10, f11 := freeSlots(t1[0]), freeSlots(t1[1])
+	f20, f21 := freeSlots(t2[0]), freeSlots(t2[1])
+	n1 := bits.OnesCount64(f10) + bits.OnesCount64(f11)
+	n2 := bits.OnesCount64(f20) + bits.OnesCount64(f21)
+	bi, f0, f1 := b1, f10, f11
 	if n2 > n1 {
-		bi, f, n = b2, f2, n2
+		bi, f0, f1 = b2, f20, f21
 	}
-	switch {
-	case n == 0:
-		return 0, 0, false
-	case f[0] != 0:
-		return bi, bits.TrailingZeros64(f[0]) / 8, true
-	default:
-		return bi, 8 + bits.TrailingZeros64(f[1])/8, true
-	}
+	z0 := bits.TrailingZeros64(f0)
+	way = z0>>3 + (bits.TrailingZeros64(f1)>>3)&-(z0>>6)
+	return bi, way, way < AVT4Ways
 }
 
 // setTag4 sets (g != 0) or clears (g == 0) the tag of slot way of bucket bi.
@@ -159,10 +162,10 @@ func seqPort(s *avt4Slot) *uint32 { return (*uint32)(unsafe.Pointer(s)) }
 // read the old port saw the old seq, which the odd one replaced.
 func write4(s *avt4Slot, p *Peer) {
 	seq := s.seq & avt4SeqMask
-	memorder.StoreRelease32(seqPort(s), uint32(s.port)<<16|uint32(seq|1))
-	s.authKey, s.fiHi = p.AuthKeyID, uint16(p.FiAddr>>32)
-	s.addr4, s.fiLo = uint32(p.Addr[1]>>32), uint32(p.FiAddr)
-	memorder.StoreRelease32(seqPort(s), uint32(p.Port)<<16|uint32(nextSeq4(seq, p.UserIDSet)))
+	storeSlot4(s, uint32(s.port)<<16|uint32(seq|1),
+		uint32(p.AuthKeyID)|uint32(uint16(p.FiAddr>>32))<<16,
+		p.Addr[1]>>32|uint64(uint32(p.FiAddr))<<32,
+		uint32(p.Port)<<16|uint32(nextSeq4(seq, p.UserIDSet)))
 }
 
 // clearSlot4 frees the compact slot s: port 0 and the rest zero.
