@@ -460,6 +460,13 @@ type txPeer struct {
 	est      rtoEstimator  // round trips and the timeout they give (rto.go)
 	rto      time.Duration // initial timeout of new packets
 	heard    int64         // engine clock of the last response matched (path checks)
+	// probeSeq is the packet a timeout resent first while the peer was
+	// silent, probeAt when (engine clock; a probe is out while probeAt >
+	// heard), deferred whether timeouts pushed other packets behind it
+	// (silence.go).
+	probeSeq uint32
+	probeAt  int64
+	deferred bool
 	// active is p's position in Engine.active, -1 when not there.
 	active int
 }
@@ -1265,6 +1272,7 @@ func (e *Engine) failPeer(p *txPeer, err fi.Errno, out *[]Completion) {
 	p.moreOpen = false
 	p.heldFrom = 0
 	p.est, p.rto = rtoEstimator{}, 0
+	p.probeAt, p.deferred = 0, false
 }
 
 // handleResponse processes a RESP or ACK from the target. e.mu is held.
@@ -1321,13 +1329,14 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		e.stats.resultsLost.Add(1) // its ops carry FI_ENODATA
 	}
 	now := e.now()
+	e.endSilence(p, s, pk.Flags, now)
 	p.heard = now
 	// Karn's rule, plus: a request the target held behind a lost one
 	// (HdrHeld) is no sample, its wait was not round-trip time. A
 	// response to the first transmission (HdrOriginal) of a packet
 	// retransmitted meanwhile is one: the retransmission was spurious
 	// (rto.go).
-	sampled := false
+	sampled, spurious := false, false
 	switch {
 	case pk.Flags&wire.HdrHeld != 0:
 	case s.retries == 0 && !s.fastRetx:
@@ -1338,6 +1347,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		p.est.sample(now - s.sentAt)
 		if s.retries > 0 {
 			p.est.spurious(now-s.sentAt, now) // a timeout, not a fast retransmit (reordering)
+			spurious = true
 		}
 		sampled = true
 	}
@@ -1376,6 +1386,9 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		p.rto = p.est.timeout(e.cfg.RetryInitial, e.cfg.RetryMax)
 		e.noteRTO(p.est.srtt + 4*p.est.rttvar)
 		e.stats.srtt.Store(p.est.srtt)
+	}
+	if spurious {
+		p.extendDeadlines(now + int64(p.rto))
 	}
 	// The target answers in order: a request reorderThresh or more below
 	// the one just answered that is still unanswered lost its response (or
@@ -1533,6 +1546,12 @@ func (e *Engine) expire(out *[]Completion) int64 {
 				if s.deadline == late {
 					lateEq--
 				}
+				if p.deferBehindProbe(s, now, e.cfg.RetryMax) {
+					if next == 0 || s.deadline < next {
+						next = s.deadline
+					}
+					continue
+				}
 				if s.retries >= e.cfg.MaxRetries {
 					e.stats.peersUnreachable.Add(1)
 					e.failPeer(p, fi.ETIMEDOUT, out)
@@ -1550,6 +1569,7 @@ func (e *Engine) expire(out *[]Completion) int64 {
 				p.rto = max(p.rto, s.rto)
 				s.fastRetx = false
 				e.retransmit(p, s)
+				p.noteTimeout(s, now)
 				if s.retries >= PathCheckRetries && p.heard < s.sentAt && e.paths != nil && !pathChecked {
 					pathChecked = true
 					e.paths.CheckPath(p.peer.Addr)
