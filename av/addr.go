@@ -84,13 +84,21 @@ func trimNUL(b []byte) []byte {
 }
 
 // parseSockaddr4 parses a struct sockaddr_in: family (host order), port
-// (network order), the address, and 8 bytes of zero padding.
+// (network order), the address, and 8 bytes of zero padding. It builds
+// the IPv4-mapped endpoint itself, with endpointOf's checks (no port 0,
+// no 0.0.0.0): through netip it took a third of a 1M insert's parsing.
 func parseSockaddr4(b []byte) (endpoint, fi.Errno) {
 	if len(b) != SockaddrInLen || binary.NativeEndian.Uint16(b) != afInet {
 		return endpoint{}, fi.EINVAL
 	}
-	ap := netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:4]))
-	return endpointOf(ap)
+	port := binary.BigEndian.Uint16(b[2:4])
+	a4 := [4]byte(b[4:8])
+	if port == 0 || a4 == [4]byte{} {
+		return endpoint{}, fi.EINVAL
+	}
+	ep := endpoint{ip: [16]byte{10: 0xff, 11: 0xff}, port: port}
+	copy(ep.ip[12:], a4[:])
+	return ep, 0
 }
 
 // parseSockaddr6 parses a struct sockaddr_in6: family, port, flowinfo,

@@ -100,25 +100,36 @@
 // allocation, about 1.3 µs an address even batched, and a hash map sized
 // for the largest AV preallocates its bucket array (64 MiB for 4M
 // addresses, 100-340 ms to make). A kernel table costs memory writes per
-// address and grows with the AV: it starts at 768 bytes (3 buckets of 8
-// 32-byte slots), an AV opened with a count gets 3/2 slots an address
-// (ktable.AVTableBuckets: the bucket count need not be a power of two),
-// and when an insert would fill it past 7/10 (or a key's two buckets are
-// full) the AV builds a table twice the size, copies the entries and
-// swaps it into av_map with one bpf(2) call (XDP reads the old table
-// until then, the new one after; both hold every entry). Kernel memory:
-// 48 bytes an address as sized, 46-96 after growth.
+// address and grows with the AV. An AV starts with a compact table
+// (bpf/xdpfab.h, "Compact peer tables"): IPv4 peers only, 16-byte slots,
+// 16 to a 256-byte bucket; it starts at 768 bytes (3 buckets), an AV
+// opened with a count gets 4/3 slots an address (ktable.AVTable4Buckets:
+// the bucket count need not be a power of two), and when an insert would
+// fill it past 4/5 (or a key's two buckets are full) the AV builds a
+// table twice the size, copies the entries and swaps it into av_map with
+// one bpf(2) call (XDP reads the old table until then, the new one after;
+// both hold every entry). The first peer a compact table cannot hold (an
+// IPv6 address, an fi_addr past 48 bits) makes the AV rebuild it the same
+// way with 32-byte slots, 8 to a bucket (ktable.AVTableBuckets: 3/2 slots
+// an address, grown at 7/10 full), which hold any peer; it stays so.
+// Kernel memory: 21 bytes an address as sized (40 after growth) while
+// the AV's peers are IPv4, 48 (46-96) once one is not.
 //
 // What a large insert costs is mostly the table's pages, not the writes:
 // each 4 KiB page of a new table is first touched by the insert, and on a
 // VM whose hypervisor shadows the guest's page tables every first touch
 // of a page traps out of the guest (~12-15 µs a page on the development
 // VM, in any order, MAP_POPULATE or not, and as much when the kernel
-// writes the pages for a bpf(2) call). Hence the compact layout: an AV
-// opened with count 1,000,000 gets a 46 MiB table (187500 buckets), whose
-// pages alone take ~0.17 CPU-s there (BenchmarkTableFloor1M), where the
-// 64-byte slots in a power-of-two table of the MR table's layout took
-// 128 MiB and ~0.43 CPU-s (Insert1M/kernel: ~0.46 CPU-s against ~0.76).
+// writes the pages for a bpf(2) call; a BPF_F_MMAPABLE map is vmalloc
+// memory, mapped to user space in 4 KiB pages, so transparent huge pages,
+// which make the Go side's arrays cheap to touch there, cannot help).
+// Hence the compact layouts: an AV opened with count 1,000,000 gets a
+// 20 MiB table (83334 buckets), whose pages alone take ~0.085 CPU-s there
+// (BenchmarkTableFloor1M/compact), where the 32-byte slots took 46 MiB
+// and ~0.16 CPU-s (/wide), and the 64-byte slots of the MR table's layout
+// 128 MiB and ~0.43 CPU-s. Insert1M/kernel, alternating the builds six
+// times in one spell (medians): 0.38 → 0.27 CPU-s, 0.39 → 0.28 s wall;
+// the table's page traps are now ~0.065 CPU-s of an insert's ~0.3.
 //
 // Failure modes:
 //   - A slot a writer holds (seq odd) is busy to readers: XDP passes that

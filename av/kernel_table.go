@@ -23,9 +23,14 @@ import (
 // deletes the av_map entry: the kernel frees the table once no program
 // run still reads it.
 //
-// Kernel memory is 32 bytes a slot, a table sized for n entries has 3n/2
-// slots (ktable.AVTableBuckets) and grows at 7/10 full to twice that, so
-// 46-96 bytes an address; a new AV takes 768 bytes (3 buckets of 256).
+// An AV starts with a compact table (ktable.CreateAVTable4: IPv4 peers,
+// 16-byte slots), sized for n entries with 4n/3 slots
+// (ktable.AVTable4Buckets) and grown at 4/5 full to twice that: 21-40
+// bytes of kernel memory an address. The first peer it cannot hold (an
+// IPv6 address, an fi_addr past 48 bits) makes the AV rebuild it with
+// 32-byte slots (one grow), which a table sized for n entries has 3n/2
+// of (ktable.AVTableBuckets), growing at 7/10 full to twice that: 46-96
+// bytes an address. A new AV takes 768 bytes (3 buckets of 256).
 type TableMirror struct {
 	outer *ebpf.Map
 	id    uint32
@@ -36,9 +41,32 @@ type TableMirror struct {
 }
 
 // growAt is the fill (numerator, denominator) past which an insert grows
-// the table first: two-choice placement in 8-slot buckets finds both of
-// a key's buckets full about never below it.
-const growAtNum, growAtDen = 7, 10
+// the table first. Two-choice placement rarely finds both of a key's
+// buckets full below it, and a key that does makes the table double: in
+// a simulation with 1M random keys, 16-slot buckets (a compact table)
+// never did at 4/5 full (a compact table is sized 3/4 full), 8-slot
+// buckets (32-byte slots) did in one table of five at 2/3 full.
+const (
+	growAtNum, growAtDen   = 7, 10
+	growAt4Num, growAt4Den = 4, 5
+)
+
+// tooFull reports whether t holding n entries is past its growAt.
+func tooFull(t *ktable.AVTable, n int) bool {
+	if t.Compact() {
+		return n*growAt4Den > t.Slots()*growAt4Num
+	}
+	return n*growAtDen > t.Slots()*growAtNum
+}
+
+// tableBuckets returns the data buckets of a table sized for n entries,
+// compact or of 32-byte slots.
+func tableBuckets(n int, compact bool) int {
+	if compact {
+		return ktable.AVTable4Buckets(n)
+	}
+	return ktable.AVTableBuckets(n)
+}
 
 // NewTableMirror makes the kernel table of AV id in av_map outer, sized
 // for hint entries, and enters it there. If outer holds a table under id
@@ -58,9 +86,9 @@ func NewTableMirror(outer *ebpf.Map, id uint32, hint int) (*TableMirror, error) 
 	tm := &TableMirror{outer: outer, id: id, spec: spec}
 	if t := takeParked(outer, id); t != nil {
 		tm.t = t
-		if ktable.AVTableBuckets(hint) > t.Buckets() {
+		if tableBuckets(hint, t.Compact()) > t.Buckets() {
 			tm.mu.Lock()
-			err := tm.grow(hint)
+			err := tm.grow(hint, false)
 			tm.mu.Unlock()
 			if err != nil {
 				t.Close()
@@ -69,7 +97,9 @@ func NewTableMirror(outer *ebpf.Map, id uint32, hint int) (*TableMirror, error) 
 		}
 		return tm, nil
 	}
-	t, err := ktable.CreateAVTable(spec, ktable.AVTableBuckets(hint), ktable.RandomSeed())
+	// Compact until a peer that does not fit (IPv6, a huge fi_addr)
+	// arrives: most AVs hold IPv4 peers only.
+	t, err := ktable.CreateAVTable4(spec, ktable.AVTable4Buckets(hint), ktable.RandomSeed())
 	if err != nil {
 		return nil, fmt.Errorf("av: kernel table: %w", errnoOfKernel(err))
 	}
@@ -165,8 +195,8 @@ func (tm *TableMirror) write(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue,
 	if tm.t == nil {
 		return 0, fmt.Errorf("av: kernel table dropped: %w", fi.EINVAL)
 	}
-	if need := tm.t.Len() + len(keys); need*growAtDen > tm.t.Slots()*growAtNum {
-		if err := tm.grow(need); err != nil {
+	if need := tm.t.Len() + len(keys); tooFull(tm.t, need) {
+		if err := tm.grow(need, false); err != nil {
 			return 0, err
 		}
 	}
@@ -192,8 +222,11 @@ func (tm *TableMirror) write(keys []bpf.XdpfabAvKey, values []bpf.XdpfabAvValue,
 			}
 		}
 		lo += done
-		if errors.Is(err, ktable.ErrFull) {
-			err = tm.grow(tm.t.Len() + len(keys) - lo)
+		switch {
+		case errors.Is(err, ktable.ErrFull):
+			err = tm.grow(tm.t.Len()+len(keys)-lo, false)
+		case errors.Is(err, ktable.ErrWide):
+			err = tm.grow(tm.t.Len()+len(keys)-lo, true)
 		}
 		if err != nil {
 			return lo, err
@@ -215,16 +248,32 @@ func (tm *TableMirror) Delete(keys []bpf.XdpfabAvKey) (int, error) {
 	return len(keys), nil
 }
 
-// grow replaces the table by one sized for n entries (at least twice the
-// old one: a table has no tombstones to rebuild away), copies the entries over and
-// swaps it into av_map; mu held. XDP reads the old table until the swap,
-// the new one after: both hold every entry.
-func (tm *TableMirror) grow(n int) error {
-	nb := max(ktable.AVTableBuckets(n), 2*tm.t.Buckets())
+// grow replaces the table by one sized for n entries, copies the entries
+// over and swaps it into av_map; mu held. XDP reads the old table until
+// the swap, the new one after: both hold every entry. The new table is
+// compact if the old one is and wide is false, and then has at least
+// twice the old one's slots (a table has no tombstones to rebuild away);
+// with wide (a peer the compact table cannot hold) it has 32-byte slots,
+// and at least the old one's slots.
+func (tm *TableMirror) grow(n int, wide bool) error {
+	compact := tm.t.Compact() && !wide
+	ways := ktable.AVTWays
+	if compact {
+		ways = ktable.AVT4Ways
+	}
+	least := 2 * tm.t.Slots()
+	if compact != tm.t.Compact() {
+		least = tm.t.Slots()
+	}
+	nb := max(tableBuckets(n, compact), (least+ways-1)/ways)
 	for {
-		t, err := ktable.CreateAVTable(tm.spec, nb, ktable.RandomSeed())
+		create := ktable.CreateAVTable
+		if compact {
+			create = ktable.CreateAVTable4
+		}
+		t, err := create(tm.spec, nb, ktable.RandomSeed())
 		if err != nil {
-			return fmt.Errorf("av: grow kernel table to %d slots: %w", nb*ktable.AVTWays, errnoOfKernel(err))
+			return fmt.Errorf("av: grow kernel table to %d slots: %w", nb*ways, errnoOfKernel(err))
 		}
 		full := false
 		tm.t.Each(func(p *ktable.Peer) bool {

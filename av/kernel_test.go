@@ -61,15 +61,19 @@ func TestKernelMapReadBack(t *testing.T) {
 
 		require.NoError(t, a.Remove(out[100:1100], 0))
 		requireInStep(t, a, kernelEntries(t, m))
+		tm := a.mirror.(*TableMirror)
+		require.True(t, tm.t.Compact(), "IPv4 peers only: a compact table")
 
 		v6 := []netip.AddrPort{ap("[fd00::1]:7471"), ap("[fe80::2]:1")}
 		for i := range 3 { // FI_MORE batches, written by the last call
 			_, err = a.InsertAddrPort(v6[:1+i/2], fiAddrs(2), fi.MORE, nil)
 			require.NoError(t, err)
 		}
+		require.True(t, tm.t.Compact(), "FI_MORE: not written yet")
 		sym := fiAddrs(5000)
 		_, err = a.InsertSym("10.60.0.1", 50, "4000", 100, sym, 0, nil)
 		require.NoError(t, err)
+		require.False(t, tm.t.Compact(), "an IPv6 peer: rebuilt with 32-byte slots")
 		require.NoError(t, a.SetUserID(out[5], 1234, 0))
 		got := kernelEntries(t, m)
 		requireInStep(t, a, got)

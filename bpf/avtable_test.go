@@ -13,14 +13,29 @@ import (
 	"github.com/xdpfab/xdpfab/internal/ktable"
 )
 
-// newAVTable makes a peer table for AV id and enters it in av_map, as
-// package av does (av imports this package, so its tests cannot use it),
-// written as av writes it.
-func newAVTable(tb testing.TB, avMap *ebpf.Map, id uint32) *ktable.AVTable {
+// tableKinds are the two layouts of a peer table: compact (IPv4 peers,
+// 16-byte slots) and of 32-byte slots.
+var tableKinds = []struct {
+	name   string
+	create func(*ebpf.MapSpec, int, uint64) (*ktable.AVTable, error)
+	nb     func(int) int
+}{
+	{"compact", ktable.CreateAVTable4, ktable.AVTable4Buckets},
+	{"wide", ktable.CreateAVTable, ktable.AVTableBuckets},
+}
+
+// newAVTable makes a peer table (compact or not) for AV id and enters it
+// in av_map, as package av does (av imports this package, so its tests
+// cannot use it), written as av writes it.
+func newAVTable(tb testing.TB, avMap *ebpf.Map, id uint32, compact bool) *ktable.AVTable {
 	tb.Helper()
 	spec, err := LoadXdpfab()
 	require.NoError(tb, err)
-	t, err := ktable.CreateAVTable(spec.Maps[XdpfabMapAvMap].InnerMap, 2, ktable.RandomSeed())
+	create := ktable.CreateAVTable
+	if compact {
+		create = ktable.CreateAVTable4
+	}
+	t, err := create(spec.Maps[XdpfabMapAvMap].InnerMap, 2, ktable.RandomSeed())
 	require.NoError(tb, err)
 	tb.Cleanup(func() { t.Close() })
 	require.NoError(tb, avMap.Put(id, t.Map()))
@@ -50,10 +65,16 @@ func deletePeer(t *ktable.AVTable, k XdpfabAvKey) bool {
 // metadata always carries one whole entry (a half-written slot would pair
 // an fi_addr with another entry's auth key), a datagram is dropped
 // (strict port) or handed up as known, and an entry whose removal
-// returned before the run began is never used.
+// returned before the run began is never used. Both table layouts.
 func TestProgramAVConcurrent(t *testing.T) {
+	for _, kind := range tableKinds {
+		t.Run(kind.name, func(t *testing.T) { testProgramAVConcurrent(t, kind.name == "compact") })
+	}
+}
+
+func testProgramAVConcurrent(t *testing.T, compact bool) {
 	objs := loadTestObjects(t)
-	peers := newAVTable(t, objs.AvMap, avID+1)
+	peers := newAVTable(t, objs.AvMap, avID+1, compact)
 	require.NoError(t, objs.Ports.Put(htons(portBound4+10), XdpfabPortConfig{AvId: avID + 1, DomainId: domainID,
 		Flags: PortStrict | PortBoundAddr, Addr: self4.As16()}))
 	src := netip.MustParseAddrPort("10.200.0.50:6000")
@@ -121,15 +142,24 @@ func TestProgramAVConcurrent(t *testing.T) {
 // TestProgramAVTableLarge fills a peer table of a bucket count that is
 // no power of two with peers (several ports), removes some, and checks
 // that the program finds every peer present with its value (fi_addr,
-// auth key id) and none removed: Go's placement and av_find's agree.
+// auth key id) and none removed: Go's placement and av_find's agree, for
+// both table layouts. An IPv6 datagram is unknown to a compact table.
 func TestProgramAVTableLarge(t *testing.T) {
+	for _, kind := range tableKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			testProgramAVTableLarge(t, kind.create, kind.nb)
+		})
+	}
+}
+
+func testProgramAVTableLarge(t *testing.T, create func(*ebpf.MapSpec, int, uint64) (*ktable.AVTable, error), buckets func(int) int) {
 	objs := loadTestObjects(t)
 	spec, err := LoadXdpfab()
 	require.NoError(t, err)
 	const n = 3000
-	nb := ktable.AVTableBuckets(n)
+	nb := buckets(n)
 	require.NotZero(t, nb&(nb-1), "want a bucket count that is no power of two")
-	tab, err := ktable.CreateAVTable(spec.Maps[XdpfabMapAvMap].InnerMap, nb, ktable.RandomSeed())
+	tab, err := create(spec.Maps[XdpfabMapAvMap].InnerMap, nb, ktable.RandomSeed())
 	require.NoError(t, err)
 	t.Cleanup(func() { tab.Close() })
 	require.NoError(t, objs.AvMap.Put(uint32(avID+2), tab.Map()))
@@ -164,4 +194,27 @@ func TestProgramAVTableLarge(t *testing.T) {
 		require.Equal(t, uint64(1000+i), m.FiAddr, "peer %d", i)
 		require.Equal(t, uint32(i%65535+1), m.AuthKeyId, "peer %d", i)
 	}
+}
+
+// TestProgramAVTableCompactIPv6: a compact table holds IPv4 peers only,
+// so an IPv6 datagram is unknown to it even where an IPv4 peer's entry
+// carries the same port and the same last four address bytes (the slot
+// keeps only those), and the same peer as IPv4 is known.
+func TestProgramAVTableCompactIPv6(t *testing.T) {
+	objs := loadTestObjects(t)
+	peers := newAVTable(t, objs.AvMap, avID+3, true)
+	const port = portStrict + 20
+	require.NoError(t, objs.Ports.Put(htons(port), XdpfabPortConfig{AvId: avID + 3, DomainId: domainID, Flags: PortStrict}))
+	v4 := netip.MustParseAddrPort("10.202.0.7:5000")
+	putPeer(t, peers, avKey(avID+3, v4), XdpfabAvValue{FiAddr: 77, AuthKeyId: 3})
+	v6 := netip.AddrPortFrom(netip.AddrFrom16([16]byte{0xfd, 0, 12: 10, 202, 0, 7}), 5000)
+
+	r := run(t, objs.XdpfabXdp, udp(v6, port, request(msgOp(16))).build())
+	require.Equal(t, uint32(xdpDrop), r.action, "an IPv6 peer is never in a compact table")
+	r = run(t, objs.XdpfabXdp, udp(v4, port, request(msgOp(16))).build())
+	require.Equal(t, uint32(xdpPass), r.action)
+	m, ok := ParseMeta(r.meta)
+	require.True(t, ok)
+	require.Equal(t, uint64(77), m.FiAddr)
+	require.Equal(t, uint32(3), m.AuthKeyId)
 }

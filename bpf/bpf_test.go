@@ -181,7 +181,7 @@ func loadTestObjects(t testing.TB) *XdpfabObjects {
 	var objs XdpfabObjects
 	require.NoError(t, spec.LoadAndAssign(&objs, nil))
 	t.Cleanup(func() { objs.Close() })
-	peers := newAVTable(t, objs.AvMap, avID)
+	peers := newAVTable(t, objs.AvMap, avID, false) // peer6 too: 32-byte slots
 
 	for port, flags := range map[uint16]uint32{portStrict: PortStrict, portLoose: 0} {
 		require.NoError(t, objs.Ports.Put(htons(port), XdpfabPortConfig{AvId: avID, DomainId: domainID, Flags: flags}))
@@ -534,7 +534,7 @@ func BenchmarkProgram(b *testing.B) {
 	var objs XdpfabObjects
 	require.NoError(b, spec.LoadAndAssign(&objs, nil))
 	defer objs.Close()
-	peers := newAVTable(b, objs.AvMap, avID)
+	peers := newAVTable(b, objs.AvMap, avID, true) // IPv4 peers: compact, as an AV starts
 	require.NoError(b, objs.Ports.Put(htons(portStrict), XdpfabPortConfig{AvId: avID, DomainId: domainID, Flags: PortStrict}))
 	require.NoError(b, objs.Ports.Put(htons(portBound4), XdpfabPortConfig{AvId: avID, DomainId: domainID,
 		Flags: PortStrict | PortBoundAddr, Addr: self4.As16()}))

@@ -271,14 +271,76 @@ static __always_inline int avt_slot_read(struct avt_slot *s, __u16 port, const _
 }
 
 /*
+ * avt4_slot_read is avt_slot_read for a compact peer table's slot s and
+ * the IPv4 peer (port, addr4).
+ */
+static __always_inline int avt4_slot_read(struct avt4_slot *s, __u16 port, __u32 addr4,
+					  struct av_value *out)
+{
+	for (int r = 0; r < KT_TRIES; r++) {
+		__u16 seq = KT_READ(s->seq);
+		__u16 p, auth, hi;
+		__u32 a, lo;
+
+		if (seq & 1)
+			continue;
+		asm volatile("" ::: "memory");
+		p = KT_READ(s->port);
+		auth = KT_READ(s->auth_key_id);
+		hi = KT_READ(s->fi_addr_hi);
+		a = KT_READ(s->addr4);
+		lo = KT_READ(s->fi_addr_lo);
+		asm volatile("" ::: "memory");
+		if (KT_READ(s->seq) != seq)
+			continue;
+		if (p != port || a != addr4)
+			return KT_MISS;
+		out->fi_addr = (__u64)hi << 32 | lo;
+		out->auth_key_id = auth;
+		out->flags = (seq & AVT4_SEQ_USER_ID_SET) ? AV_ENTRY_USER_ID_SET : 0;
+		return KT_FOUND;
+	}
+	return KT_BUSY;
+}
+
+/*
+ * av_find4 looks the IPv4 peer (port, addr4) up in buckets b1 and b2 of
+ * the compact peer table table.
+ */
+static __always_inline int av_find4(void *table, __u32 b1, __u32 b2, __u16 port, __u32 addr4,
+				    struct av_value *out)
+{
+	struct avt4_bucket *b;
+	__u32 idx;
+
+	for (int j = 0; j < 2; j++) {
+		idx = j ? b2 : b1;
+		b = bpf_map_lookup_elem(table, &idx);
+		if (!b)
+			continue;
+		for (int i = 0; i < AVT4_WAYS; i++) {
+			struct avt4_slot *s = &b->slot[i];
+			int r;
+
+			if (KT_READ(s->port) != port || KT_READ(s->addr4) != addr4)
+				continue;
+			r = avt4_slot_read(s, port, addr4, out);
+			if (r != KT_MISS)
+				return r;
+		}
+	}
+	return KT_MISS;
+}
+
+/*
  * av_find looks the peer ak up in the peer table of AV ak->av_id
- * (xdpfab.h, "Peer tables").
+ * (xdpfab.h, "Peer tables" and "Compact peer tables").
  */
 static __always_inline int av_find(const struct av_key *ak, struct av_value *out)
 {
 	struct avt_header *hd;
 	struct avt_bucket *b;
-	__u64 key[3], addr[2], h, nb;
+	__u64 key[3], addr[2], h, nb, magic;
 	__u32 idx = 0, b1, b2;
 	void *table;
 
@@ -289,7 +351,8 @@ static __always_inline int av_find(const struct av_key *ak, struct av_value *out
 	if (!hd)
 		return KT_MISS;
 	nb = KT_READ(hd->nb);
-	if (KT_READ(hd->magic) != AVT_MAGIC || nb < 2 || nb > 0xffffffffULL)
+	magic = KT_READ(hd->magic);
+	if ((magic != AVT_MAGIC && magic != AVT4_MAGIC) || nb < 2 || nb > 0xffffffffULL)
 		return KT_MISS;
 	__builtin_memcpy(addr, ak->addr, sizeof(addr));
 	key[0] = ak->port;
@@ -300,6 +363,12 @@ static __always_inline int av_find(const struct av_key *ak, struct av_value *out
 	b2 = 1 + (((h >> 32) * nb) >> 32);
 	if (b2 == b1)
 		b2 = b1 == nb ? 1 : b1 + 1;
+	if (magic == AVT4_MAGIC) {
+		/* IPv4 peers only: ::ffff:a.b.c.d */
+		if (addr[0] != 0 || (__u32)addr[1] != 0xffff0000U)
+			return KT_MISS;
+		return av_find4(table, b1, b2, ak->port, addr[1] >> 32, out);
+	}
 	for (int j = 0; j < 2; j++) {
 		idx = j ? b2 : b1;
 		b = bpf_map_lookup_elem(table, &idx);

@@ -147,7 +147,8 @@ struct kt_bucket {
  * tables above made compact for one AV's peers. A slot is 32 bytes instead
  * of 64 and the buckets need not be a power of two: the time a large
  * insert takes is mostly the first touch of the table's pages (package av
- * says why), and 1,000,000 peers take 64 MiB here instead of 128.
+ * says why), and 1,000,000 peers take 46 MiB here instead of 128 (a
+ * compact table, below, which an AV starts with, 20 MiB).
  *
  * Layout. Array element i is bucket i, AVT_WAYS slots of 32 bytes. Bucket 0
  * is the header: struct avt_header, then zero. Data buckets are 1..nb, nb
@@ -188,6 +189,38 @@ struct avt_slot {
 
 struct avt_bucket {
 	struct avt_slot slot[AVT_WAYS];
+};
+
+/*
+ * Compact peer tables: a peer table whose header's magic is AVT4_MAGIC
+ * holds IPv4 peers only, in 16-byte slots, AVT4_WAYS to a bucket (the
+ * same 256-byte buckets, header and placement as above: the hash is of
+ * the same key words, {port, addr[0], addr[1]} of the IPv4-mapped
+ * address). An AV starts with one and its writer rebuilds it as a peer
+ * table of 32-byte slots (AVT_MAGIC) when a peer that does not fit
+ * arrives: an IPv6 address, or an fi_addr past 48 bits. Half the bytes a
+ * peer and twice the ways a bucket: a table sized 3/4 full takes 21 bytes
+ * of kernel memory a peer instead of 48, and each 4 KiB page of a new
+ * table costs a first touch (package av says why that dominates).
+ *
+ * Seqlock. As for peer tables, in 16 bits: bits 0..14 are the writer's
+ * counter (odd while it writes the slot), bit 15 AV_ENTRY_USER_ID_SET.
+ */
+#define AVT4_WAYS 16
+#define AVT4_MAGIC 0x78666176746c3034ULL /* "xfavtl04" */
+#define AVT4_SEQ_USER_ID_SET 0x8000U
+
+struct avt4_slot {
+	__u16 seq;         /* seqlock (odd while written); bit 15: AV_ENTRY_USER_ID_SET */
+	__u16 port;        /* peer UDP port, network byte order; 0: free slot */
+	__u16 auth_key_id; /* auth key the address is bound to, 0 = none */
+	__u16 fi_addr_hi;  /* bits 32..47 of struct av_value's fi_addr */
+	__u32 addr4;       /* the IPv4 address: struct av_key's addr[12..15] */
+	__u32 fi_addr_lo;  /* bits 0..31 of fi_addr */
+};
+
+struct avt4_bucket {
+	struct avt4_slot slot[AVT4_WAYS];
 };
 
 /*

@@ -28,6 +28,7 @@ import (
 	"github.com/xdpfab/xdpfab/fabric"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/spinyield"
+	"github.com/xdpfab/xdpfab/metrics"
 	"github.com/xdpfab/xdpfab/mr"
 )
 
@@ -484,11 +485,29 @@ func benchServe(o *benchOptions, stdout io.Writer, done <-chan struct{}) error {
 	}
 	serr := t.serve(done, until)
 	msgs := t.msgs
+	xsk, kernel := afxdpRx() // before Close unregisters the endpoint
 	eerr := echo.Close()
 	counter, cerr := t.Close()
-	fmt.Fprintf(stdout, "xdpfab bench serve: stopped; %d messages received, counter %d, %d UDP datagrams echoed\n",
-		msgs, counter, echo.echoed.Load())
+	fmt.Fprintf(stdout, "xdpfab bench serve: stopped; %d messages received, counter %d, %d UDP datagrams echoed, AF_XDP rx %d rings %d kernel socket\n",
+		msgs, counter, echo.echoed.Load(), xsk, kernel)
 	return errors.Join(serr, eerr, cerr)
+}
+
+// afxdpRx sums this process's AF_XDP endpoints' received packets, those
+// that came through their rings and those that came through their kernel
+// sockets (metrics.Local): what reached xdpfab's fast path. A datagram the
+// XDP program passes to the stack (a checksum it cannot verify, no socket
+// on the queue) still arrives, through the kernel socket.
+func afxdpRx() (rings, kernel uint64) {
+	for _, p := range metrics.Local().Processes {
+		for _, ep := range p.Endpoints {
+			if ep.AFXDP != nil {
+				rings += ep.AFXDP.RxXSK
+				kernel += ep.AFXDP.RxKernel
+			}
+		}
+	}
+	return rings, kernel
 }
 
 // openTargetWithEcho opens the bench target at local and its UDP echo

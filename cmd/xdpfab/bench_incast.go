@@ -27,6 +27,7 @@ import (
 	"github.com/xdpfab/xdpfab/datapath/udp"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
+	"github.com/xdpfab/xdpfab/internal/ethtool"
 	"github.com/xdpfab/xdpfab/metrics"
 )
 
@@ -55,7 +56,8 @@ const benchIncastUsage = `usage:
 Needs root. Builds a bridge namespace, a target namespace and max(--initiators)
 initiator namespaces (10.236.0.0/16), runs one target (xdpfab bench serve over
 --transport, default AF_XDP with xdpfab attached in --mode) and the initiators in
-this process (kernel UDP sockets, one per namespace), each keeping --depth
+this process (kernel UDP sockets, one per namespace, their veths sending full
+UDP checksums so that the XDP program hands the requests to AF_XDP), each keeping --depth
 fetch-adds in flight for --duration. Phases: one initiator alone (--reps
 times: the best rate is the baseline), each count of --initiators at once,
 and with --loss percent (0: none) dropped by the bridge. Prints per phase the
@@ -242,11 +244,11 @@ func cmdBenchIncast(args []string, stdout, stderr io.Writer, stop <-chan struct{
 			r.Ratio = r.Rate / best
 		}
 	}
-	counter, err := tgt.stop()
+	st, err := tgt.stop()
 	if err != nil {
 		return err
 	}
-	if counter != base {
+	if counter := st.counter; counter != base {
 		fmt.Fprintf(stderr, "bench incast: target counter %d, want %d\n", counter, base)
 		for i := range rows {
 			rows[i].ExactOnce = false
@@ -367,6 +369,14 @@ func buildIncastNet(nIni int, o *incastOptions) (*incastNet, error) {
 		}
 		n.inis = append(n.inis, ns)
 		n.iniAddrs = append(n.iniAddrs, a)
+		// The initiators' kernel sockets send full UDP checksums, as over
+		// a NIC: with veth's transmit checksum offload on, every request
+		// reached the target's XDP program with a checksum it cannot
+		// verify and went to the target's kernel socket instead of its
+		// AF_XDP rings (pass_bad_csum; package ethtool).
+		if err := inNetns(ns, func() error { return ethtool.SetTxChecksum("xe0", false) }); err != nil {
+			return n, err
+		}
 	}
 	if o.transport == "xdp" {
 		out, err := exec.Command(n.self, "-n", n.tgt, "attach", "xe0", "--mode", o.mode, "--port", strconv.Itoa(int(o.port))).CombinedOutput()

@@ -51,8 +51,9 @@ fetch-adds (default 200; more where few peers, so that a phase does at least
 --min-ops, default 20000) on the target's counter, --inflight (default 64) in flight
 across all of them. Prints the aggregate rate and its ratio to the single-peer phase,
 that ratio in operations per CPU-second of the target and the initiators together
-("per CPU": steadier than the rate on a machine whose other load moves), the target's RSS growth over the phase and per peer, its CPU time per operation, and
-checks that every fetch-add executed exactly once (distinct fetched values, the final
+("per CPU": steadier than the rate on a machine whose other load moves), the target's RSS growth over the phase and per peer, its CPU time per operation, the
+initiators' retransmissions and the spurious part of them (the first transmission
+was answered), and checks that every fetch-add executed exactly once (distinct fetched values, the final
 counter). --rx shared (the default) has the process's shared receive poller serve
 every initiator's socket (reliable.Config.SharedPoll, udp.Options.SharedPoll); --rx
 own gives each initiator a receive goroutine of its own, its socket in Go's
@@ -68,7 +69,9 @@ process's shared poller, spinning (bench serve --shared-poll --poll-spin), and
 xdpfab's fast path instead: bench incast's topology with one initiator namespace
 (10.236.0.0/16), xdpfab attached (--mode) on the target's veth and bench serve on
 AF_XDP there (spinning on its rings, --busy-poll, for tgtspin and spinall), every
-initiator's kernel UDP socket in the initiators' namespace; --net lo,veth alternates
+initiator's kernel UDP socket in the initiators' namespace, whose veth sends full
+UDP checksums (with veth's checksum offload the XDP program would pass every request
+to the target's kernel socket; -o json counts where the target's packets came in); --net lo,veth alternates
 the two at each peer count, each kind's ratio to its own single peer; the report
 names the transport each target got (udp or xdp). --cpuprofile writes a pprof CPU profile of the initiators' process over
 the measured part of each phase (FILE.<peers> when there are several).
@@ -176,8 +179,18 @@ type peersPhase struct {
 	// machine whose other load moves.
 	CPURatio    float64 `json:"ops_per_cpu_vs_first"`
 	Retransmits uint64  `json:"retransmits"`
-	Failed      int     `json:"failed"`
-	ExactlyOnce bool    `json:"exactly_once"`
+	// TargetRxRings and TargetRxKernel are the packets an AF_XDP target
+	// received over its life (warm-up included) through its rings and
+	// through its kernel socket (0 for a udp target): with --net veth
+	// nearly all should come through the rings.
+	TargetRxRings  uint64 `json:"target_rx_afxdp_rings"`
+	TargetRxKernel uint64 `json:"target_rx_kernel_socket"`
+	// Spurious is the part of Retransmits whose first transmission was
+	// answered (reliable.Stats.SpuriousRetransmits): a timeout that fired
+	// early, not a loss.
+	Spurious    uint64 `json:"spurious_retransmits"`
+	Failed      int    `json:"failed"`
+	ExactlyOnce bool   `json:"exactly_once"`
 }
 
 func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}) error {
@@ -244,10 +257,10 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 	}
 	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (net lo: kernel UDP over loopback; veth: AF_XDP, the initiators' kernel sockets in a namespace of their own), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, ring: and their sends of a poller round in one io_uring_enter, spin: the poller spinning %v before it parks, tgtspin: the target's, spinall: both, own: a receive goroutine each\n",
 		o.ops, o.inflight, onOff(o.coalesce), o.spin)
-	fmt.Fprintf(stdout, "%8s %5s %4s %7s %10s %12s %9s %9s %14s %12s %12s %12s %8s %s\n", "peers", "net", "tgt", "rx", "ops", "ops/s", "vs 1st", "per CPU", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "exactly once")
+	fmt.Fprintf(stdout, "%8s %5s %4s %7s %10s %12s %9s %9s %14s %12s %12s %12s %8s %8s %s\n", "peers", "net", "tgt", "rx", "ops", "ops/s", "vs 1st", "per CPU", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "spurious", "exactly once")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "%8d %5s %4s %7s %10d %12s %8.2fx %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %v\n", r.Peers, r.Net, r.Transport, r.Rx, r.Ops, si(r.Rate), r.RateRatio, r.CPURatio,
-			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.TargetCPUus, r.InitCPUus, r.Retransmits, r.ExactlyOnce)
+		fmt.Fprintf(stdout, "%8d %5s %4s %7s %10d %12s %8.2fx %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %8d %v\n", r.Peers, r.Net, r.Transport, r.Rx, r.Ops, si(r.Rate), r.RateRatio, r.CPURatio,
+			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.TargetCPUus, r.InitCPUus, r.Retransmits, r.Spurious, r.ExactlyOnce)
 	}
 	for _, r := range rows {
 		if !r.ExactlyOnce || r.Failed > 0 {
@@ -337,10 +350,17 @@ func (t *peersTarget) kill() {
 	_ = t.cmd.Wait()
 }
 
-// stop interrupts the target and returns its final counter.
-func (t *peersTarget) stop() (uint64, error) {
+// targetStop is what a target reports when it stops: its final counter
+// and, on AF_XDP, where its packets arrived (bench serve's afxdpRx).
+type targetStop struct {
+	counter           uint64
+	rxRings, rxKernel uint64
+}
+
+// stop interrupts the target and returns what it reported.
+func (t *peersTarget) stop() (targetStop, error) {
 	_ = t.cmd.Process.Signal(syscall.SIGINT)
-	var counter uint64
+	var st targetStop
 	found := false
 	timeout := time.After(20 * time.Second)
 	for {
@@ -349,20 +369,23 @@ func (t *peersTarget) stop() (uint64, error) {
 			if !ok {
 				err := t.cmd.Wait()
 				if !found {
-					return 0, fmt.Errorf("target's final counter not reported (%v)", err)
+					return st, fmt.Errorf("target's final counter not reported (%v)", err)
 				}
-				return counter, err
+				return st, err
 			}
 			if i := strings.Index(l, "counter "); strings.HasPrefix(l, "xdpfab bench serve: stopped") && i >= 0 {
 				f := strings.Fields(l[i+len("counter "):])
 				if len(f) > 0 {
 					v, err := strconv.ParseUint(strings.TrimSuffix(f[0], ","), 10, 64)
-					counter, found = v, err == nil
+					st.counter, found = v, err == nil
+				}
+				if j := strings.Index(l, "AF_XDP rx "); j >= 0 {
+					_, _ = fmt.Sscanf(l[j:], "AF_XDP rx %d rings %d kernel socket", &st.rxRings, &st.rxKernel)
 				}
 			}
 		case <-timeout:
 			t.kill()
-			return 0, errors.New("target did not stop")
+			return st, errors.New("target did not stop")
 		}
 	}
 }
@@ -555,12 +578,15 @@ func newPeersLoad(o *peersOptions, target netip.AddrPort, n, total int) (*peersL
 	return l, nil
 }
 
-func (l *peersLoad) retransmits() uint64 {
-	var n uint64
+// retransmits sums the initiators' retransmissions and the spurious part
+// of them.
+func (l *peersLoad) retransmits() (all, spurious uint64) {
 	for _, e := range l.inis {
-		n += e.Stats().Retransmits
+		s := e.Stats()
+		all += s.Retransmits
+		spurious += s.SpuriousRetransmits
 	}
-	return n
+	return all, spurious
 }
 
 func (l *peersLoad) close() {
@@ -638,15 +664,17 @@ func runPeersPhase(o *peersOptions, n int, stderr io.Writer) (*peersPhase, error
 	}
 	r := &peersPhase{Peers: n, Ops: total, Transport: t.transport, Seconds: el.Seconds(), Rate: float64(total) / el.Seconds(),
 		RSSGrowth: rss1 - rss0, TargetCPUus: float64(cpu1-cpu0) / float64(time.Microsecond) / float64(total),
-		InitCPUus:   float64(icpu) / float64(time.Microsecond) / float64(total),
-		Retransmits: l.retransmits(), Failed: int(l.failed.Load())}
+		InitCPUus: float64(icpu) / float64(time.Microsecond) / float64(total),
+		Failed:    int(l.failed.Load())}
+	r.Retransmits, r.Spurious = l.retransmits()
 	r.PerPeer = float64(r.RSSGrowth) / float64(n)
 	r.ExactlyOnce = r.Failed == 0 && l.exactlyOnce(base)
-	counter, err := t.stop()
+	st, err := t.stop()
 	if err != nil {
 		return nil, err
 	}
-	if counter != base+uint64(total) {
+	r.TargetRxRings, r.TargetRxKernel = st.rxRings, st.rxKernel
+	if counter := st.counter; counter != base+uint64(total) {
 		fmt.Fprintf(stderr, "bench peers: target counter %d, want %d\n", counter, base+uint64(total))
 		r.ExactlyOnce = false
 	}

@@ -47,6 +47,14 @@ func TestBenchPeers(t *testing.T) {
 		require.Equal(t, want.ops, r.Ops)
 		require.True(t, r.ExactlyOnce, "%+v", r)
 		require.Zero(t, r.Failed)
+		if r.Net == "veth" {
+			// The requests reached the target's AF_XDP rings, not its
+			// kernel socket (the initiators' veth sends full checksums).
+			require.GreaterOrEqual(t, r.TargetRxRings, uint64(r.Ops), "%+v", r)
+			require.Less(t, r.TargetRxKernel, uint64(r.Ops)/10, "%+v", r)
+		} else {
+			require.Zero(t, r.TargetRxRings+r.TargetRxKernel, "%+v", r)
+		}
 		require.Positive(t, r.Rate)
 		require.Equal(t, "lo", r.Net)
 		require.Equal(t, "udp", r.Transport)
@@ -60,7 +68,8 @@ func TestBenchPeers(t *testing.T) {
 // TestBenchPeersVeth runs bench peers with --net lo,veth at a small scale,
 // the initiators' sends plain and batched through io_uring (--rx ring):
 // the veth phases' targets serve on AF_XDP (their banner says xdp; the
-// loopback ones udp), every phase completes with every fetch-add executed
+// loopback ones udp) and receive the requests through their rings, not
+// their kernel sockets, every phase completes with every fetch-add executed
 // exactly once, the ratios are to each kind's own single peer, and the
 // run leaves none of its namespaces behind.
 func TestBenchPeersVeth(t *testing.T) {
@@ -94,6 +103,14 @@ func TestBenchPeersVeth(t *testing.T) {
 		require.Equal(t, want.ops, r.Ops)
 		require.True(t, r.ExactlyOnce, "%+v", r)
 		require.Zero(t, r.Failed)
+		if r.Net == "veth" {
+			// The requests reached the target's AF_XDP rings, not its
+			// kernel socket (the initiators' veth sends full checksums).
+			require.GreaterOrEqual(t, r.TargetRxRings, uint64(r.Ops), "%+v", r)
+			require.Less(t, r.TargetRxKernel, uint64(r.Ops)/10, "%+v", r)
+		} else {
+			require.Zero(t, r.TargetRxRings+r.TargetRxKernel, "%+v", r)
+		}
 		require.Positive(t, r.Rate)
 		require.Positive(t, r.CPURatio)
 		if r.Peers == 1 {

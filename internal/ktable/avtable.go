@@ -23,7 +23,8 @@ import (
 // sized for n peers takes 48 bytes of kernel memory a peer
 // (AVTableBuckets: at most 2/3 full) where a Table took 85-170. What a
 // large insert costs on a VM that traps the first touch of each page is
-// mostly those bytes (package av says why).
+// mostly those bytes (package av says why). A compact table
+// (CreateAVTable4, avtable4.go) halves them again for IPv4 peers.
 //
 // The writer keeps a tag byte per slot in Go memory, as an owned Table
 // does, so a write finds its slot from the tags, marks it odd with a
@@ -33,16 +34,20 @@ import (
 // never, and the writer gets ErrFull rather than a wrong table if one
 // does (av then grows the table).
 type AVTable struct {
-	m       *ebpf.Map
-	ownMap  bool
-	mem     []byte
-	buckets []avtBucket // buckets[0] is the header
-	hdr     *avtHeader
-	nb      uint64
-	seed    uint64
+	m        *ebpf.Map
+	ownMap   bool
+	mem      []byte
+	compact  bool         // AVT4Magic: IPv4 peers in buckets4 (avtable4.go)
+	buckets  []avtBucket  // buckets[0] is the header
+	buckets4 []avt4Bucket // the same memory, for a compact table
+	hdr      *avtHeader
+	nb       uint64
+	seed     uint64
 
 	// tags: byte i of tags[b] is 0 while slot i of data bucket b+1 is
-	// free, else its peer's tag (from its hash). nil when read-only.
+	// free, else its peer's tag (from its hash); a compact table has two
+	// words a bucket (tags[2b], tags[2b+1]: slots 0..7, 8..15). nil when
+	// read-only.
 	tags  []uint64
 	count uint64
 }
@@ -95,6 +100,10 @@ func AVTableBuckets(n int) int {
 // nb data buckets (at least 2), maps it and writes its header; the caller
 // is its only writer, and the AVTable owns the map.
 func CreateAVTable(spec *ebpf.MapSpec, nb int, seed uint64) (*AVTable, error) {
+	return createAVTable(spec, nb, seed, false)
+}
+
+func createAVTable(spec *ebpf.MapSpec, nb int, seed uint64, compact bool) (*AVTable, error) {
 	if nb < 2 || uint64(nb) >= 1<<32-1 {
 		return nil, fmt.Errorf("peer table: %d buckets: not in [2, 2^32-1)", nb)
 	}
@@ -111,10 +120,15 @@ func CreateAVTable(spec *ebpf.MapSpec, nb int, seed uint64) (*AVTable, error) {
 	}
 	t.ownMap = true
 	t.seed = seed
+	t.compact = compact
 	atomic.StoreUint64(&t.hdr.seed, seed)
 	atomic.StoreUint64(&t.hdr.nb, t.nb)
-	atomic.StoreUint64(&t.hdr.magic, AVTMagic) // last: readers check it
-	t.tags = make([]uint64, t.nb)
+	magic := uint64(AVTMagic)
+	if compact {
+		magic = AVT4Magic
+	}
+	atomic.StoreUint64(&t.hdr.magic, magic) // last: readers check it
+	t.tags = make([]uint64, t.nb*t.tagWords())
 	return t, nil
 }
 
@@ -129,7 +143,7 @@ func TakeAVTable(m *ebpf.Map) (*AVTable, error) {
 		return nil, err
 	}
 	t.ownMap = true
-	t.tags = make([]uint64, t.nb)
+	t.tags = make([]uint64, t.nb*t.tagWords())
 	t.Reset()
 	return t, nil
 }
@@ -144,10 +158,12 @@ func openAVTable(m *ebpf.Map, write bool) (*AVTable, error) {
 	if err != nil {
 		return nil, err
 	}
-	if atomic.LoadUint64(&t.hdr.magic) != AVTMagic || atomic.LoadUint64(&t.hdr.nb) != t.nb {
+	magic := atomic.LoadUint64(&t.hdr.magic)
+	if magic != AVTMagic && magic != AVT4Magic || atomic.LoadUint64(&t.hdr.nb) != t.nb {
 		t.Close()
 		return nil, fmt.Errorf("peer table: map %v has no valid header", m)
 	}
+	t.compact = magic == AVT4Magic
 	t.seed = atomic.LoadUint64(&t.hdr.seed)
 	return t, nil
 }
@@ -167,6 +183,7 @@ func mapAVTable(m *ebpf.Map, write bool) (*AVTable, error) {
 	}
 	t := &AVTable{m: m, mem: mem, nb: n - 1}
 	t.buckets = unsafe.Slice((*avtBucket)(unsafe.Pointer(&mem[0])), n)
+	t.buckets4 = unsafe.Slice((*avt4Bucket)(unsafe.Pointer(&mem[0])), n)
 	t.hdr = (*avtHeader)(unsafe.Pointer(&mem[0]))
 	return t, nil
 }
@@ -178,7 +195,22 @@ func (t *AVTable) Map() *ebpf.Map { return t.m }
 func (t *AVTable) Buckets() int { return int(t.nb) }
 
 // Slots returns how many peers the table can hold at most.
-func (t *AVTable) Slots() int { return int(t.nb) * AVTWays }
+func (t *AVTable) Slots() int { return int(t.nb) * t.ways() }
+
+// Compact reports whether the table is a compact one (AVT4Magic: IPv4
+// peers in 16-byte slots; Fits4 says which peers it takes).
+func (t *AVTable) Compact() bool { return t.compact }
+
+// ways is the slots a bucket.
+func (t *AVTable) ways() int {
+	if t.compact {
+		return AVT4Ways
+	}
+	return AVTWays
+}
+
+// tagWords is the tag words a bucket.
+func (t *AVTable) tagWords() uint64 { return uint64(t.ways() / 8) }
 
 // Len returns the peers in the table, as its header counts them.
 func (t *AVTable) Len() int { return int(atomic.LoadUint64(&t.hdr.count)) }
@@ -188,7 +220,7 @@ func (t *AVTable) Len() int { return int(atomic.LoadUint64(&t.hdr.count)) }
 func (t *AVTable) Close() error {
 	var err error
 	if t.mem != nil {
-		t.buckets, t.hdr = nil, nil
+		t.buckets, t.buckets4, t.hdr = nil, nil, nil
 		err = unix.Munmap(t.mem)
 		t.mem = nil
 	}
@@ -298,6 +330,14 @@ func (t *AVTable) publishCount() { memorder.StoreRelease64(&t.hdr.count, t.count
 // Insert enters p, which the caller knows is not in the table; ErrFull
 // if both of its buckets are full.
 func (t *AVTable) Insert(p *Peer) error {
+	if t.compact {
+		if !Fits4(p) {
+			return ErrWide
+		}
+		err := t.place4(p, t.peerHash(p.Port, &p.Addr))
+		t.publishCount()
+		return err
+	}
 	err := t.place(p, t.peerHash(p.Port, &p.Addr))
 	t.publishCount()
 	return err
@@ -306,6 +346,9 @@ func (t *AVTable) Insert(p *Peer) error {
 // Put sets p's value, in place if the peer is in the table, else as
 // Insert.
 func (t *AVTable) Put(p *Peer) error {
+	if t.compact {
+		return t.put4(p)
+	}
 	h := t.peerHash(p.Port, &p.Addr)
 	if s := t.find(p.Port, &p.Addr, h); s != nil {
 		write(s, p)
@@ -338,6 +381,9 @@ type avtStage struct {
 // cache and TLB miss each.
 func (t *AVTable) InsertMany(ps []Peer) (int, error) {
 	defer t.publishCount()
+	if t.compact {
+		return t.insertMany4(ps)
+	}
 	var st [3]avtStage
 	var pf [2 * avtGroup]uintptr
 	ngroups := (len(ps) + avtGroup - 1) / avtGroup
@@ -401,6 +447,9 @@ func (t *AVTable) writeChosen(s *avtStage, ps []Peer) {
 
 // Delete removes the peer (port, addr); it reports whether it was there.
 func (t *AVTable) Delete(port uint16, addr [2]uint64) bool {
+	if t.compact {
+		return t.delete4(port, &addr)
+	}
 	h := t.peerHash(port, &addr)
 	s := t.find(port, &addr, h)
 	if s == nil {
@@ -443,6 +492,9 @@ func readPeer(s *avtSlot) (p Peer, ok bool) {
 
 // Get returns the peer (port, addr)'s entry, read as av_find reads it.
 func (t *AVTable) Get(port uint16, addr [2]uint64) (Peer, bool) {
+	if t.compact {
+		return t.get4(port, &addr)
+	}
 	b1, b2 := t.homesOf(t.peerHash(port, &addr))
 	for _, bi := range [2]uint64{b1, b2} {
 		for i := range t.buckets[bi] {
@@ -462,6 +514,10 @@ func (t *AVTable) Get(port uint16, addr [2]uint64) (Peer, bool) {
 // until fn returns false. Peers written during the walk may be seen or
 // not.
 func (t *AVTable) Each(fn func(p *Peer) bool) {
+	if t.compact {
+		t.each4(fn)
+		return
+	}
 	for bi := 1; bi < len(t.buckets); bi++ {
 		b := &t.buckets[bi]
 		for i := range b {
@@ -478,11 +534,15 @@ func (t *AVTable) Each(fn func(p *Peer) bool) {
 // Reset empties the table (its writer only, once no reader can still be
 // looking up the peers it held).
 func (t *AVTable) Reset() {
-	for bi := 1; bi < len(t.buckets); bi++ {
-		b := &t.buckets[bi]
-		for i := range b {
-			if s := &b[i]; s.port != 0 || s.seq&1 != 0 {
-				clearSlot(s)
+	if t.compact {
+		t.reset4()
+	} else {
+		for bi := 1; bi < len(t.buckets); bi++ {
+			b := &t.buckets[bi]
+			for i := range b {
+				if s := &b[i]; s.port != 0 || s.seq&1 != 0 {
+					clearSlot(s)
+				}
 			}
 		}
 	}

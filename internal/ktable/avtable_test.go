@@ -149,9 +149,11 @@ func TestAVTableMapChecks(t *testing.T) {
 	require.Error(t, err, "no header")
 }
 
-// BenchmarkAVFill1M enters 1,000,000 peers into a fresh peer table sized
-// for them (AVTableBuckets), 256 at a time as the av package does, in
-// the writing thread's CPU time; "create" makes and maps the table only.
+// BenchmarkAVFill1M enters 1,000,000 IPv4 peers into a fresh peer table
+// sized for them, compact (AVTable4Buckets, as an AV starts) or of
+// 32-byte slots (AVTableBuckets), 256 at a time as the av package does,
+// in the writing thread's CPU time; "create" makes and maps the table
+// only.
 func BenchmarkAVFill1M(b *testing.B) {
 	testenv.RequirePriv(b)
 	const n = 1_000_000
@@ -159,30 +161,39 @@ func BenchmarkAVFill1M(b *testing.B) {
 	for i := range ps {
 		ps[i] = ktable.Peer{Port: 0x1d1b, Addr: [2]uint64{0, 0xffff0000 | uint64(0x0a000000+i+1)<<32}, FiAddr: uint64(i)}
 	}
-	for _, part := range []string{"create", "insertmany"} {
-		b.Run(part, func(b *testing.B) {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			var cpu int64
-			for b.Loop() {
-				start := testenv.ThreadCPU(b)
-				tab, err := ktable.CreateAVTable(avSpec(), ktable.AVTableBuckets(n), 1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if part == "insertmany" {
-					for lo := 0; lo < n; lo += 256 {
-						if _, err := tab.InsertMany(ps[lo:min(lo+256, n)]); err != nil {
-							b.Fatal(err)
+	for _, kind := range []struct {
+		name   string
+		nb     int
+		create func(*ebpf.MapSpec, int, uint64) (*ktable.AVTable, error)
+	}{
+		{"compact", ktable.AVTable4Buckets(n), ktable.CreateAVTable4},
+		{"wide", ktable.AVTableBuckets(n), ktable.CreateAVTable},
+	} {
+		for _, part := range []string{"create", "insertmany"} {
+			b.Run(kind.name+"/"+part, func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				var cpu int64
+				for b.Loop() {
+					start := testenv.ThreadCPU(b)
+					tab, err := kind.create(avSpec(), kind.nb, 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if part == "insertmany" {
+						for lo := 0; lo < n; lo += 256 {
+							if _, err := tab.InsertMany(ps[lo:min(lo+256, n)]); err != nil {
+								b.Fatal(err)
+							}
 						}
 					}
+					cpu += testenv.ThreadCPU(b) - start
+					b.StopTimer()
+					tab.Close()
+					b.StartTimer()
 				}
-				cpu += testenv.ThreadCPU(b) - start
-				b.StopTimer()
-				tab.Close()
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(cpu)/1e9/float64(b.N), "cpu-s/op")
-		})
+				b.ReportMetric(float64(cpu)/1e9/float64(b.N), "cpu-s/op")
+			})
+		}
 	}
 }
