@@ -72,7 +72,12 @@
 //     into a retransmission storm; the rest stay due for the next pass
 //     about a round trip later, all of them resent within about an RTO
 //     (never pushed back behind the packets just resent, which would
-//     starve a gap). A peer with no RTT sample yet starts from the estimate of the
+//     starve a gap). A peer that has answered nothing since a packet went
+//     out gets one packet per timeout (a probe; the other due packets wait
+//     behind its deadline, and fall due at once if the answer that ends
+//     the silence shows a loss), and a spurious timeout gives the packets
+//     in flight that were never resent the lifted timeout from then
+//     (silence.go). A peer with no RTT sample yet starts from the estimate of the
 //     endpoint's (else the process's) latest sample from another peer
 //     (rtoseed.go). Fast retransmit: a
 //     selective ack showing a gap, or a response to a request 3 or more
