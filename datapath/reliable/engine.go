@@ -77,9 +77,15 @@
 //     behind its deadline, and fall due at once if the answer that ends
 //     the silence shows a loss), and a spurious timeout gives the packets
 //     in flight that were never resent the lifted timeout from then
-//     (silence.go). A peer with no RTT sample yet starts from the estimate of the
-//     endpoint's (else the process's) latest sample from another peer
-//     (rtoseed.go). Fast retransmit: a
+//     (silence.go). Every sample also goes into an estimate the process
+//     keeps per destination address, shared by all its engines (like TCP's
+//     per-destination metrics): a peer whose last round trip gave fewer
+//     than 4 samples (one of 10,000 endpoints' peers with an operation in
+//     flight now and then) sends with the larger of its own timeout and
+//     its address's, which has learnt the spread its own few samples
+//     cannot (destrto.go); a peer with no sample yet starts from its
+//     address's, else the endpoint's (else the process's) latest sample
+//     from another peer (rtoseed.go). Fast retransmit: a
 //     selective ack showing a gap, or a response to a request 3 or more
 //     newer than an unanswered one (the target answers in order), resends
 //     the missing packet at once.
@@ -465,6 +471,7 @@ type txPeer struct {
 	est      rtoEstimator  // round trips and the timeout they give (rto.go)
 	rto      time.Duration // initial timeout of new packets
 	heard    int64         // engine clock of the last response matched (path checks)
+	destKey  uint64        // the address's key in the shared estimates (destrto.go)
 	// probeSeq is the packet a timeout resent first while the peer was
 	// silent, probeAt when (engine clock; a probe is out while probeAt >
 	// heard), deferred whether timeouts pushed other packets behind it
@@ -783,7 +790,7 @@ func (e *Engine) Submit(r *Request) error {
 	}
 	p := e.txPeerOf(r.Peer)
 	if p == nil {
-		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1, active: -1}
+		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1, active: -1, destKey: destKey(r.Peer.Addr)}
 		e.peers[r.Peer] = p
 	}
 	if p.active < 0 {
@@ -1173,15 +1180,9 @@ func (e *Engine) buildPacket(p *txPeer) {
 		spareBuild.Store(spare)
 	}
 	s.seq, s.n = seq, len(pkt)
-	if p.est.srtt == 0 {
-		// No sample from this peer yet: start from what the endpoint
-		// measured to others (rtoseed.go). p.rto may be a backed-off one.
-		s.rto = max(p.rto, e.initialRTO())
-	} else {
-		s.rto = max(p.rto, e.cfg.RetryInitial)
-	}
-	s.retries, s.fastRetx = 0, false
 	s.sentAt = e.now()
+	s.rto = e.sendTimeout(p, s.sentAt)
+	s.retries, s.fastRetx = 0, false
 	s.deadline = s.sentAt + int64(s.rto)
 	e.armTimer(s.deadline)
 	p.nextSeq++
@@ -1346,6 +1347,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	case pk.Flags&wire.HdrHeld != 0:
 	case s.retries == 0 && !s.fastRetx:
 		p.est.sample(now - s.sentAt)
+		destSample(p.destKey, now-s.sentAt, now, false)
 		sampled = true
 	case pk.Flags&wire.HdrOriginal != 0:
 		e.stats.spuriousRetransmits.Add(1)
@@ -1354,6 +1356,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 			p.est.spurious(now-s.sentAt, now) // a timeout, not a fast retransmit (reordering)
 			spurious = true
 		}
+		destSample(p.destKey, now-s.sentAt, now, s.retries > 0)
 		sampled = true
 	}
 	done := 0

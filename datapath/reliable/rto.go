@@ -56,6 +56,10 @@ type rtoEstimator struct {
 	// started: a round is under way.
 	roundEnd uint32
 	started  bool
+	// roundSamples counts the current round's samples; dense: the last
+	// round ended had at least denseRound (destrto.go).
+	roundSamples uint32
+	dense        bool
 }
 
 // floorDecay is how long the floor of the timeout stays before an eighth
@@ -65,6 +69,7 @@ const floorDecay = 50 * time.Millisecond
 // sample takes one round-trip sample rtt.
 func (r *rtoEstimator) sample(rtt int64) {
 	rtt = max(rtt, 1)
+	r.roundSamples++
 	if r.srtt == 0 {
 		r.srtt, r.mdev = rtt, rtt/2
 		r.mdevMax, r.rttvar = r.mdev, r.mdev
@@ -95,18 +100,31 @@ func (r *rtoEstimator) advance(base, nextSeq uint32, now int64) {
 		return
 	}
 	if r.started {
-		if r.mdevMax < r.rttvar {
-			r.rttvar -= (r.rttvar - r.mdevMax) / 4
-		}
-		if r.floor > 0 && now-r.floorAt >= int64(floorDecay) {
-			r.floor -= r.floor / 8
-			r.floorAt = now
-		}
+		r.endRound(now)
 	}
 	r.started = true
 	r.roundEnd = nextSeq
 	r.mdevMax = r.mdev
+	r.roundSamples = 0
 }
+
+// endRound ends a round at now: rttvar decays towards the round's largest
+// deviation, the floor by an eighth per floorDecay, and the round's
+// samples tell whether they were too few to measure its spread (sparse).
+func (r *rtoEstimator) endRound(now int64) {
+	if r.mdevMax < r.rttvar {
+		r.rttvar -= (r.rttvar - r.mdevMax) / 4
+	}
+	if r.floor > 0 && now-r.floorAt >= int64(floorDecay) {
+		r.floor -= r.floor / 8
+		r.floorAt = now
+	}
+	r.dense = r.roundSamples >= denseRound
+}
+
+// denseRound is the least number of samples in a round from which a
+// peer's own spread is trusted alone (destrto.go).
+const denseRound = 4
 
 // spurious applies the response to a spurious timeout (RFC 4015): the
 // first transmission of a packet that timed out was answered after rtt,

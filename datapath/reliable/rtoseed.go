@@ -28,7 +28,9 @@ import (
 // that is too long only delays recovering a lost first packet (fast
 // retransmit and later samples are unaffected); one too short costs what
 // it did before: spurious retransmissions, answered from the cache, never
-// executed twice.
+// executed twice. A peer whose address the process already has an
+// estimate of (destrto.go: samples any engine took to it) starts from that
+// instead: it is the same path's.
 
 // processRTO is the RTO estimate, in ns, of the process's latest RTT
 // sample (0: none yet). It is updated only when it moves by more than an
