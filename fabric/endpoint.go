@@ -225,7 +225,7 @@ func (d *Domain) Endpoint(attr EPAttr, context any) (*Endpoint, error) {
 	} else {
 		ep.sharedPoll = d.attr.SharedPoll // the domain refuses it with busy polling or manual progress
 	}
-	size, err := deriveSizes(ep.tr.LocalAddr().Addr(), isXDP(ep.tr))
+	size, err := deriveSizes(ep.tr.LocalAddr().Addr(), frameDataOf(ep.tr))
 	if err != nil {
 		if attr.Transport == nil {
 			ep.tr.Close()

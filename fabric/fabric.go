@@ -71,8 +71,9 @@
 // address, or one no interface holds: the smallest MTU of the up
 // interfaces; 1500 if none can be read): MTU less the IP (20 or 40) and
 // UDP (8) headers, capped at what the transport carries (AF_XDP: one
-// 4096-byte frame less the receive headroom and headers, 3798 bytes over
-// IPv4; the kernel socket: a 9000-byte jumbo frame's payload, 8972, which
+// UMEM frame less the receive headroom and headers, 3798 bytes over IPv4
+// with the 4096-byte frames of interfaces whose MTU exceeds 1774, 2048-byte
+// frames below; the kernel socket: a 9000-byte jumbo frame's payload, 8972, which
 // is what loopback gets) and failing endpoint creation with FI_EINVAL
 // below the datapath's 256 bytes. max_atomic_size and the fi_atomicvalid
 // counts (one request packet), inject_size (InjectSize at most) and the
@@ -460,7 +461,7 @@ func (f *Fabric) Domain(attr DomainAttr, context any) (*Domain, error) {
 		return nil, fmt.Errorf("domain: %w", err)
 	}
 	d.mrs = t
-	d.sizes, d.sizesErr = deriveSizes(d.localAddr(), d.kind == TransportXDP)
+	d.sizes, d.sizesErr = deriveSizes(d.localAddr(), largestFrameData(d.kind == TransportXDP))
 	return d, nil
 }
 

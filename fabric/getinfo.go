@@ -414,7 +414,7 @@ func provAttrOnly(version uint32) *Info {
 // l's address and port: the Info that hints are checked against and
 // narrowed from (alterInfo).
 func baseInfo(l *localAddr, port uint16) (*Info, error) {
-	s, err := sizesFor(l.nic.MTU, is6(l.addr), l.nic.XDPAttached)
+	s, err := sizesFor(l.nic.MTU, is6(l.addr), largestFrameData(l.nic.XDPAttached))
 	if err != nil {
 		return nil, fmt.Errorf("%s (%v): %w", l.nic.Name, l.addr, err)
 	}

@@ -23,9 +23,13 @@ import (
 //     interface holds, it is the smallest MTU of the interfaces that are
 //     up; 1500 when no MTU can be read.
 //   - The payload is MTU − IP header (20 for IPv4, 40 for IPv6) − 8 (UDP).
-//   - It is capped at what the transport carries: for AF_XDP, one 4096-byte
-//     UMEM frame less the kernel's 256-byte receive headroom and the
-//     Ethernet, IP and UDP headers (3798 bytes over IPv4, 3778 over IPv6);
+//   - It is capped at what the transport carries: for AF_XDP, one UMEM
+//     frame less the kernel's 256-byte receive headroom and the Ethernet,
+//     IP and UDP headers (3798 bytes over IPv4, 3778 over IPv6 with
+//     4096-byte frames; datapath/afxdp uses 2048-byte frames on interfaces
+//     whose MTU fits them, chosen when its first endpoint there opens, so
+//     an endpoint opened after the MTU was raised past 1774 gets at most
+//     1750 / 1730 until every endpoint on the interface closed);
 //     for the kernel UDP socket (and any other transport), a 9000-byte
 //     jumbo frame's payload (8972 / 8952). The socket could carry up to
 //     wire.MaxPacketLen, but the engine keeps Window packets in flight and
@@ -50,26 +54,23 @@ const (
 
 	defaultMTU = 1500 // when no MTU can be read
 
-	// xdpFrameData is the most bytes of Ethernet frame one AF_XDP receive
-	// frame holds: datapath/afxdp's 4096-byte frames less the 256 bytes of
-	// XDP_PACKET_HEADROOM the kernel leaves before each received packet.
-	xdpFrameData = 4096 - 256
-
 	// jumboMTU bounds the kernel UDP socket's packets (see above).
 	jumboMTU = 9000
 )
 
 // packetSize returns the UDP payload limit for an interface MTU, an
-// address family and a transport (xdp: AF_XDP), by the rule above.
-func packetSize(mtu int, v6, xdp bool) (int, error) {
+// address family and a transport, by the rule above: frameData is the most
+// bytes of Ethernet frame an AF_XDP receive frame holds
+// (afxdp.Transport.FrameData), 0 for the kernel UDP socket.
+func packetSize(mtu int, v6 bool, frameData int) (int, error) {
 	ipHdr := udpframe.IPv4Len
 	if v6 {
 		ipHdr = udpframe.IPv6Len
 	}
 	n := mtu - ipHdr - udpframe.UDPLen
 	limit := jumboMTU - ipHdr - udpframe.UDPLen
-	if xdp {
-		limit = xdpFrameData - udpframe.EthLen - ipHdr - udpframe.UDPLen
+	if frameData > 0 {
+		limit = frameData - udpframe.EthLen - ipHdr - udpframe.UDPLen
 	}
 	n = min(n, limit, wire.MaxPacketLen)
 	if n < minPacket {
@@ -140,17 +141,39 @@ func interfaceMTU(addr netip.Addr) int {
 }
 
 // isXDP reports whether tr is (or wraps) an AF_XDP transport.
-func isXDP(tr datapath.Transport) bool {
+func isXDP(tr datapath.Transport) bool { return xdpOf(tr) != nil }
+
+// frameDataOf is packetSize's frameData for tr: its AF_XDP frames' data
+// bytes, 0 if tr is not AF_XDP.
+func frameDataOf(tr datapath.Transport) int {
+	if x := xdpOf(tr); x != nil {
+		return x.FrameData()
+	}
+	return 0
+}
+
+// xdpOf returns the AF_XDP transport tr is or wraps, nil if none.
+func xdpOf(tr datapath.Transport) *afxdp.Transport {
 	for {
-		if _, ok := tr.(*afxdp.Transport); ok {
-			return true
+		if x, ok := tr.(*afxdp.Transport); ok {
+			return x
 		}
 		u, ok := tr.(interface{ Unwrap() datapath.Transport })
 		if !ok {
-			return false
+			return nil
 		}
 		tr = u.Unwrap()
 	}
+}
+
+// largestFrameData is packetSize's frameData for an interface with xdpfab
+// attached (xdp) before a transport opened on it (fi_getinfo, a domain's
+// sizes): what the largest frames hold, so that the MTU decides.
+func largestFrameData(xdp bool) int {
+	if xdp {
+		return afxdp.MaxFrameData
+	}
+	return 0
 }
 
 // sizes are the limits that follow from one packet size.
@@ -165,14 +188,15 @@ type sizes struct {
 // operand bytes bound the valid counts (endpoints and fi_query_atomic).
 func (s sizes) atomics() fatomic.Engine { return fatomic.Engine{MaxPayload: s.maxSegment} }
 
-// deriveSizes reads the MTU for addr and derives the sizes for it.
-func deriveSizes(addr netip.Addr, xdp bool) (sizes, error) {
+// deriveSizes reads the MTU for addr and derives the sizes for it
+// (frameData as for packetSize).
+func deriveSizes(addr netip.Addr, frameData int) (sizes, error) {
 	mtu := interfaceMTU(addr)
-	return sizesFor(mtu, is6(addr), xdp)
+	return sizesFor(mtu, is6(addr), frameData)
 }
 
-func sizesFor(mtu int, v6, xdp bool) (sizes, error) {
-	n, err := packetSize(mtu, v6, xdp)
+func sizesFor(mtu int, v6 bool, frameData int) (sizes, error) {
+	n, err := packetSize(mtu, v6, frameData)
 	if err != nil {
 		return sizes{mtu: mtu}, err
 	}

@@ -11,6 +11,7 @@ import (
 	fatomic "github.com/xdpfab/xdpfab/atomic"
 	"github.com/xdpfab/xdpfab/av"
 	"github.com/xdpfab/xdpfab/datapath/wire"
+	"github.com/xdpfab/xdpfab/datapath/xsk"
 	"github.com/xdpfab/xdpfab/fi"
 )
 
@@ -19,6 +20,7 @@ func TestPacketSizeFromMTU(t *testing.T) {
 		name     string
 		mtu      int
 		v6, xdp  bool
+		frame    int // AF_XDP frame size (xdp), 4096 if 0
 		want     int
 		wantFail bool
 	}{
@@ -32,6 +34,11 @@ func TestPacketSizeFromMTU(t *testing.T) {
 		{name: "ipv4 9000 xdp", mtu: 9000, xdp: true, want: 4096 - 256 - 14 - 20 - 8},
 		{name: "ipv6 9000 xdp", mtu: 9000, v6: true, xdp: true, want: 4096 - 256 - 14 - 40 - 8},
 		{name: "ipv4 3000 xdp", mtu: 3000, xdp: true, want: 2972},
+		// 2048-byte frames (an MTU raised after the device opened with
+		// them): 2048 less 256 of headroom and headers.
+		{name: "ipv4 1500 xdp 2048", mtu: 1500, xdp: true, frame: 2048, want: 1472},
+		{name: "ipv4 3000 xdp 2048", mtu: 3000, xdp: true, frame: 2048, want: 2048 - 256 - 14 - 20 - 8},
+		{name: "ipv6 3000 xdp 2048", mtu: 3000, v6: true, xdp: true, frame: 2048, want: 2048 - 256 - 14 - 40 - 8},
 		// Kernel socket: a jumbo frame's payload at most.
 		{name: "ipv4 9000", mtu: 9000, want: 8972},
 		{name: "ipv4 loopback", mtu: 65536, want: 8972},
@@ -45,7 +52,11 @@ func TestPacketSizeFromMTU(t *testing.T) {
 		{name: "zero", mtu: 0, wantFail: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := sizesFor(tc.mtu, tc.v6, tc.xdp)
+			frameData := largestFrameData(tc.xdp)
+			if tc.frame != 0 {
+				frameData = tc.frame - xsk.RxHeadroom
+			}
+			s, err := sizesFor(tc.mtu, tc.v6, frameData)
 			if tc.wantFail {
 				require.ErrorIs(t, err, fi.EINVAL)
 				require.Contains(t, err.Error(), "MTU "+itoa(tc.mtu))
@@ -87,9 +98,9 @@ func TestInterfaceMTU(t *testing.T) {
 	require.Equal(t, smallest, interfaceMTU(netip.IPv4Unspecified()))
 	require.Equal(t, smallest, interfaceMTU(netip.IPv6Unspecified()))
 	require.Equal(t, smallest, interfaceMTU(netip.MustParseAddr("192.0.2.77")), "held by no interface")
-	s, err := deriveSizes(netip.MustParseAddr("127.0.0.1"), false)
+	s, err := deriveSizes(netip.MustParseAddr("127.0.0.1"), 0)
 	require.NoError(t, err)
-	want, err := packetSize(lo.MTU, false, false)
+	want, err := packetSize(lo.MTU, false, 0)
 	require.NoError(t, err)
 	require.Equal(t, want, s.maxPacket)
 }
@@ -107,7 +118,7 @@ func TestEndpointSizesFollowMTU(t *testing.T) {
 	for _, a := range []string{"127.0.0.1", "::1"} {
 		t.Run(a, func(t *testing.T) {
 			addr := netip.MustParseAddr(a)
-			want, err := sizesFor(lo.MTU, addr.Is6(), false)
+			want, err := sizesFor(lo.MTU, addr.Is6(), 0)
 			require.NoError(t, err)
 			d, err := f.Domain(DomainAttr{Addr: addr, Transport: TransportUDP}, nil)
 			require.NoError(t, err)

@@ -47,7 +47,7 @@ func (ep *Endpoint) SetAddr(addr netip.AddrPort) error {
 	if err != nil {
 		return fmt.Errorf("ep setname: %w", err)
 	}
-	size, err := deriveSizes(tr.LocalAddr().Addr(), isXDP(tr))
+	size, err := deriveSizes(tr.LocalAddr().Addr(), frameDataOf(tr))
 	if err != nil {
 		tr.Close()
 		return fmt.Errorf("ep setname: endpoint on %v: %w", tr.LocalAddr(), err)

@@ -31,6 +31,9 @@ type device struct {
 	socks   []*xsk.Socket
 	pollFDs []unix.PollFd
 	addrs   *addrWatch // keeps the program's local_addrs map current
+	// frameSize is the sockets' UMEM frame size, chosen by the
+	// interface's MTU when the device opened (xsk.FrameSizeFor).
+	frameSize int
 
 	rxMu sync.Mutex // held while draining or polling the RX rings; guards rx
 
@@ -92,8 +95,9 @@ func (d *device) open(iface string, bind xsk.BindMode) error {
 		return fmt.Errorf("%s: %w", iface, err)
 	}
 	queues := min(max(link.Attrs().NumRxQueues, 1), bpf.XSKMaxQueues)
+	d.frameSize = xsk.FrameSizeFor(link.Attrs().MTU)
 	for q := 0; q < queues; q++ {
-		s, err := openQueue(d.att.Ifindex, q, bind)
+		s, err := openQueue(d.att.Ifindex, q, bind, d.frameSize)
 		if err != nil && q > 0 && errors.Is(err, unix.EINVAL) {
 			// IFLA_NUM_RX_QUEUES is the allocated count; the kernel refuses
 			// queues past the real one (a default veth has one).

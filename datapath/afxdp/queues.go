@@ -59,12 +59,13 @@ func claimQueues(ifindex int) (int, error) {
 	return fd, nil
 }
 
-// openQueue binds an AF_XDP socket to queue q of ifindex, whose queues
-// this process has claimed, waiting out a release in progress.
-func openQueue(ifindex, q int, mode xsk.BindMode) (*xsk.Socket, error) {
+// openQueue binds an AF_XDP socket with UMEM frames of frameSize bytes to
+// queue q of ifindex, whose queues this process has claimed, waiting out a
+// release in progress.
+func openQueue(ifindex, q int, mode xsk.BindMode, frameSize int) (*xsk.Socket, error) {
 	deadline := time.Now().Add(ReleaseWait)
 	for {
-		s, err := xsk.Open(ifindex, q, xsk.Options{Mode: mode})
+		s, err := xsk.Open(ifindex, q, xsk.Options{Mode: mode, FrameSize: frameSize})
 		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 			return s, err
 		}

@@ -47,6 +47,16 @@ func (t *Transport) Rings(dst []RingStats) []RingStats {
 	return dst
 }
 
+// FrameData is the most bytes of Ethernet frame one of the transport's
+// receive frames holds: its device's frame size, chosen by the interface's
+// MTU when the first transport on it opened, less the kernel's receive
+// headroom (1792 for MTUs up to 1774, else 3840). Packets the endpoint
+// builds must fit it (fabric's packet size).
+func (t *Transport) FrameData() int { return t.dev.frameSize - xsk.RxHeadroom }
+
+// MaxFrameData is FrameData for the largest frames (4096 bytes).
+const MaxFrameData = 4096 - xsk.RxHeadroom
+
 // Iface is the name of the interface the transport's AF_XDP sockets are
 // on.
 func (t *Transport) Iface() string { return t.dev.att.Iface }

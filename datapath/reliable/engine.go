@@ -72,7 +72,12 @@
 //     into a retransmission storm; the rest stay due for the next pass
 //     about a round trip later, all of them resent within about an RTO
 //     (never pushed back behind the packets just resent, which would
-//     starve a gap). Every sample also goes into an estimate the process
+//     starve a gap). A peer that has answered nothing since a packet went
+//     out gets one packet per timeout (a probe; the other due packets wait
+//     behind its deadline, and fall due at once if the answer that ends
+//     the silence shows a loss), and a spurious timeout gives the packets
+//     in flight that were never resent the lifted timeout from then
+//     (silence.go). Every sample also goes into an estimate the process
 //     keeps per destination address, shared by all its engines (like TCP's
 //     per-destination metrics): a peer whose last round trip gave fewer
 //     than 4 samples (one of 10,000 endpoints' peers with an operation in
@@ -467,6 +472,13 @@ type txPeer struct {
 	rto      time.Duration // initial timeout of new packets
 	heard    int64         // engine clock of the last response matched (path checks)
 	destKey  uint64        // the address's key in the shared estimates (destrto.go)
+	// probeSeq is the packet a timeout resent first while the peer was
+	// silent, probeAt when (engine clock; a probe is out while probeAt >
+	// heard), deferred whether timeouts pushed other packets behind it
+	// (silence.go).
+	probeSeq uint32
+	probeAt  int64
+	deferred bool
 	// active is p's position in Engine.active, -1 when not there.
 	active int
 }
@@ -1266,6 +1278,7 @@ func (e *Engine) failPeer(p *txPeer, err fi.Errno, out *[]Completion) {
 	p.moreOpen = false
 	p.heldFrom = 0
 	p.est, p.rto = rtoEstimator{}, 0
+	p.probeAt, p.deferred = 0, false
 }
 
 // handleResponse processes a RESP or ACK from the target. e.mu is held.
@@ -1322,13 +1335,14 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		e.stats.resultsLost.Add(1) // its ops carry FI_ENODATA
 	}
 	now := e.now()
+	e.endSilence(p, s, pk.Flags, now)
 	p.heard = now
 	// Karn's rule, plus: a request the target held behind a lost one
 	// (HdrHeld) is no sample, its wait was not round-trip time. A
 	// response to the first transmission (HdrOriginal) of a packet
 	// retransmitted meanwhile is one: the retransmission was spurious
 	// (rto.go).
-	sampled := false
+	sampled, spurious := false, false
 	switch {
 	case pk.Flags&wire.HdrHeld != 0:
 	case s.retries == 0 && !s.fastRetx:
@@ -1340,6 +1354,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		p.est.sample(now - s.sentAt)
 		if s.retries > 0 {
 			p.est.spurious(now-s.sentAt, now) // a timeout, not a fast retransmit (reordering)
+			spurious = true
 		}
 		destSample(p.destKey, now-s.sentAt, now, s.retries > 0)
 		sampled = true
@@ -1379,6 +1394,9 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 		p.rto = p.est.timeout(e.cfg.RetryInitial, e.cfg.RetryMax)
 		e.noteRTO(p.est.srtt + 4*p.est.rttvar)
 		e.stats.srtt.Store(p.est.srtt)
+	}
+	if spurious {
+		p.extendDeadlines(now + int64(p.rto))
 	}
 	// The target answers in order: a request reorderThresh or more below
 	// the one just answered that is still unanswered lost its response (or
@@ -1536,6 +1554,12 @@ func (e *Engine) expire(out *[]Completion) int64 {
 				if s.deadline == late {
 					lateEq--
 				}
+				if p.deferBehindProbe(s, now, e.cfg.RetryMax) {
+					if next == 0 || s.deadline < next {
+						next = s.deadline
+					}
+					continue
+				}
 				if s.retries >= e.cfg.MaxRetries {
 					e.stats.peersUnreachable.Add(1)
 					e.failPeer(p, fi.ETIMEDOUT, out)
@@ -1553,6 +1577,7 @@ func (e *Engine) expire(out *[]Completion) int64 {
 				p.rto = max(p.rto, s.rto)
 				s.fastRetx = false
 				e.retransmit(p, s)
+				p.noteTimeout(s, now)
 				if s.retries >= PathCheckRetries && p.heard < s.sentAt && e.paths != nil && !pathChecked {
 					pathChecked = true
 					e.paths.CheckPath(p.peer.Addr)

@@ -16,10 +16,13 @@ import (
 // target held everything behind it, and the transfer timed out (the
 // TestVethSegmented/drop20 flake).
 //
-// The peer is a socket that never answers, and the test drives the timer
-// passes itself: timeouts are 10 s, so the timer goroutine stays out of it,
-// and after each pass the packets' clock advances to the deadline the pass
-// armed, as the timer would.
+// The peer is a socket that never answers, but counts as having answered
+// after the packets went out (p.heard), as a target that holds packets
+// behind a lost one does (a silent peer gets one probe, see
+// TestSilentPeerProbe), and the test drives the timer passes itself:
+// timeouts are 10 s, so the timer goroutine stays out of it, and after each
+// pass the packets' clock advances to the deadline the pass armed, as the
+// timer would.
 func TestExpireNoStarvation(t *testing.T) {
 	hole, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -44,6 +47,7 @@ func TestExpireNoStarvation(t *testing.T) {
 	for seq := p.base; seq != p.nextSeq; seq++ {
 		p.slot(seq).deadline = now // a stall: all due at once
 	}
+	p.heard = now // the peer answered something since they went out
 	for range packets/retxBurst + 1 {
 		before := ini.stats.retransmits.Load()
 		next := ini.expire(&out)
@@ -97,5 +101,70 @@ func TestRetxPace(t *testing.T) {
 		if passes := (c.left + retxBurst - 1) / retxBurst; got > minRetxPace && time.Duration(passes)*got > c.rto+c.rto/8 {
 			t.Errorf("srtt %v rto %v, %d left: %d passes of %v take longer than the RTO", c.srtt, c.rto, c.left, passes, got)
 		}
+	}
+}
+
+// TestSilentPeerProbe: while a peer has answered nothing since its packets
+// went out, a timeout resends one packet, the probe (the lowest due), and
+// pushes the others to its deadline; the passes after resend the probe
+// again, backed off, its retries counting towards MaxRetries (after which
+// the peer is unreachable), the others never resent: each pass resends one
+// packet at most, the same one (silence.go). The peer is
+// a socket that never answers; the test drives the passes as
+// TestExpireNoStarvation does.
+func TestSilentPeerProbe(t *testing.T) {
+	hole, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	cfg := Config{EndpointID: 1, RetryInitial: 10 * time.Second, RetryMax: 10 * time.Second, MaxRetries: 4}
+	ini := newEngine(t, listenTransport(t, netOpts{}, 0), cfg, nil, nil)
+	peer := Peer{hole.LocalAddr().(*net.UDPAddr).AddrPort(), 2}
+	const packets = 3 * retxBurst
+	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Payload: make([]byte, packets*ini.MaxSegment())}); err != nil {
+		t.Fatal(err)
+	}
+	ini.mu.Lock()
+	defer ini.mu.Unlock()
+	p := ini.txPeerOf(peer)
+	if p == nil || p.nextSeq-p.base != packets {
+		t.Fatalf("want %d packets in flight", packets)
+	}
+	first := p.base
+	var out []Completion
+	now := ini.now()
+	for seq := p.base; seq != p.nextSeq; seq++ {
+		p.slot(seq).deadline = now // all due at once
+	}
+	probe := p.slot(first)
+	for pass := 1; probe.retries < cfg.MaxRetries; pass++ {
+		if pass > 4*cfg.MaxRetries {
+			t.Fatalf("after %d passes the probe has %d retries", pass, probe.retries)
+		}
+		before := ini.stats.retransmits.Load()
+		next := ini.expire(&out)
+		ini.flushLocked()
+		if n := ini.stats.retransmits.Load() - before; n > 1 {
+			t.Fatalf("pass %d resent %d packets, want the probe alone", pass, n)
+		}
+		for seq := first + 1; seq != p.nextSeq; seq++ {
+			if s := p.slot(seq); s.retries != 0 {
+				t.Fatalf("pass %d: packet %d was resent", pass, seq-first)
+			}
+		}
+		if next == 0 {
+			t.Fatalf("pass %d armed no timer", pass)
+		}
+		now := ini.now()
+		for seq := p.base; seq != p.nextSeq; seq++ {
+			p.slot(seq).deadline -= next - now
+		}
+	}
+	if len(out) != 0 {
+		t.Fatalf("completions %v before the probe's retries ran out", out)
+	}
+	if ini.stats.retransmits.Load() != uint64(cfg.MaxRetries) {
+		t.Fatalf("%d retransmissions, want %d (the probe's)", ini.stats.retransmits.Load(), cfg.MaxRetries)
 	}
 }

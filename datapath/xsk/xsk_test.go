@@ -231,3 +231,13 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 	_, err = xsk.Open(1, 0, xsk.Options{FrameSize: 1000})
 	require.Error(t, err)
 }
+
+// TestFrameSizeFor: 2048-byte frames while an MTU's Ethernet frame with a
+// VLAN tag fits behind the receive headroom (1774 + 18 = 1792), else 4096.
+func TestFrameSizeFor(t *testing.T) {
+	for mtu, want := range map[int]int{576: 2048, 1500: 2048, 1774: 2048, 1775: 4096, 3506: 4096, 9000: 4096} {
+		if got := xsk.FrameSizeFor(mtu); got != want {
+			t.Errorf("xsk.FrameSizeFor(%d) = %d, want %d", mtu, got, want)
+		}
+	}
+}
