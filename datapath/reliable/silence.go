@@ -18,7 +18,9 @@ import (
 // peer must work through, all of it spurious in the first case, and
 // recovers nothing sooner in the second. TCP resends one segment per
 // timeout and waits for it to be answered; so does the engine while a
-// peer is silent: the first packet a timeout resends is the probe, and
+// peer is silent: the first packet a timeout resends is the probe (a
+// lower one resent later takes its place: a target holding what follows a
+// gap answers nothing until the gap is filled), and
 // until a response comes, later timeouts resend only the probe (backing
 // off as before; its retries decide when the peer is unreachable) and
 // push the other due packets of that silence to the probe's deadline. The
@@ -48,6 +50,13 @@ func (p *txPeer) deferBehindProbe(s *txSlot, now int64, retryMax time.Duration) 
 	if p.heard >= s.sentAt || p.probeAt <= p.heard || s.seq == p.probeSeq {
 		return false // the peer answered since s went out, or no probe is out
 	}
+	if s.seq-p.base < p.probeSeq-p.base {
+		// s precedes the probe: a target holding what follows a gap
+		// answers nothing until the gap is filled, so a packet below
+		// the probe is never pushed behind it (it becomes the probe,
+		// noteTimeout).
+		return false
+	}
 	ps := p.slot(p.probeSeq)
 	if ps == nil || ps.seq != p.probeSeq {
 		return false
@@ -62,9 +71,10 @@ func (p *txPeer) deferBehindProbe(s *txSlot, now int64, retryMax time.Duration) 
 }
 
 // noteTimeout records a timer retransmission of s at now: the probe of a
-// silence when none is out. e.mu is held.
+// silence when none is out, or when s precedes it (the probe is always
+// the lowest packet resent in the silence). e.mu is held.
 func (p *txPeer) noteTimeout(s *txSlot, now int64) {
-	if p.heard < s.sentAt && p.probeAt <= p.heard {
+	if p.heard < s.sentAt && (p.probeAt <= p.heard || s.seq-p.base < p.probeSeq-p.base) {
 		p.probeSeq, p.probeAt = s.seq, now
 	}
 }
