@@ -107,6 +107,15 @@ func (d *device) open(iface string, bind xsk.BindMode) error {
 			return fmt.Errorf("%s queue %d: %w", iface, q, err)
 		}
 		d.socks = append(d.socks, s)
+		if link.Type() == "veth" {
+			// The kernel's first touches of the frames a connection's
+			// first packets use, paid here instead of on the datapath
+			// (xsk.WarmKernelMapping: oversized frames the veth drops,
+			// so for veth only). Before the socket's XSKMAP slot is set.
+			if _, err := s.WarmKernelMapping(); err != nil {
+				return fmt.Errorf("%s queue %d: %w", iface, q, err)
+			}
+		}
 		if err := d.att.SetXSK(uint32(q), s.FD()); err != nil {
 			return fmt.Errorf("%s queue %d: %w", iface, q, err)
 		}

@@ -239,6 +239,10 @@ func (s *Socket) setup(opts Options) error {
 	for i := opts.NumFrames - 1; i >= half; i-- {
 		s.txFree = append(s.txFree, uint64(i)*s.frameSize)
 	}
+	// The free list is a stack whose top is frame half: a connection's
+	// first bursts write the frames from there on.
+	txWarm := min(opts.NumFrames-half, txWarmFrames)
+	s.warmSink |= warm(s.umem[half*opts.FrameSize : (half+txWarm)*opts.FrameSize])
 
 	var flags uint16
 	if !opts.NoNeedWakeup {
