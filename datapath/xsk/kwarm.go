@@ -25,9 +25,13 @@ import (
 // frames the first packets use, each longer than the interface's MTU
 // allows, which the kernel copies out of the UMEM into an skb (touching
 // the page through its mapping) and a veth then drops as too big for its
-// peer (is_skb_forwardable), before anything reaches the peer: nothing is
-// put on the wire. It is for veth only: a real NIC's driver in copy mode
-// may send an oversized frame, and in zero-copy mode nothing copies.
+// peer (is_skb_forwardable, against the peer's MTU), before anything
+// reaches the peer: nothing is put on the wire. It is for veth only, with
+// frames longer than the MTU plus an Ethernet header and a VLAN tag: a
+// real NIC's driver in copy mode may send an oversized frame, and in
+// zero-copy mode nothing copies. The frames are still all zeros at Open:
+// should a peer with a larger MTU than ours receive one, its destination
+// MAC (00:00:00:00:00:00) is no host's and its stack drops it.
 
 // txWarmFrames is how many of the TX frames (from the top of the free
 // stack, the ones a connection's first bursts take: a window of 64 4 KiB
