@@ -68,50 +68,50 @@ func (s *Socket) WarmKernelMapping() (int, error) {
 		}
 	}
 	// The frame's whole length: longer than any MTU the frame size was
-	// chosen for (FrameSizeFor), so the veth drops it.
+	// chosen for (FrameSizeFor), so the veth drops it. One frame at a
+	// time: the kernel stops a batch at a dropped frame (EBUSY), and a
+	// warm that gives up must leave no descriptor of its own behind (its
+	// completion would put a receive frame on the free list).
 	length := uint32(s.frameSize)
-	done, completed := 0, 0
-	deadline := time.Now().Add(2 * time.Second)
-	for done < len(pages) {
-		if time.Now().After(deadline) {
-			return done, fmt.Errorf("xsk: warming the kernel's UMEM mapping: %d of %d pages taken", done, len(pages))
+	for done, p := range pages {
+		if s.tx.free(1) == 0 {
+			return done, nil // the ring is never full here; give up cleanly
 		}
-		n := s.tx.free(uint32(min(len(pages)-done, 64)))
-		if n == 0 {
-			completed += s.drainWarmCompletions()
-			continue
+		s.tx.descs[s.tx.cachedProd&s.tx.mask] = unix.XDPDesc{Addr: p, Len: length}
+		s.tx.submit(1)
+		if err := s.warmOne(); err != nil {
+			return done, err
 		}
-		for i := uint32(0); i < n; i++ {
-			s.tx.descs[(s.tx.cachedProd+i)&s.tx.mask] = unix.XDPDesc{Addr: pages[done+int(i)], Len: length}
-		}
-		s.tx.submit(n)
-		// One frame per sendto: the kernel stops a batch at a dropped
-		// frame (EBUSY).
-		for s.tx.consumer.Load() != s.tx.cachedProd {
-			_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
-			if e != 0 && !errors.Is(e, unix.EBUSY) && !errors.Is(e, unix.EAGAIN) && !errors.Is(e, unix.ENOBUFS) && !errors.Is(e, unix.EINTR) {
-				return done, fmt.Errorf("xsk: warming the kernel's UMEM mapping: %w", e)
-			}
-			if time.Now().After(deadline) {
-				break
-			}
-		}
-		done += int(n)
-		completed += s.drainWarmCompletions()
 	}
-	// Every warm frame comes back through the completion ring; none of
-	// them goes to the free list (the receive frames are the fill ring's).
-	for completed < done {
+	return len(pages), nil
+}
+
+// warmOneWait bounds how long warmOne waits for the kernel to take and
+// complete one warm frame (it does both within the sendto on a veth).
+const warmOneWait = 5 * time.Second
+
+// warmOne kicks the kernel until it has taken the one descriptor just
+// submitted and completed it, and takes the completion off the ring. An
+// error means the descriptor may still be the kernel's: the socket must
+// not be used.
+func (s *Socket) warmOne() error {
+	deadline := time.Now().Add(warmOneWait)
+	for s.tx.consumer.Load() != s.tx.cachedProd {
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		if e != 0 && !errors.Is(e, unix.EBUSY) && !errors.Is(e, unix.EAGAIN) && !errors.Is(e, unix.ENOBUFS) && !errors.Is(e, unix.EINTR) {
+			return fmt.Errorf("xsk: warming the kernel's UMEM mapping: %w", e)
+		}
 		if time.Now().After(deadline) {
-			return done, fmt.Errorf("xsk: warming the kernel's UMEM mapping: %d completions missing", done-completed)
+			return fmt.Errorf("xsk: warming the kernel's UMEM mapping: a frame not taken in %v", warmOneWait)
 		}
-		c := s.drainWarmCompletions()
-		if c == 0 {
-			time.Sleep(50 * time.Microsecond)
-		}
-		completed += c
 	}
-	return done, nil
+	for s.drainWarmCompletions() == 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("xsk: warming the kernel's UMEM mapping: a frame not completed in %v", warmOneWait)
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	return nil
 }
 
 // pageStarts returns the page of every frame among the first n frames of
