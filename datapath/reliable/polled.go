@@ -93,24 +93,10 @@ func (pe *polledEngine) Ready(events uint32) {
 // engine after the other.
 func (pe *polledEngine) Prefetch() {
 	e := (*Engine)(pe)
+	e.hintHot()
 	a := [...]uintptr{
-		uintptr(unsafe.Pointer(e)), // cfg's head
-		uintptr(unsafe.Pointer(&e.cfg.MaxPacket)),
-		uintptr(unsafe.Pointer(&e.tr)),
-		uintptr(unsafe.Pointer(&e.mu)),
-		uintptr(unsafe.Pointer(&e.ops)),
-		uintptr(unsafe.Pointer(&e.timerArm)),
-		uintptr(unsafe.Pointer(&e.rxMu)),
-		uintptr(unsafe.Pointer(&e.store)),
-		uintptr(unsafe.Pointer(&e.rxPkts)),
 		uintptr(unsafe.Pointer(&e.rxDec)),
-		uintptr(unsafe.Pointer(&e.rxCompl)),
-		uintptr(unsafe.Pointer(&e.refused)),
-		uintptr(unsafe.Pointer(&e.rxDeferred)),
-		uintptr(unsafe.Pointer(&e.tally)),
-		uintptr(unsafe.Pointer(&e.onPoller)),
-		uintptr(unsafe.Pointer(&e.stats.rxResponses)),
-		uintptr(unsafe.Pointer(&e.stats.inflight)),
+		uintptr(unsafe.Pointer(&e.rxDec.Resps[0])),
 	}
 	prefetch.Addrs(&a[0], len(a))
 }
