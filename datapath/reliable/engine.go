@@ -409,20 +409,22 @@ func backoff(rto, max time.Duration) time.Duration {
 	return rto
 }
 
-// op is one submitted request.
+// op is one submitted request. It is padded to four cache lines
+// (TestEngineHotLayout), so that in the line-aligned ops array Submit's
+// store and a completion touch four lines of a cold op, not five or six.
 type op struct {
-	req       Request
-	peer      *txPeer
-	next      int32 // queue link
-	active    bool
-	started   bool // first segment packed
-	total     int  // bytes to segment: Payload (MSG, RMA_WRITE) or Result (RMA_READ); atomics 0
-	sent      int  // bytes packed so far
-	pending   int  // packets carrying this op not yet answered
-	packed    bool // every segment packed
-	got       int  // Result bytes received
-	err       fi.Errno
-	injectBuf []byte
+	req     Request
+	peer    *txPeer
+	next    int32 // queue link
+	active  bool
+	started bool // first segment packed
+	packed  bool // every segment packed
+	total   int  // bytes to segment: Payload (MSG, RMA_WRITE) or Result (RMA_READ); atomics 0
+	sent    int  // bytes packed so far
+	pending int  // packets carrying this op not yet answered
+	got     int  // Result bytes received
+	err     fi.Errno
+	_       [24]byte // to 256 bytes
 }
 
 type segRef struct {
@@ -648,11 +650,14 @@ type Engine struct {
 	rxLRU  peerLRU              // rxPeers by activity
 	tombs  map[Peer]tomb        // peers ForgetPeer dropped, see tomb
 	rxOut  []datapath.Packet    // target-side packets (responses, acks) queued for sending
-	rxDec2 wire.Packet
-	rxAns  wire.Packet // a response an answering request stands for (answers.go)
-	rxIn   Incoming
-	rxBld  wire.Builder
-	rxAcks []*rxPeer
+	// injectBufs are FI_INJECT copies' buffers by op index, made on
+	// first use (out of op, which they would push past four lines).
+	injectBufs [][]byte
+	rxDec2     wire.Packet
+	rxAns      wire.Packet // a response an answering request stands for (answers.go)
+	rxIn       Incoming
+	rxBld      wire.Builder
+	rxAcks     []*rxPeer
 	// ansRuns and ansBuf are gatherAnswers' scratch: the runs of simple
 	// responses it found, and the ACKs that replace them until flushRx.
 	ansRuns []answerRun
@@ -823,15 +828,20 @@ func (e *Engine) Submit(r *Request) error {
 	e.freeOps = e.freeOps[:len(e.freeOps)-1]
 	e.stats.inflight.Add(1)
 	o := &e.ops[idx]
-	*o = op{req: *r, peer: p, next: -1, active: true, total: total, injectBuf: o.injectBuf}
+	*o = op{req: *r, peer: p, next: -1, active: true, total: total}
 	if inject {
-		if o.injectBuf == nil {
-			o.injectBuf = make([]byte, e.cfg.InjectSize)
+		if e.injectBufs == nil {
+			e.injectBufs = make([][]byte, len(e.ops))
 		}
-		n := copy(o.injectBuf, r.Payload)
-		copy(o.injectBuf[n:], r.Compare)
-		o.req.Payload = o.injectBuf[:n:n]
-		o.req.Compare = o.injectBuf[n : n+len(r.Compare)]
+		buf := e.injectBufs[idx]
+		if buf == nil {
+			buf = make([]byte, e.cfg.InjectSize)
+			e.injectBufs[idx] = buf
+		}
+		n := copy(buf, r.Payload)
+		copy(buf[n:], r.Compare)
+		o.req.Payload = buf[:n:n]
+		o.req.Compare = buf[n : n+len(r.Compare)]
 	}
 	if p.qtail >= 0 {
 		e.ops[p.qtail].next = idx
@@ -1246,8 +1256,7 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 	if o.packed {
 		o.peer.inflight--
 	}
-	inj := o.injectBuf
-	*o = op{injectBuf: inj, next: -1}
+	*o = op{next: -1}
 	e.freeOps = append(e.freeOps, idx)
 	if len(e.freeOps) == len(e.ops) && e.timerArm && !e.rxHold.Load() && !e.rxDeferred.Load() {
 		// Nothing outstanding, so no packet in flight and none held by

@@ -3,6 +3,7 @@ package reliable
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 // TestEngineHotLayout holds the fields every operation of an initiator
@@ -37,6 +38,9 @@ func TestEngineHotLayout(t *testing.T) {
 		if end := stats.Offset + f.Offset + f.Type.Size(); end > hotEnd {
 			t.Errorf("counters.%s ends at byte %d of the Engine, past the per-operation state's %d", name, end, hotEnd)
 		}
+	}
+	if size := unsafe.Sizeof(op{}); size != 4*cacheLine {
+		t.Errorf("op is %d bytes, not four lines", size)
 	}
 	// The pool's counts share the first line with the small classes' lists.
 	pool := reflect.TypeOf(bufPool{})
