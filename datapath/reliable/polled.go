@@ -84,10 +84,11 @@ func (pe *polledEngine) Ready(events uint32) {
 	}
 }
 
-// Prefetch implements rxpoll.Prefetcher: it hints the engine fields a
-// receive batch of responses reads and writes first (the locks, the
-// receive packets and decoder, the initiator state's heads, the counters),
-// by their addresses, so that nothing here waits for the cold engine.
+// Prefetch implements rxpoll.Prefetcher: it hints the engine's
+// per-operation lines (hintHot: the locks, the receive packets, the
+// initiator state's heads, the counters) and the decoder's header and
+// first response descriptor, by their addresses, so that nothing here
+// waits for the cold engine.
 // With 10,000 engines on the poller each one's state is out of cache when
 // its response arrives; a round's Ready calls then took their misses one
 // engine after the other.
