@@ -24,30 +24,10 @@ import (
 // pass the packets' clock advances to the deadline the pass armed, as the
 // timer would.
 func TestExpireNoStarvation(t *testing.T) {
-	hole, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hole.Close()
-	cfg := Config{EndpointID: 1, RetryInitial: 10 * time.Second, RetryMax: 10 * time.Second}
-	ini := newEngine(t, listenTransport(t, netOpts{}, 0), cfg, nil, nil)
-	peer := Peer{hole.LocalAddr().(*net.UDPAddr).AddrPort(), 2}
 	const packets = 5 * retxBurst
-	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Payload: make([]byte, packets*ini.MaxSegment())}); err != nil {
-		t.Fatal(err)
-	}
-	ini.mu.Lock()
-	defer ini.mu.Unlock()
-	p := ini.txPeerOf(peer)
-	if p == nil || p.nextSeq-p.base != packets {
-		t.Fatalf("want %d packets in flight", packets)
-	}
+	ini, p := stalledWindow(t, Config{EndpointID: 1, RetryInitial: 10 * time.Second, RetryMax: 10 * time.Second}, packets)
 	var out []Completion
-	now := ini.now()
-	for seq := p.base; seq != p.nextSeq; seq++ {
-		p.slot(seq).deadline = now // a stall: all due at once
-	}
-	p.heard = now // the peer answered something since they went out
+	p.heard = ini.now() // the peer answered something since they went out
 	for range packets/retxBurst + 1 {
 		before := ini.stats.retransmits.Load()
 		next := ini.expire(&out)
@@ -58,11 +38,7 @@ func TestExpireNoStarvation(t *testing.T) {
 		if next == 0 {
 			t.Fatal("no timer left armed")
 		}
-		// Advance the packets' clock to the timer expire armed.
-		now := ini.now()
-		for seq := p.base; seq != p.nextSeq; seq++ {
-			p.slot(seq).deadline -= next - now
-		}
+		advanceTo(ini, p, next)
 	}
 	var starved []uint32
 	for seq := p.base; seq != p.nextSeq; seq++ {
@@ -113,30 +89,10 @@ func TestRetxPace(t *testing.T) {
 // a socket that never answers; the test drives the passes as
 // TestExpireNoStarvation does.
 func TestSilentPeerProbe(t *testing.T) {
-	hole, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hole.Close()
 	cfg := Config{EndpointID: 1, RetryInitial: 10 * time.Second, RetryMax: 10 * time.Second, MaxRetries: 4}
-	ini := newEngine(t, listenTransport(t, netOpts{}, 0), cfg, nil, nil)
-	peer := Peer{hole.LocalAddr().(*net.UDPAddr).AddrPort(), 2}
-	const packets = 3 * retxBurst
-	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Payload: make([]byte, packets*ini.MaxSegment())}); err != nil {
-		t.Fatal(err)
-	}
-	ini.mu.Lock()
-	defer ini.mu.Unlock()
-	p := ini.txPeerOf(peer)
-	if p == nil || p.nextSeq-p.base != packets {
-		t.Fatalf("want %d packets in flight", packets)
-	}
+	ini, p := stalledWindow(t, cfg, 3*retxBurst)
 	first := p.base
 	var out []Completion
-	now := ini.now()
-	for seq := p.base; seq != p.nextSeq; seq++ {
-		p.slot(seq).deadline = now // all due at once
-	}
 	probe := p.slot(first)
 	for pass := 1; probe.retries < cfg.MaxRetries; pass++ {
 		if pass > 4*cfg.MaxRetries {
@@ -156,15 +112,50 @@ func TestSilentPeerProbe(t *testing.T) {
 		if next == 0 {
 			t.Fatalf("pass %d armed no timer", pass)
 		}
-		now := ini.now()
-		for seq := p.base; seq != p.nextSeq; seq++ {
-			p.slot(seq).deadline -= next - now
-		}
+		advanceTo(ini, p, next)
 	}
 	if len(out) != 0 {
 		t.Fatalf("completions %v before the probe's retries ran out", out)
 	}
 	if ini.stats.retransmits.Load() != uint64(cfg.MaxRetries) {
 		t.Fatalf("%d retransmissions, want %d (the probe's)", ini.stats.retransmits.Load(), cfg.MaxRetries)
+	}
+}
+
+// stalledWindow submits one RMA write of n packets to a socket that never
+// answers and returns the engine, locked until the test ends, and its peer,
+// every packet due at once (a stall). Timeouts in cfg must be long (10 s) so
+// that the timer goroutine stays out: the tests drive the passes themselves.
+func stalledWindow(t *testing.T, cfg Config, n int) (*Engine, *txPeer) {
+	t.Helper()
+	hole, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hole.Close() })
+	ini := newEngine(t, listenTransport(t, netOpts{}, 0), cfg, nil, nil)
+	peer := Peer{hole.LocalAddr().(*net.UDPAddr).AddrPort(), 2}
+	if err := ini.Submit(&Request{Peer: peer, Opcode: wire.OpRMAWrite, RKey: 1, Payload: make([]byte, n*ini.MaxSegment())}); err != nil {
+		t.Fatal(err)
+	}
+	ini.mu.Lock()
+	t.Cleanup(ini.mu.Unlock) // runs before newEngine's Close
+	p := ini.txPeerOf(peer)
+	if p == nil || p.nextSeq-p.base != uint32(n) {
+		t.Fatalf("want %d packets in flight", n)
+	}
+	now := ini.now()
+	for seq := p.base; seq != p.nextSeq; seq++ {
+		p.slot(seq).deadline = now
+	}
+	return ini, p
+}
+
+// advanceTo moves the packets' clock to next, the deadline a pass of
+// expire armed, as the timer goroutine would have waited for it.
+func advanceTo(ini *Engine, p *txPeer, next int64) {
+	now := ini.now()
+	for seq := p.base; seq != p.nextSeq; seq++ {
+		p.slot(seq).deadline -= next - now
 	}
 }
