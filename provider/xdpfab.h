@@ -89,9 +89,7 @@ struct xf_cq {
 	unsigned empty;       /* empty reads in a row */
 	int waits_long;       /* the last wait (run of empty reads) took a round trip: the next one yields at once (cqyield.c) */
 	uint64_t wait_start;  /* CLOCK_MONOTONIC ns of the run's first empty read */
-	uint64_t quiet_until; /* no yield before this CLOCK_MONOTONIC ns: the last ones found the processor idle */
-	unsigned quiet_ns;    /* the current quiet time (0: not quiet) */
-	unsigned alone;       /* yields in a row that came back at once */
+	unsigned alone;       /* yields in a row that came back at once, at most ALONE_YIELDS (cqyield.c) */
 	size_t entry_size;
 	struct xf_cqring *ring;
 };
