@@ -79,9 +79,11 @@ type progressSet struct {
 	// readers drive the endpoints (Engine.Progress). Set at open.
 	auto bool
 	est  spinEstimate // how long blocking reads wait: how long they poll before sleeping
-	n    atomic.Int32 // len(eps), read without the lock
-	mu   sync.Mutex
-	eps  []*Endpoint // guarded by mu
+	// lastRx is when a reader's round last received a packet (spinpark.go).
+	lastRx lastPacket
+	n      atomic.Int32 // len(eps), read without the lock
+	mu     sync.Mutex
+	eps    []*Endpoint // guarded by mu
 
 	pollMu   sync.RWMutex
 	closed   bool         // guarded by pollMu: nobody sleeps any more
@@ -310,17 +312,20 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 	if timeoutMs >= 0 {
 		deadline = start.Add(time.Duration(timeoutMs) * time.Millisecond)
 	}
-	// Until a packet comes the reader polls for its adaptive time; once
-	// packets come (it serves a target's requests too) for
-	// spinBeforeSleep after the last one, so that traffic in flight is
-	// served without a wake-up per request.
-	budget := s.est.budget()
+	// Until a packet comes the reader polls for its adaptive time, or
+	// until spinBeforeSleep after the last packet the set received
+	// before this wait if that is later (spinpark.go, "After a
+	// packet"); once packets come (it serves a target's requests too)
+	// for spinBeforeSleep after the last one, so that traffic in flight
+	// is served without a wake-up per request.
+	budget, lastBusy := s.pollFrom(start)
 	intr0 := s.intr.Load()
-	lastYield, lastBusy := start, start
+	lastYield := start
 	busy := false
 	var yielder spinyield.Yielder
 	for i := 1; ; i++ {
 		if s.run() > 0 {
+			s.noteRx()
 			busy = true
 			budget = spinBeforeSleep
 			// What it received may have been answered, waking a peer
@@ -383,6 +388,7 @@ func (s *progressSet) assistWait(deadline time.Time, forever bool, done func() b
 	var yielder spinyield.Yielder
 	for {
 		if s.drive() > 0 {
+			s.noteRx()
 			if done() {
 				s.recordWait(start)
 				return true, true
@@ -396,7 +402,8 @@ func (s *progressSet) assistWait(deadline time.Time, forever bool, done func() b
 		}
 		now := time.Now()
 		if start.IsZero() {
-			start, spinUntil = now, now.Add(s.est.budget())
+			budget, from := s.pollFrom(now)
+			start, spinUntil = now, from.Add(budget)
 		}
 		if s.intr.Load() != intr0 || (!forever && !now.Before(deadline)) {
 			s.recordWait(start)

@@ -29,6 +29,9 @@ import (
 // (the peer descheduled for a while) shortens the polling of the next
 // ones by a quarter only, and a reader whose waits become short again
 // polls again within a few reads. Below spinMin a reader does not poll.
+// The estimate is a floor only while traffic has stopped: a wait that
+// begins soon after the set's last packet polls until spinBeforeSleep
+// after that packet in any case ("After a packet", below).
 //
 // While it polls without finding anything, the reader offers its
 // processor to other runnable threads as internal/spinyield says: at its
@@ -79,4 +82,45 @@ func (e *spinEstimate) record(d time.Duration) {
 		old = int64(spinBeforeSleep)
 	}
 	e.ns.Store(old + (target-old)/4 + 1)
+}
+
+// After a packet. A reader whose wait begins within spinBeforeSleep of
+// the last packet its set received polls at least until spinBeforeSleep
+// after that packet, whatever its estimate says, as one wait polls after
+// each packet it receives. A ping-pong reads one completion per wait:
+// each wait starts a few microseconds after the packet that ended the
+// previous one, and lasts a round trip, unless the peer lost its
+// processor for a while. Without this, on a loaded machine a few such
+// waits (each longer than spinBeforeSleep) took the estimate to nothing;
+// the reader then slept in every wait, so the peer's send woke it (in
+// the send's system call: 30-70 µs for a kick into a sleeping reader
+// against 4-5 µs), the waits grew longer still, and the round trip went
+// from 14-17 µs to 60-105 µs (p50, xdpfab bench's tagged ping-pong with
+// manual progress at load average 8-10), where a fetch-add's target,
+// whose one wait polls after every request, kept 17 µs. An idle reader
+// still sleeps spinBeforeSleep after its last packet.
+
+// lastPacket is when a reader of the set last received a packet, in
+// nanoseconds since spinEpoch plus 1 (0: never).
+type lastPacket struct{ ns atomic.Int64 }
+
+// spinEpoch is the origin of lastPacket's clock (monotonic).
+var spinEpoch = time.Now()
+
+// noteRx records that a reader's round received packets now.
+func (s *progressSet) noteRx() { s.lastRx.ns.Store(int64(time.Since(spinEpoch)) + 1) }
+
+// pollFrom returns how long a reader whose wait begins at now polls
+// without finding anything before it sleeps, and from when: its adaptive
+// time from now, or spinBeforeSleep from the set's last packet if that
+// ends later.
+func (s *progressSet) pollFrom(now time.Time) (time.Duration, time.Time) {
+	budget := s.est.budget()
+	if v := s.lastRx.ns.Load(); v != 0 {
+		rx := spinEpoch.Add(time.Duration(v - 1))
+		if rx.Add(spinBeforeSleep).After(now.Add(budget)) {
+			return spinBeforeSleep, rx
+		}
+	}
+	return budget, now
 }

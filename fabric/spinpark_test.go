@@ -48,3 +48,41 @@ func TestSpinEstimate(t *testing.T) {
 	}
 	require.InDelta(t, float64(spinFloor), float64(z.budget()), float64(time.Microsecond))
 }
+
+// TestPollFromAfterPacket: a wait that begins within spinBeforeSleep of
+// the set's last packet polls until spinBeforeSleep after that packet,
+// even with an estimate of nothing (waits that outlasted polling took it
+// there); with no packet yet, or one longer ago, the estimate alone
+// decides, from the wait's start. Times are fed in, not measured.
+func TestPollFromAfterPacket(t *testing.T) {
+	var s progressSet
+	for range 32 {
+		s.est.record(10 * time.Millisecond) // long waits: estimate nothing
+	}
+	require.Zero(t, s.est.budget())
+	now := time.Now()
+	budget, from := s.pollFrom(now)
+	require.Zero(t, budget, "no packet yet: the estimate")
+	require.Equal(t, now, from)
+
+	s.noteRx()
+	rx := spinEpoch.Add(time.Duration(s.lastRx.ns.Load() - 1))
+	at := rx.Add(5 * time.Microsecond) // the next wait, just after the packet
+	budget, from = s.pollFrom(at)
+	require.Equal(t, spinBeforeSleep, budget)
+	require.Equal(t, rx, from, "polls until spinBeforeSleep after the packet")
+
+	late := rx.Add(2 * spinBeforeSleep)
+	budget, from = s.pollFrom(late)
+	require.Zero(t, budget, "the packet is long gone: the estimate again")
+	require.Equal(t, late, from)
+
+	// An estimate reaching past the packet's polling time wins.
+	var e progressSet
+	e.noteRx()
+	rx = spinEpoch.Add(time.Duration(e.lastRx.ns.Load() - 1))
+	at = rx.Add(90 * time.Microsecond)
+	budget, from = e.pollFrom(at) // nothing known yet: spinBeforeSleep from now
+	require.Equal(t, spinBeforeSleep, budget)
+	require.Equal(t, at, from)
+}
