@@ -11,7 +11,10 @@
 // queue, so the sockets belong to a device shared by all of the process's
 // transports on the interface: one socket per RX queue (every queue the
 // kernel accepts a socket on, up to the XSKMAP's 64), each in the XSKMAP
-// slot of its queue; the transport that receives drains the rings and
+// slot of its queue (on a veth, after xsk.WarmKernelMapping has had the
+// kernel touch the frames a connection's first packets use, paying a
+// shadow-paging VM's first-touch traps at open instead of on the
+// datapath); the transport that receives drains the rings and
 // hands every packet to the transport of its UDP destination port through
 // a bounded, preallocated per-transport queue. A packet goes to a
 // transport only if its destination address is the transport's and the

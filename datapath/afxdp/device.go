@@ -86,6 +86,10 @@ func openDevice(iface string, bind xsk.BindMode) (*device, error) {
 	return d, nil
 }
 
+// ethVLANLen is an Ethernet header with one 802.1Q tag: what a veth lets
+// a frame carry beyond its MTU.
+const ethVLANLen = 14 + 4
+
 func (d *device) open(iface string, bind xsk.BindMode) error {
 	link, err := netlink.LinkByIndex(d.att.Ifindex)
 	if err != nil {
@@ -107,6 +111,16 @@ func (d *device) open(iface string, bind xsk.BindMode) error {
 			return fmt.Errorf("%s queue %d: %w", iface, q, err)
 		}
 		d.socks = append(d.socks, s)
+		if link.Type() == "veth" && d.frameSize > link.Attrs().MTU+ethVLANLen {
+			// The kernel's first touches of the frames a connection's
+			// first packets use, paid here instead of on the datapath
+			// (xsk.WarmKernelMapping: frames longer than the MTU allows,
+			// which the veth drops, so for veth only). Before the
+			// socket's XSKMAP slot is set.
+			if _, err := s.WarmKernelMapping(); err != nil {
+				return fmt.Errorf("%s queue %d: %w", iface, q, err)
+			}
+		}
 		if err := d.att.SetXSK(uint32(q), s.FD()); err != nil {
 			return fmt.Errorf("%s queue %d: %w", iface, q, err)
 		}

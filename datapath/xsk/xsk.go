@@ -6,7 +6,11 @@
 // for receiving, half a TX free list. At Open the fill ring (the kernel
 // writes received packets into its frames) gets initialFill of the
 // receive frames, and the rest when traffic needs them (growFill): the
-// frames in the ring are the receive path's working set. Receive peeks
+// frames in the ring are the receive path's working set. Open reads them
+// and the first transmit frames once (warm), and WarmKernelMapping (the
+// afxdp transport calls it on a veth) has the kernel touch them through
+// its own mapping (kwarm.go), so that a connection's first packets pay no first-touch
+// traps on a virtual machine that shadows page tables. Receive peeks
 // completed RX descriptors and hands their frames to the caller, who must
 // Release them; Release puts the frames straight back on the fill ring,
 // so the fill ring stays stocked without allocation. Transmit frames come
@@ -62,10 +66,11 @@ const RxHeadroom = 256
 // the UMEM, and reads transmitted ones from it, through a mapping of its
 // own (vmap), whose first access to each page traps to the hypervisor
 // like user space's (see warm), on the datapath, and nothing user space
-// touches warms it. With two frames a page the first packets pay half the
-// traps: on the 2-core VM of this project's benchmarks the kernel's
-// copies into fresh receive frames were most of the system time of a
-// connection's first thousand 4 KiB writes.
+// touches warms it (only the kernel's own copies do: WarmKernelMapping).
+// With two frames a page the first packets pay half the traps: on the
+// 2-core VM of this project's benchmarks the kernel's copies into fresh
+// receive frames were most of the system time of a connection's first
+// thousand 4 KiB writes.
 func FrameSizeFor(mtu int) int {
 	const ethVLAN = 14 + 4 // Ethernet header and one 802.1Q tag
 	if mtu+ethVLAN <= 2048-RxHeadroom {
@@ -239,6 +244,10 @@ func (s *Socket) setup(opts Options) error {
 	for i := opts.NumFrames - 1; i >= half; i-- {
 		s.txFree = append(s.txFree, uint64(i)*s.frameSize)
 	}
+	// The free list is a stack whose top is frame half: a connection's
+	// first bursts write the frames from there on.
+	txWarm := min(opts.NumFrames-half, txWarmFrames)
+	s.warmSink |= warm(s.umem[half*opts.FrameSize : (half+txWarm)*opts.FrameSize])
 
 	var flags uint16
 	if !opts.NoNeedWakeup {
@@ -571,8 +580,11 @@ func (s *Socket) Close() error {
 // touched, and Receive paid those traps on the datapath (with all 2,048
 // receive frames of a socket in the ring: about 23 ms of CPU in the first
 // thousand 4 KiB writes). Open pays them instead, for the frames the fill
-// ring starts with (initialFill); frames it takes later, and transmit
-// frames (reused as a stack), warm up with the traffic that needs them.
+// ring starts with (initialFill) and the txWarmFrames transmit frames on
+// top of the free stack (a connection's first bursts build their frames
+// there: 76 of 667 samples of the first 100 4 KiB writes were
+// BuildCopy's first writes to them); frames the fill ring takes later,
+// and deeper transmit frames, warm up with the traffic that needs them.
 // On bare metal the pass costs about what reading the pages' first cache
 // lines does.
 func warm(m []byte) byte {
