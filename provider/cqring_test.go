@@ -15,9 +15,9 @@ import (
 // successes, fi_cq_readerr, fi_cq_readfrom's source, the tagged format's
 // fields, a burst read in batches), and four threads draining one CQ read
 // each of 20000 completions exactly once. The threads run once more with
-// FI_XDPFAB_YIELD_POLLS=1: every empty read yields the processor
-// (objects.c's counted_read), and concurrent readers count empty reads
-// on one CQ.
+// FI_XDPFAB_YIELD_POLLS=1: every empty read offers the processor
+// (cqyield.c), and concurrent readers count empty reads and share the
+// quiet time of one CQ.
 func TestCQRing(t *testing.T) {
 	dir := built(t)
 	run := func(t *testing.T, env []string, args ...string) {

@@ -3,8 +3,6 @@
  * tables (wait and poll sets: waitpoll.c). Each op is one call into Go
  * (xfgo_*), after the fork guard.
  */
-#include <sched.h>
-#include <time.h>
 
 #include "xdpfab.h"
 #include "_cgo_export.h"
@@ -394,67 +392,6 @@ static ssize_t ring_read(struct xf_cq *c, void *buf, size_t count, fi_addr_t *sr
 	return 0;
 }
 
-/* counted_read counts a read's outcome toward yield_polls: every
- * yield_polls-th read in a row that finds nothing offers the processor to
- * other runnable threads (sched_yield), as MPI libraries do when they poll
- * idle: an application spinning on fi_cq_read then lets the peer process
- * or the thread that will complete its operation run on an oversubscribed
- * processor, instead of keeping it for its whole time slice. An idle
- * processor returns from the call at once.
- *
- * A wait (a run of empty reads ended by a completion) of LONG_WAIT_NS or
- * more, a round trip's (a ping-pong's answer, an atomic's result), makes
- * the next wait yield on its first read, before entering Go: a peer
- * process sharing the processor (two spinning processes on one core of a
- * loaded machine) gets it as soon as the request is out instead of 32
- * reads (some 15 µs) later, which it added to every message. With the
- * processor to itself the reader pays one sched_yield (1-2 µs in a VM) in
- * a wait that lasts a round trip anyway. A reader whose completions come
- * closer together (a pipeline, a stream) never yields early. */
-#define LONG_WAIT_NS 5000
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* early_yield reports whether this read, the first of a wait, yields
- * before it looks (see counted_read). */
-static int early_yield(struct xf_cq *c)
-{
-	return c->yield_polls && __atomic_load_n(&c->empty, __ATOMIC_RELAXED) == 0 &&
-	       __atomic_load_n(&c->waits_long, __ATOMIC_RELAXED);
-}
-
-static ssize_t counted_read(struct xf_cq *c, ssize_t n, int first)
-{
-	unsigned k;
-	int long_wait;
-
-	if (n == -FI_EAGAIN) {
-		k = __atomic_add_fetch(&c->empty, 1, __ATOMIC_RELAXED);
-		if (k == 1 && !first)
-			__atomic_store_n(&c->wait_start, mono_ns(), __ATOMIC_RELAXED);
-		if (c->yield_polls && !first && k % c->yield_polls == 0)
-			sched_yield();
-		return n;
-	}
-	if (n <= 0)
-		return n;
-	k = __atomic_load_n(&c->empty, __ATOMIC_RELAXED);
-	if (k == 0 && !first)
-		return n; /* no wait */
-	long_wait = mono_ns() - __atomic_load_n(&c->wait_start, __ATOMIC_RELAXED) >= LONG_WAIT_NS;
-	if (__atomic_load_n(&c->waits_long, __ATOMIC_RELAXED) != long_wait)
-		__atomic_store_n(&c->waits_long, long_wait, __ATOMIC_RELAXED);
-	if (k != 0)
-		__atomic_store_n(&c->empty, 0, __ATOMIC_RELAXED);
-	return n;
-}
-
 static ssize_t xf_cq_readfrom(struct fid_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
 {
 	struct xf_cq *c = CQ(cq);
@@ -463,16 +400,14 @@ static ssize_t xf_cq_readfrom(struct fid_cq *cq, void *buf, size_t count, fi_add
 
 	XF_GUARD();
 	n = ring_read(c, buf, count, src_addr);
-	if ((n == 0 || n == -FI_EAGAIN) && early_yield(c)) {
-		__atomic_store_n(&c->wait_start, mono_ns(), __ATOMIC_RELAXED);
-		sched_yield();
+	if ((n == 0 || n == -FI_EAGAIN) && xf_cq_early_yield(c)) {
 		first = 1;
 		if (n == -FI_EAGAIN)
 			n = ring_read(c, buf, count, src_addr);
 	}
 	if (n == 0)
 		n = xfgo_cq_read(c->h, c->format, buf, count, src_addr, 0, 0);
-	return counted_read(c, n, first);
+	return xf_cq_counted_read(c, n, first);
 }
 
 static ssize_t xf_cq_read(struct fid_cq *cq, void *buf, size_t count)

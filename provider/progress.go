@@ -49,12 +49,12 @@ func applyDefaultProgress(hints *C.struct_fi_info, list []*fabric.Info) {
 
 // yieldPolls is how many fi_cq_read calls in a row that find nothing make
 // the reading thread offer its processor to other threads once
-// (sched_yield, objects.c's counted_read): FI_XDPFAB_YIELD_POLLS, 0 for
-// never (an application whose threads each own a core), default
-// defaultYieldPolls. An empty read costs about half a microsecond, so by
-// default a spinning reader yields about every 15 µs: a peer process
-// sharing its core runs within that, at a cost of well under 1 % when
-// nothing else wants the core.
+// (sched_yield, cqyield.c): FI_XDPFAB_YIELD_POLLS, 0 for never (an
+// application whose threads each own a core), default defaultYieldPolls.
+// An empty read costs about half a microsecond, so by default a spinning
+// reader offers its processor about every 15 µs: a peer process sharing
+// its core runs within that. Once its yields come back at once (nothing
+// else wants the core) it offers it less often (cqyield.c's quiet time).
 var yieldPolls = yieldPollsFromEnv(os.Getenv("FI_XDPFAB_YIELD_POLLS"))
 
 const defaultYieldPolls = 32

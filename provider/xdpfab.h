@@ -85,10 +85,11 @@ struct xf_cq {
 	uintptr_t h;
 	int format;
 	int manual; /* an empty read calls Go (manual progress: drives it; auto: polls, Engine.Poll) */
-	unsigned yield_polls; /* sched_yield every this many empty reads in a row (0: never): objects.c */
+	unsigned yield_polls; /* sched_yield every this many empty reads in a row (0: never): cqyield.c */
 	unsigned empty;       /* empty reads in a row */
-	int waits_long;       /* the last wait (run of empty reads) took a round trip: the next one yields at once (objects.c) */
+	int waits_long;       /* the last wait (run of empty reads) took a round trip: the next one yields at once (cqyield.c) */
 	uint64_t wait_start;  /* CLOCK_MONOTONIC ns of the run's first empty read */
+	unsigned alone;       /* yields in a row that came back at once, at most ALONE_YIELDS (cqyield.c) */
 	size_t entry_size;
 	struct xf_cqring *ring;
 };
@@ -128,6 +129,12 @@ void xf_mr_set_key(struct fid_mr *mr, uint64_t key);
 struct fid_wait *xf_wait_new(uintptr_t h);
 struct fid_poll *xf_poll_new(uintptr_t h);
 void xf_free(void *p);
+
+/* The yielding of a reader spinning on fi_cq_read (cqyield.c): early_yield
+ * is called by the first read of a wait and reports whether it began one
+ * (and may have yielded); counted_read counts a read's outcome n. */
+int xf_cq_early_yield(struct xf_cq *c);
+ssize_t xf_cq_counted_read(struct xf_cq *c, ssize_t n, int first);
 
 /* The Go handle of one of xdpfab's fids (0 for anything else). */
 uintptr_t xf_fid_handle(struct fid *fid);

@@ -409,20 +409,22 @@ func backoff(rto, max time.Duration) time.Duration {
 	return rto
 }
 
-// op is one submitted request.
+// op is one submitted request. It is padded to four cache lines
+// (TestEngineHotLayout), so that in the line-aligned ops array Submit's
+// store and a completion touch four lines of a cold op, not five or six.
 type op struct {
-	req       Request
-	peer      *txPeer
-	next      int32 // queue link
-	active    bool
-	started   bool // first segment packed
-	total     int  // bytes to segment: Payload (MSG, RMA_WRITE) or Result (RMA_READ); atomics 0
-	sent      int  // bytes packed so far
-	pending   int  // packets carrying this op not yet answered
-	packed    bool // every segment packed
-	got       int  // Result bytes received
-	err       fi.Errno
-	injectBuf []byte
+	req     Request
+	peer    *txPeer
+	next    int32 // queue link
+	active  bool
+	started bool // first segment packed
+	packed  bool // every segment packed
+	total   int  // bytes to segment: Payload (MSG, RMA_WRITE) or Result (RMA_READ); atomics 0
+	sent    int  // bytes packed so far
+	pending int  // packets carrying this op not yet answered
+	got     int  // Result bytes received
+	err     fi.Errno
+	_       [24]byte // to 256 bytes
 }
 
 type segRef struct {
@@ -547,28 +549,57 @@ type tomb struct {
 }
 
 // Engine is one endpoint's reliability engine over a transport.
+//
+// Layout: with thousands of endpoints in a process (one engine each) an
+// operation finds its engine out of cache, and every cache line of it the
+// operation touches is a miss (and, with the engines spread over the heap,
+// a page walk). The fields Submit and a received response use come first,
+// together in the lines after cfg, and Submit and the poller's Prefetch
+// hint those lines at once (hotLines); what other paths use (the target's
+// decoders, refusals, the timer run's and Close's state) follows.
+// TestEngineHotLayout holds the per-operation fields to the first
+// hotLines lines.
 type Engine struct {
-	cfg   Config
-	tr    datapath.Transport
-	paths datapath.PathChecker // tr, when it implements it
+	cfg Config
+	tr  datapath.Transport
+
+	// Per-operation state (see Layout above).
 
 	mu     sync.Mutex // guards the initiator state below
 	closed bool
-	peers  map[Peer]*txPeer
+	// timerArm: the timer scheduler has a deadline to watch (timers.go),
+	// and it is timerNext.
+	timerArm bool
+	// onPoller: the shared poller runs the receive side (set before it
+	// may, unlike polled).
+	onPoller bool
+	// rxMsgs: the batch executed a message op (a receive may have
+	// completed, to which the application may answer at once).
+	rxMsgs bool
+	// rxDeferred: rxOut holds a batch's responses, deferred past its end
+	// (see deferRx). Set and cleared with rxMu held; read without.
+	rxDeferred atomic.Bool
+	// rxHold: the batch being processed executed a message, so its
+	// responses may be deferred: complete leaves the timer armed.
+	rxHold atomic.Bool
+	// held: coalescing left requests queued since the last sendHeld
+	// (held.go). Set with mu held.
+	held      atomic.Bool
+	forgetSet atomic.Bool // forget is non-empty
+	lastPeer  *txPeer     // the entry of peers found last (nil after its removal): most traffic goes to one peer
+	peers     map[Peer]*txPeer
+	ops       []op
+	freeOps   []int32
 	// active are the peers that had requests queued or in flight since
 	// the last timer run: the ones expire looks at, so an endpoint with
 	// thousands of idle peers does not scan them every millisecond.
-	active    []*txPeer
-	lastPeer  *txPeer // the entry of peers found last (nil after its removal): most traffic goes to one peer
-	rtoEst    int64   // unclamped RTO estimate (ns) of the last RTT sample from any peer, 0 before one (rtoseed.go)
-	ops       []op
-	freeOps   []int32
+	active []*txPeer
+	// heldPass counts sendHeld's passes under mu (txPeer.refill).
+	heldPass  uint64
+	timerNext int64
+	tmWhen    int64             // guarded by timers.mu: the heap entry's deadline
+	tmIndex   int               // guarded by timers.mu: the heap position, -1 if none
 	txq       []datapath.Packet // initiator packets built, to send before mu is released
-	txBoth    []datapath.Packet // txq and deferred responses sent together (sendDeferredLocked)
-	forget    []Peer            // target states ForgetPeer asked to drop (the receive side drops them)
-	forgetSet atomic.Bool       // forget is non-empty
-	timerArm  bool              // the timer scheduler has a deadline to watch (timers.go)
-	timerNext int64             // ... and it is this one
 	// Initiator buffers: request packets are built in txBuild and kept in
 	// a slot buffer of their size from txPool (see buildPacket). Buffers
 	// freed while txq may point at them wait in txLater until it is sent.
@@ -580,70 +611,68 @@ type Engine struct {
 	// change, since an atomic store is a locked instruction on amd64 and
 	// flushLocked runs on every Submit.
 	txBytesShown int64
+	// tally, while set (&tallyBuf), counts successful completions for
+	// the counters, added to them once per response (stats.go). mu.
+	tally *doneTally
 
 	// Receive state: only the goroutine holding rxMu (the receive
 	// goroutine, or a Progress caller) touches it.
 	rxMu    sync.Mutex
 	batchMu sync.Mutex    // held from a received batch to its flushed responses (see Close)
 	reader  *epoch.Reader // Config.Epochs' reader (nil: none)
-	rxPeers rxPeerTable
+	rxPkts  []datapath.Packet
+	rxCompl []Completion
+	store   *rxStore // their cached responses and held requests
 	// The gauges' last stored values (showRxGauges).
 	cacheBytesShown, targetPeersShown int64
-	rxLRU                             peerLRU       // rxPeers by activity
-	store                             *rxStore      // their cached responses and held requests
-	tombs                             map[Peer]tomb // peers ForgetPeer dropped, see tomb
-	rxPkts                            []datapath.Packet
-	rxOut                             []datapath.Packet // target-side packets (responses, acks) queued for sending
-	rxDec                             wire.Packet
-	rxDec2                            wire.Packet
-	rxAns                             wire.Packet // a response an answering request stands for (answers.go)
-	rxIn                              Incoming
-	rxBld                             wire.Builder
-	rxAcks                            []*rxPeer
+	rxPeers                           rxPeerTable
+	// refusing is refused.n+refusedNew.n: whether a batch has refusals
+	// to apply (refused.go), read per batch without their cold lines.
+	refusing int
+	// rxDelivered is how many completions the last batch delivered
+	// (receiveLoop reads it with rxMu still held).
+	rxDelivered int
+	// polled is the engine's registration with the shared poller
+	// (Config.SharedPoll), nil when it has a receive goroutine.
+	polled   *rxpoll.Registration
+	tallyBuf doneTally
+	stats    counters // its per-operation counters first (stats.go)
+	// rxDec is the received packet decoded: its header and first
+	// descriptors follow the lines above.
+	rxDec wire.Packet
+
+	// The rest: other paths' state.
+
+	paths  datapath.PathChecker // tr, when it implements it
+	rtoEst int64                // unclamped RTO estimate (ns) of the last RTT sample from any peer, 0 before one (rtoseed.go)
+	txBoth []datapath.Packet    // txq and deferred responses sent together (sendDeferredLocked)
+	forget []Peer               // target states ForgetPeer asked to drop (the receive side drops them)
+	rxLRU  peerLRU              // rxPeers by activity
+	tombs  map[Peer]tomb        // peers ForgetPeer dropped, see tomb
+	rxOut  []datapath.Packet    // target-side packets (responses, acks) queued for sending
+	// injectBufs are FI_INJECT copies' buffers by op index, made on
+	// first use (out of op, which they would push past four lines).
+	injectBufs [][]byte
+	rxDec2     wire.Packet
+	rxAns      wire.Packet // a response an answering request stands for (answers.go)
+	rxIn       Incoming
+	rxBld      wire.Builder
+	rxAcks     []*rxPeer
 	// ansRuns and ansBuf are gatherAnswers' scratch: the runs of simple
 	// responses it found, and the ACKs that replace them until flushRx.
 	ansRuns []answerRun
 	ansBuf  []byte
 	rxOffer []*rxPeer // peers to hand to Config.Shared after the batch
-	rxCompl []Completion
 	// refused are the previous batch's ICMP port unreachables, refusedNew
 	// this batch's (refused.go).
 	refused, refusedNew refusals
-	// rxDelivered is how many completions the last batch delivered
-	// (receiveLoop reads it with rxMu still held).
-	rxDelivered int
-	// rxMsgs: the batch executed a message op (a receive may have
-	// completed, to which the application may answer at once).
-	rxMsgs bool
-	// rxDeferred: rxOut holds a batch's responses, deferred past its end
-	// (see deferRx). Set and cleared with rxMu held; read without.
-	rxDeferred atomic.Bool
-	// rxHold: the batch being processed executed a message, so its
-	// responses may be deferred: complete leaves the timer armed.
-	rxHold atomic.Bool
-	ackBuf []byte
+	ackBuf              []byte
 
 	// Readers assisting the receive goroutine (BeginAssist), and when the
 	// last one ended (e.now()).
-	assisters atomic.Int32
-	// held: coalescing left requests queued since the last sendHeld
-	// (held.go). Set with mu held.
-	held atomic.Bool
-	// tally, while set (&tallyBuf), counts successful completions for
-	// the counters, added to them once per response (stats.go). mu.
-	tally    *doneTally
-	tallyBuf doneTally
-	// heldPass counts sendHeld's passes under mu (txPeer.refill).
-	heldPass    uint64
+	assisters   atomic.Int32
 	lastAssist  atomic.Int64
 	assistTimer *time.Timer // receiveLoop's
-
-	// polled is the engine's registration with the shared poller
-	// (Config.SharedPoll), nil when it has a receive goroutine.
-	polled *rxpoll.Registration
-	// onPoller: the shared poller runs the receive side (set before it
-	// may, unlike polled).
-	onPoller bool
 
 	pollMu  sync.Mutex
 	pollBuf []unix.PollFd // guarded by pollMu: see pollFDsLocked
@@ -652,13 +681,9 @@ type Engine struct {
 	// engine's deadlines under tmRun, which Close takes to wait for a run.
 	tmRun   sync.Mutex
 	tmCompl []Completion // the timer run's completions, guarded by tmRun
-	tmWhen  int64        // guarded by timers.mu: the heap entry's deadline
-	tmIndex int          // guarded by timers.mu: the heap position, -1 if none
 
 	done chan struct{}
 	wg   sync.WaitGroup
-
-	stats counters
 }
 
 // New starts an engine on tr: its receive goroutine (unless
@@ -745,6 +770,7 @@ func newSession() uint32 {
 // transport fails to send it (its retransmission timer resends it; the
 // failure is counted in Stats.TxErrors).
 func (e *Engine) Submit(r *Request) error {
+	e.hintHot() // with thousands of endpoints, e is cold (Engine's Layout)
 	if r == nil || !r.Peer.Addr.IsValid() || !r.Opcode.Valid() {
 		return fmt.Errorf("reliable submit: bad request: %w", fi.EINVAL)
 	}
@@ -788,6 +814,7 @@ func (e *Engine) Submit(r *Request) error {
 		e.mu.Unlock()
 		return fmt.Errorf("reliable submit: %d requests outstanding: %w", e.cfg.MaxOps, fi.EAGAIN)
 	}
+	e.hintOp(e.lastPeer)
 	p := e.txPeerOf(r.Peer)
 	if p == nil {
 		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1, active: -1, destKey: destKey(r.Peer.Addr)}
@@ -801,15 +828,20 @@ func (e *Engine) Submit(r *Request) error {
 	e.freeOps = e.freeOps[:len(e.freeOps)-1]
 	e.stats.inflight.Add(1)
 	o := &e.ops[idx]
-	*o = op{req: *r, peer: p, next: -1, active: true, total: total, injectBuf: o.injectBuf}
+	*o = op{req: *r, peer: p, next: -1, active: true, total: total}
 	if inject {
-		if o.injectBuf == nil {
-			o.injectBuf = make([]byte, e.cfg.InjectSize)
+		if e.injectBufs == nil {
+			e.injectBufs = make([][]byte, len(e.ops))
 		}
-		n := copy(o.injectBuf, r.Payload)
-		copy(o.injectBuf[n:], r.Compare)
-		o.req.Payload = o.injectBuf[:n:n]
-		o.req.Compare = o.injectBuf[n : n+len(r.Compare)]
+		buf := e.injectBufs[idx]
+		if buf == nil {
+			buf = make([]byte, e.cfg.InjectSize)
+			e.injectBufs[idx] = buf
+		}
+		n := copy(buf, r.Payload)
+		copy(buf[n:], r.Compare)
+		o.req.Payload = buf[:n:n]
+		o.req.Compare = buf[n : n+len(r.Compare)]
 	}
 	if p.qtail >= 0 {
 		e.ops[p.qtail].next = idx
@@ -1224,8 +1256,7 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 	if o.packed {
 		o.peer.inflight--
 	}
-	inj := o.injectBuf
-	*o = op{injectBuf: inj, next: -1}
+	*o = op{next: -1}
 	e.freeOps = append(e.freeOps, idx)
 	if len(e.freeOps) == len(e.ops) && e.timerArm && !e.rxHold.Load() && !e.rxDeferred.Load() {
 		// Nothing outstanding, so no packet in flight and none held by
@@ -1916,7 +1947,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 		}
 		e.handleResponse(d, pkt.Addr, &e.rxCompl)
 	}
-	if e.refused.n > 0 || e.refusedNew.n > 0 {
+	if e.refusing > 0 {
 		if !locked {
 			e.mu.Lock()
 			locked = true

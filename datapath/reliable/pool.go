@@ -18,11 +18,13 @@ import "math/bits"
 //
 // Not safe for concurrent use: each engine side guards its own pool.
 type bufPool struct {
-	free    [numClasses][][]byte
+	// The byte counts first: with them the small classes' lists, which
+	// request packets and small responses take, share get's first line.
 	inUse   int // bytes (class sizes) handed out
 	idle    int // bytes in free
 	limit   int
 	maxIdle int
+	free    [numClasses][][]byte
 }
 
 const (

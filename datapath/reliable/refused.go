@@ -69,6 +69,7 @@ func (e *Engine) noteUnreachable(pkt *datapath.Packet) {
 	}
 	e.refusedNew.seen++
 	e.refusedNew.add(refusal{peer: Peer{pkt.Addr, d.DstEP}, session: d.Session, seq: d.Seq, at: e.now()})
+	e.refusing = e.refused.n + e.refusedNew.n
 }
 
 // applyRefusals fails the peers of earlier batches' refusals whose
@@ -98,4 +99,5 @@ func (e *Engine) applyRefusals(out *[]Completion, drained bool) {
 		e.failPeer(p, fi.ECONNREFUSED, out)
 	}
 	e.refused, e.refusedNew = next, refusals{}
+	e.refusing = e.refused.n
 }

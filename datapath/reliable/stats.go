@@ -56,12 +56,27 @@ func dropReasonOf(err error) DropReason {
 }
 
 type counters struct {
+	// First the ones every operation of an initiator writes, in the
+	// lines after the engine's per-operation state (Engine's Layout).
+	//
+	// Gauges, stored where they change so a reader needs no lock: ops
+	// submitted and not completed, and the smoothed round-trip time (ns)
+	// of the peer sampled last; bytes of request packets in flight.
+	inflight    atomic.Int64
+	srtt        atomic.Int64
+	txBytes     atomic.Int64
+	txRequests  atomic.Uint64
+	rxResponses atomic.Uint64
+	// Per-operation counters (metrics): completions by opcode, failed
+	// ones by opcode, and those that timed out.
+	opsDone   [wire.NumOpcodes]atomic.Uint64
+	opsFailed [wire.NumOpcodes]atomic.Uint64
+	timeouts  atomic.Uint64
+
 	drops               [NumDropReasons]atomic.Uint64
-	txRequests          atomic.Uint64
 	retransmits         atomic.Uint64
 	fastRetransmits     atomic.Uint64
 	spuriousRetransmits atomic.Uint64
-	rxResponses         atomic.Uint64
 	delivered           atomic.Uint64
 	held                atomic.Uint64
 	replayedFromCache   atomic.Uint64
@@ -78,21 +93,10 @@ type counters struct {
 	responsesLost       atomic.Uint64
 	resultsLost         atomic.Uint64
 
-	// Per-operation counters (metrics): completions by opcode, failed
-	// ones by opcode, and those that timed out.
-	opsDone   [wire.NumOpcodes]atomic.Uint64
-	opsFailed [wire.NumOpcodes]atomic.Uint64
-	timeouts  atomic.Uint64
-	// Gauges, stored where they change so a reader needs no lock: ops
-	// submitted and not completed, and the smoothed round-trip time (ns)
-	// of the peer sampled last.
-	inflight atomic.Int64
-	srtt     atomic.Int64
-	// Memory gauges, stored once per batch: bytes of the target's pool
-	// in use, its peer states, bytes of request packets in flight.
+	// Memory gauges of the target, stored once per batch: bytes of its
+	// pool in use, its peer states.
 	cacheBytes  atomic.Int64
 	targetPeers atomic.Int64
-	txBytes     atomic.Int64
 }
 
 func (c *counters) drop(r DropReason) { c.drops[r].Add(1) }
