@@ -127,10 +127,14 @@
 // then its data bucket: the header holds the seed and bucket count the
 // bucket's index needs, and a peer table's pages are 4 KiB vmalloc
 // pages); the checksum ~100, the metadata and redirect ~70-100, the
-// counters nothing measurable. kserve's ktarget lookup cost ~300 ns more
-// on a PORT_KSERVE port, which is why kserve checks a request's ops
-// before it (a message never pays it, a fetch-add on a region that is
-// not kernel-resident pays kr_regions only). What remains is the number
+// counters nothing measurable. On a PORT_KSERVE port kserve's ktarget
+// lookup cost ~300 ns more for a peer that has a state, which is why
+// kserve checks a request's ops before it (a message never pays it, a
+// fetch-add on a region that is not kernel-resident pays kr_regions
+// only: BenchmarkProgramCold msg-kserve and fetch-add-up, 12-16 % less).
+// For a peer without a state it changes nothing: its ktarget miss cost
+// what the kr_regions miss now costs (bench's fetch-add phase over veth,
+// the target's program 532 ns/run either way). What remains is the number
 // of cold lines and pages on the AV lookup's path, which only a layout
 // change can cut (seed and bucket count next to the port's config, a
 // table's pages huge): not made here.
