@@ -408,8 +408,8 @@ func TestProgram(t *testing.T) {
 }
 
 // TestProgramChecksum checks the program's UDP checksum over every
-// payload length the chunked sum treats differently (256- and 32-byte
-// chunks, 4-byte words, 1 to 3 trailing bytes), IPv4 and IPv6: intact the
+// payload length the chunked sum treats differently (256-byte chunks,
+// 8-byte words, a 4-byte word, 1 to 3 trailing bytes), IPv4 and IPv6: intact the
 // datagram gets metadata marked checksum-OK, with one byte changed anywhere
 // in the payload it passes to the stack unmarked.
 func TestProgramChecksum(t *testing.T) {
@@ -419,7 +419,7 @@ func TestProgramChecksum(t *testing.T) {
 	for n := 0; n <= 80; n++ {
 		lens = append(lens, n)
 	}
-	for _, base := range []int{256, 288, 512, 544, 1024, 3072} {
+	for _, base := range []int{248, 256, 288, 504, 512, 544, 1024, 3072} {
 		for d := -5; d <= 5; d++ {
 			lens = append(lens, base+d)
 		}

@@ -55,8 +55,8 @@
 // socket, which the AF_XDP transport also reads) or the datagram was
 // corrupted (the stack drops it, counted in Udp InCsumErrors, and the
 // sender retransmits). The program sums the payload with bpf_csum_diff in
-// 256- and 32-byte chunks (BenchmarkProgram payload-1400B and -3300B
-// against msg-bound give the cost).
+// 256-byte chunks and the rest in 64-bit loads (BenchmarkProgram
+// payload-1400B and -3300B against msg-bound give the cost).
 //
 // No MR verdict. The program does not read the xdpfab payload: the target
 // checks every op against its mr.Table (fabric/target.go), which alone
@@ -114,6 +114,30 @@
 // enabled, range, access, auth key), which the provider mirrors into
 // kr_regions; everything else goes up as before, counted by reason
 // (up_*). The verdict above still holds for what goes up.
+//
+// Cost. Over veth the program runs in the sending process's TX kick, on
+// a CPU where both processes and the kernel's paths ran since its last
+// packet, so it finds its maps cold: its BPF run-time stats during
+// `xdpfab bench` say 300-700 ns a message or fetch-add request, where
+// BenchmarkProgram's warm runs say ~100. BenchmarkProgramCold runs frames
+// that cold (4 MiB written between runs). Taking parts out one at a time
+// (medians of 1500 interleaved runs, msg ~850 ns, a passed datagram
+// ~350): the AV lookup ~360 ns, in three dependent cold reads of ~100-160
+// each (av_map's hash bucket and element, then the peer table's header,
+// then its data bucket: the header holds the seed and bucket count the
+// bucket's index needs, and a peer table's pages are 4 KiB vmalloc
+// pages); the checksum ~100, the metadata and redirect ~70-100, the
+// counters nothing measurable. On a PORT_KSERVE port kserve's ktarget
+// lookup cost ~300 ns more for a peer that has a state, which is why
+// kserve checks a request's ops before it (a message never pays it, a
+// fetch-add on a region that is not kernel-resident pays kr_regions
+// only: BenchmarkProgramCold msg-kserve and fetch-add-up, 12-16 % less).
+// For a peer without a state it changes nothing: its ktarget miss cost
+// what the kr_regions miss now costs (bench's fetch-add phase over veth,
+// the target's program 532 ns/run either way). What remains is the number
+// of cold lines and pages on the AV lookup's path, which only a layout
+// change can cut (seed and bucket count next to the port's config, a
+// table's pages huge): not made here.
 //
 // Provider choices: IPv6 extension headers other than none are not walked
 // (such packets pass to the stack); IP fragments pass to the stack; UDP

@@ -892,17 +892,23 @@ static __always_inline int kserve(struct xdp_md *ctx, const struct flow *f,
 	kk.sport = f->sport;
 	kk.dport = f->dport;
 	kk.src_ep = h->src_ep;
-	st = bpf_map_lookup_elem(&ktarget, &kk);
-	if (!st) {
-		count(CNT_UP_NO_STATE);
-		return -1;
-	}
+	/* The request's ops first, the peer's state after: most requests
+	 * that go up (messages, RMA, atomics on regions that are not
+	 * kernel-resident) fail here, and the state's lookup is the dearer
+	 * (a cold hash bucket and element: BenchmarkProgramCold, msg-kserve
+	 * and fetch-add-up). A request that also has no state counts
+	 * CNT_UP_OP or CNT_UP_REGION. */
 	s = bpf_map_lookup_elem(&kt_scratch, &zero);
 	if (!s)
 		return -1;
 	why = check_request(ctx, off, f->plen, pc->domain_id, &q, s);
 	if (why >= 0) {
 		count(why);
+		return -1;
+	}
+	st = bpf_map_lookup_elem(&ktarget, &kk);
+	if (!st) {
+		count(CNT_UP_NO_STATE);
 		return -1;
 	}
 	data = (void *)(long)ctx->data;

@@ -387,6 +387,22 @@ func TestKServeHandUp(t *testing.T) {
 		binary.LittleEndian.PutUint32(req[8:], ksSrcEP+1) // another endpoint of the peer
 		up(t, req, XdpfabXdpfabCounterCNT_UP_NO_STATE)
 	})
+	// The ops are checked before the state is looked up (kserve says
+	// why): a request that has no state either and whose op the program
+	// does not execute, or whose key is not kernel-resident, counts that.
+	t.Run("no shared state, op not executed", func(t *testing.T) {
+		o := ksOp{opcode: wire.OpFetchAtomic, dt: atomic.DOUBLE, op: atomic.SUM, count: 1, operand: u64s(1)}
+		req := encodeRequest(e.ses, e.next, 0, []ksOp{o})
+		binary.LittleEndian.PutUint32(req[8:], ksSrcEP+1)
+		up(t, req, XdpfabXdpfabCounterCNT_UP_OP)
+	})
+	t.Run("no shared state, key not kernel-resident", func(t *testing.T) {
+		o := add(0, 1)
+		o.rkey = userKey
+		req := encodeRequest(e.ses, e.next, 0, []ksOp{o})
+		binary.LittleEndian.PutUint32(req[8:], ksSrcEP+1)
+		up(t, req, XdpfabXdpfabCounterCNT_UP_REGION)
+	})
 
 	// Several ops in one packet: native fetch-adds, a CSWAP, a read, a
 	// non-fetching 32-bit OR.

@@ -558,8 +558,9 @@ static __always_inline __u64 fold16(__u64 acc)
  * RFC 8200 8.1). Words are summed as loaded (little-endian): the one's
  * complement sum is byte-order independent up to a swap, and a correct
  * datagram sums to 0xffff, which a swap leaves alone. The payload goes
- * through bpf_csum_diff (the kernel's csum_partial) in 256- and 32-byte
- * chunks, the last bytes by hand.
+ * through bpf_csum_diff (the kernel's csum_partial) in 256-byte chunks;
+ * what is left, in 64-bit loads each added as its two 32-bit halves, and
+ * the last bytes by hand.
  */
 static __always_inline int udp_csum(struct xdp_md *ctx, const struct flow *f)
 {
@@ -607,25 +608,23 @@ static __always_inline int udp_csum(struct xdp_md *ctx, const struct flow *f)
 		acc += (__u32)r;
 		done += 256;
 	}
-	for (int i = 0; i < 256 / 32; i++) {
-		void *p = data + ((off + done) & 0x3fff);
-		__s64 r;
+	/* Under 256 bytes are left: summed here, 8 bytes a load, which
+	 * costs less than a helper call (BenchmarkProgram, payload-200B). */
+	for (int i = 0; i < 256 / 8; i++) {
+		__u64 *p = data + ((off + done) & 0x3fff);
+		__u64 x;
 
-		if (len - done < 32)
+		if (len - done < 8)
 			break;
-		if (p + 32 > end)
+		if ((void *)(p + 1) > end)
 			return CSUM_BAD;
-		r = bpf_csum_diff(0, 0, p, 32, 0);
-		if (r < 0)
-			return CSUM_BAD;
-		acc += (__u32)r;
-		done += 32;
+		x = *p;
+		acc += (x & 0xffffffff) + (x >> 32);
+		done += 8;
 	}
-	for (int i = 0; i < 32 / 4; i++) {
+	if (len - done >= 4) {
 		__u32 *p = data + ((off + done) & 0x3fff);
 
-		if (len - done < 4)
-			break;
 		if ((void *)(p + 1) > end)
 			return CSUM_BAD;
 		acc += *p;
