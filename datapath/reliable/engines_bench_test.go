@@ -2,7 +2,6 @@ package reliable
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -29,20 +28,8 @@ type initiatorEngines struct {
 }
 
 func newInitiatorEngines(tb testing.TB, n int) *initiatorEngines {
-	sink, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { sink.Close() })
-	go func() { // drain, so the sink never pushes back
-		buf := make([]byte, 2048)
-		for {
-			if _, _, err := sink.ReadFromUDPAddrPort(buf); err != nil {
-				return
-			}
-		}
-	}()
-	ie := &initiatorEngines{sink: Peer{sink.LocalAddr().(*net.UDPAddr).AddrPort(), 2}, resp: make([]byte, 256)}
+	sink := drainingSink(tb)
+	ie := &initiatorEngines{sink: Peer{sink, 2}, resp: make([]byte, 256)}
 	for range n {
 		tr, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{Batch: 8, SocketBuffer: 64 << 10})
 		if err != nil {

@@ -1,7 +1,6 @@
 package xsk_test
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -66,19 +65,7 @@ func TestWarmKernelMapping(t *testing.T) {
 	ep := &udpframe.Endpoints{SrcMAC: lb.Attrs().HardwareAddr, DstMAC: la.Attrs().HardwareAddr,
 		Src: netip.AddrPortFrom(v.AddrB.Addr(), xskPort), Dst: netip.AddrPortFrom(v.AddrA.Addr(), 9000)}
 	const burst = 16
-	out := make([]xsk.Desc, 0, burst)
-	for i := 0; i < burst; i++ {
-		addr, buf, ok := sock.NextTxFrame()
-		require.True(t, ok)
-		payload := fmt.Appendf(nil, "after the warm %02d", i)
-		copy(buf[ep.HeaderLen():], payload)
-		n, err := udpframe.Build(buf, ep, len(payload))
-		require.NoError(t, err)
-		out = append(out, xsk.Desc{Addr: addr, Len: uint32(n)})
-	}
-	sent, err := sock.Transmit(out)
-	require.NoError(t, err)
-	require.Equal(t, burst, sent)
+	transmitBurst(t, sock, ep, burst, "after the warm")
 	rbuf := make([]byte, 2048)
 	require.NoError(t, ua.SetReadDeadline(time.Now().Add(5*time.Second)))
 	for i := 0; i < burst; i++ {

@@ -135,19 +135,7 @@ func testSocketOverVeth(t *testing.T, attachFlags link.XDPAttachFlags) {
 	ep := &udpframe.Endpoints{SrcMAC: macB, DstMAC: macA,
 		Src: netip.AddrPortFrom(v.AddrB.Addr(), xskPort), Dst: netip.AddrPortFrom(v.AddrA.Addr(), 9000)}
 	const burst = 32
-	out := make([]xsk.Desc, 0, burst)
-	for i := 0; i < burst; i++ {
-		addr, buf, ok := sock.NextTxFrame()
-		require.True(t, ok)
-		payload := fmt.Appendf(nil, "from the xsk %02d", i)
-		copy(buf[ep.HeaderLen():], payload)
-		n, err := udpframe.Build(buf, ep, len(payload))
-		require.NoError(t, err)
-		out = append(out, xsk.Desc{Addr: addr, Len: uint32(n)})
-	}
-	sent, err := sock.Transmit(out)
-	require.NoError(t, err)
-	require.Equal(t, burst, sent)
+	transmitBurst(t, sock, ep, burst, "from the xsk")
 
 	rbuf := make([]byte, 2048)
 	seen := map[string]bool{}
@@ -240,4 +228,24 @@ func TestFrameSizeFor(t *testing.T) {
 			t.Errorf("xsk.FrameSizeFor(%d) = %d, want %d", mtu, got, want)
 		}
 	}
+}
+
+// transmitBurst builds n UDP frames from ep, payloads prefix and a
+// two-digit index, in the socket's free TX frames and transmits them in
+// one batch, requiring that every one was taken.
+func transmitBurst(t *testing.T, sock *xsk.Socket, ep *udpframe.Endpoints, n int, prefix string) {
+	t.Helper()
+	out := make([]xsk.Desc, 0, n)
+	for i := 0; i < n; i++ {
+		addr, buf, ok := sock.NextTxFrame()
+		require.True(t, ok)
+		payload := fmt.Appendf(nil, "%s %02d", prefix, i)
+		copy(buf[ep.HeaderLen():], payload)
+		size, err := udpframe.Build(buf, ep, len(payload))
+		require.NoError(t, err)
+		out = append(out, xsk.Desc{Addr: addr, Len: uint32(size)})
+	}
+	sent, err := sock.Transmit(out)
+	require.NoError(t, err)
+	require.Equal(t, n, sent)
 }
