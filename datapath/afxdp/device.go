@@ -86,10 +86,6 @@ func openDevice(iface string, bind xsk.BindMode) (*device, error) {
 	return d, nil
 }
 
-// ethVLANLen is an Ethernet header with one 802.1Q tag: what a veth lets
-// a frame carry beyond its MTU.
-const ethVLANLen = 14 + 4
-
 func (d *device) open(iface string, bind xsk.BindMode) error {
 	link, err := netlink.LinkByIndex(d.att.Ifindex)
 	if err != nil {
@@ -111,7 +107,7 @@ func (d *device) open(iface string, bind xsk.BindMode) error {
 			return fmt.Errorf("%s queue %d: %w", iface, q, err)
 		}
 		d.socks = append(d.socks, s)
-		if link.Type() == "veth" && d.frameSize > link.Attrs().MTU+ethVLANLen {
+		if link.Type() == "veth" && d.frameSize > link.Attrs().MTU+xsk.EthVLANLen {
 			// The kernel's first touches of the frames a connection's
 			// first packets use, paid here instead of on the datapath
 			// (xsk.WarmKernelMapping: frames longer than the MTU allows,

@@ -53,7 +53,7 @@ func (s *Socket) WarmKernelMapping() (int, error) {
 	s.txMu.Lock()
 	defer s.txMu.Unlock()
 	s.rxMu.Lock()
-	rxPages := s.pageStarts(0, s.fillPop)
+	rxPages := s.pageStarts(s.fillPop)
 	s.rxMu.Unlock()
 	top := len(s.txFree)
 	txFrames := s.txFree[max(0, top-txWarmFrames):top]
@@ -116,10 +116,10 @@ func (s *Socket) warmOne() error {
 
 // pageStarts returns the page of every frame among the first n frames of
 // the UMEM (the fill ring's initial ones), each page once.
-func (s *Socket) pageStarts(first, n int) []uint64 {
+func (s *Socket) pageStarts(n int) []uint64 {
 	var out []uint64
 	last := ^uint64(0)
-	for i := first; i < first+n; i++ {
+	for i := range n {
 		p := uint64(i) * s.frameSize &^ (pageSize - 1)
 		if p != last {
 			out = append(out, p)

@@ -59,6 +59,10 @@ func (m BindMode) String() string {
 // most FrameSize − RxHeadroom bytes.
 const RxHeadroom = 256
 
+// EthVLANLen is an Ethernet header with one 802.1Q tag: what a frame
+// carries beyond the MTU, and what a veth lets it (WarmKernelMapping).
+const EthVLANLen = 14 + 4
+
 // FrameSizeFor returns the smallest frame size (2048 or 4096) whose
 // receive frames hold an Ethernet frame of an interface with this MTU,
 // a VLAN tag included. Small frames matter on virtual machines whose
@@ -72,8 +76,7 @@ const RxHeadroom = 256
 // receive frames were most of the system time of a connection's first
 // thousand 4 KiB writes.
 func FrameSizeFor(mtu int) int {
-	const ethVLAN = 14 + 4 // Ethernet header and one 802.1Q tag
-	if mtu+ethVLAN <= 2048-RxHeadroom {
+	if mtu+EthVLANLen <= 2048-RxHeadroom {
 		return 2048
 	}
 	return 4096
