@@ -104,6 +104,8 @@ func (s *ringSender) receiveLocked(ready []int) {
 		sl := &s.rx.slots[k]
 		sl.t, sl.n, sl.done = t, 0, false
 		t.ringRxHeld = int32(k) // taken: a second report of fd this round receives nothing more
+		t.ringRxAgain = t.ringRxRound == s.round-1
+		t.ringRxRound = s.round
 		sl.hdr.Namelen = unix.SizeofSockaddrInet6
 		sl.hdr.Flags = 0
 		s.ring.pushRecvmsg(fd, &sl.hdr, rxTag|uint64(k))
@@ -134,34 +136,35 @@ func (s *ringSender) received(k uint16, res int32) {
 }
 
 // takeReceived moves t's received datagram, if any, into pkts[0] and
-// returns 1, or 0 when it holds none. t.rxMu is held.
-func (s *ringSender) takeReceived(t *Transport, pkts []datapath.Packet) int {
+// returns 1, or 0 when it holds none; again reports whether the round
+// before the one that received it received from t too. t.rxMu is held.
+func (s *ringSender) takeReceived(t *Transport, pkts []datapath.Packet) (n int, again bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := t.ringRxHeld
 	if k < 0 {
-		return 0
+		return 0, false
 	}
 	sl := &s.rx.slots[k]
 	if !sl.done {
 		// Not completed yet: unreachable (completions are reaped in the
 		// same io_uring_enter); leave it.
-		return 0
+		return 0, false
 	}
 	t.ringRxHeld = -1
-	n := sl.n
+	n = sl.n
 	s.rx.free(uint16(k))
 	buf := pkts[0].Buf[:cap(pkts[0].Buf)]
 	if n > len(buf) || n > ringRxBytes {
 		t.stats.rxTrunc.Add(1)
-		return 0
+		return 0, false
 	}
 	pkts[0].Buf = buf[:copy(buf, s.rx.buf(uint16(k))[:n])]
 	pkts[0].Addr = sockaddrToAddrPort(&sl.name)
 	pkts[0].Meta = datapath.NoMeta
 	t.stats.rxPackets.Add(1)
 	t.stats.rxRing.Add(1)
-	return 1
+	return 1, t.ringRxAgain
 }
 
 // dropHeldRx frees t's received datagram (t is closing). s.mu is held.
