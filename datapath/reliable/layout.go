@@ -51,9 +51,7 @@ func (e *Engine) hintOp(p *txPeer) {
 	if p != nil {
 		add(unsafe.Pointer(p), unsafe.Sizeof(txPeer{}))
 	}
-	if e.spareSlot != nil {
-		add(unsafe.Pointer(e.spareSlot), unsafe.Offsetof(txSlot{}.segs)+unsafe.Sizeof(segRef{}))
-	} else if k := len(e.freeSlots); k > 0 {
+	if k := len(e.freeSlots); k > 0 {
 		add(unsafe.Pointer(e.freeSlots[k-1]), unsafe.Offsetof(txSlot{}.segs)+unsafe.Sizeof(segRef{}))
 	}
 	add(unsafe.Pointer(e.txPool), cacheLine)

@@ -18,7 +18,7 @@ func TestEngineHotLayout(t *testing.T) {
 	engine := reflect.TypeOf(Engine{})
 	hot := []string{"cfg", "tr", "mu", "closed", "timerArm", "onPoller", "rxDeferred", "rxHold", "held",
 		"forgetSet", "lastPeer", "ops", "freeOps", "active", "heldPass", "timerNext", "tmWhen", "tmIndex",
-		"txq", "txPool", "txBuild", "txLater", "freeSlots", "spareSlot", "txBytesShown", "tally", "rxMu", "batchMu",
+		"txq", "txPool", "txBuild", "txLater", "freeSlots", "txBytesShown", "tally", "rxMu", "batchMu",
 		"reader", "rxPkts", "rxCompl", "store", "cacheBytesShown", "targetPeersShown", "rxPeers",
 		"refusing", "rxDelivered", "polled", "tallyBuf"}
 	for _, name := range hot {
