@@ -86,9 +86,8 @@ func (pe *polledEngine) Ready(events uint32) {
 
 // Prefetch implements rxpoll.Prefetcher: it hints the engine's
 // per-operation lines (hintHot: the locks, the receive packets, the
-// initiator state's heads, the counters) and the decoder's header, buf,
-// offsets and first response descriptors (wire.Packet's first three
-// lines), by their addresses, so that nothing here
+// initiator state's heads, the counters) and the decoder's header and
+// first response descriptor, by their addresses, so that nothing here
 // waits for the cold engine.
 // With 10,000 engines on the poller each one's state is out of cache when
 // its response arrives; a round's Ready calls then took their misses one
@@ -98,7 +97,6 @@ func (pe *polledEngine) Prefetch() {
 	e.hintHot()
 	a := [...]uintptr{
 		uintptr(unsafe.Pointer(&e.rxDec)),
-		uintptr(unsafe.Pointer(&e.rxDec)) + cacheLine, // the decoded packet's buf and off
 		uintptr(unsafe.Pointer(&e.rxDec.Resps[0])),
 	}
 	prefetch.Addrs(&a[0], len(a))

@@ -394,20 +394,12 @@ func (d *RespDesc) parse(b []byte) error {
 
 // Packet is a decoded packet. Decode fills it without allocating; payloads
 // alias the decoded buffer, so a Packet is valid only as long as that buffer.
-//
-// The fields a response of a few ops reads (the header, buf, off and the
-// first response descriptors) are the struct's first three cache lines,
-// the request descriptors (768 bytes) after them: an initiator with
-// thousands of engines decodes each response into a packet nobody has
-// touched for a while, and with the response descriptors 816 bytes in
-// and off and buf behind them a one-op response touched five lines, each
-// a miss (issue 17).
 type Packet struct {
 	Header
-	buf   []byte
-	off   [MaxOps]uint32
-	Resps [MaxOps]RespDesc // TypeResp: Resps[:NumOps]
 	Ops   [MaxOps]OpDesc   // TypeReq: Ops[:NumOps]
+	Resps [MaxOps]RespDesc // TypeResp: Resps[:NumOps]
+	off   [MaxOps]uint32
+	buf   []byte
 }
 
 // Payload returns the payload bytes of op i (request or response).
