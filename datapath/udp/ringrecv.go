@@ -16,7 +16,11 @@ import (
 // poller's other ready sockets are received from by their handlers as
 // usual), and a transport holds at most one received datagram at a time:
 // what else its socket has waits there, and the level-triggered epoll set
-// reports the socket again next round. A slot holds any UDP datagram
+// reports the socket again next round. Receive looks for the rest with
+// recvmmsg only when the round before received from the socket too (one
+// busy peer's burst): with thousands of sockets, each with a datagram now
+// and then, the look found nothing and cost more than the ring's receive
+// (Transport.Receive). A slot holds any UDP datagram
 // (ringRxBytes); the slots are mapped memory, so the pages of the short
 // datagrams' slots tails are never touched. A receive that finds no
 // datagram (a spurious report) frees its slot; one that finds the
