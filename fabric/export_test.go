@@ -51,7 +51,3 @@ func (cq *CQ) Reserved() int {
 	defer cq.mu.Unlock()
 	return cq.reserved
 }
-
-// AwaitingForTest reports whether cq's readers count as awaiting answers
-// to operations of their own (spinpark.go, "Own operations in flight").
-func (cq *CQ) AwaitingForTest() bool { return cq.progress.awaiting() }

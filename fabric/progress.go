@@ -260,18 +260,6 @@ func (s *progressSet) drive() int {
 	return s.each(progressOnce)
 }
 
-// awaiting reports whether an endpoint of the set has operations of its
-// own awaiting completion (Engine.Awaiting): its reader polls longer
-// before it sleeps (spinpark.go, "Own operations in flight").
-func (s *progressSet) awaiting() bool { return s.each(engineAwaiting) > 0 }
-
-func engineAwaiting(eng *reliable.Engine) int {
-	if eng.Awaiting() {
-		return 1
-	}
-	return 0
-}
-
 // progressOnce is Engine.Progress without waiting, as each wants it.
 func progressOnce(eng *reliable.Engine) int {
 	n, _ := eng.Progress(false)
@@ -330,7 +318,7 @@ func (s *progressSet) spin(timeoutMs int, done func() bool) bool {
 	// packet"); once packets come (it serves a target's requests too)
 	// for spinBeforeSleep after the last one, so that traffic in flight
 	// is served without a wake-up per request.
-	budget, lastBusy := s.pollFrom(start, s.awaiting())
+	budget, lastBusy := s.pollFrom(start)
 	intr0 := s.intr.Load()
 	lastYield := start
 	busy := false
@@ -414,7 +402,7 @@ func (s *progressSet) assistWait(deadline time.Time, forever bool, done func() b
 		}
 		now := time.Now()
 		if start.IsZero() {
-			budget, from := s.pollFrom(now, s.awaiting())
+			budget, from := s.pollFrom(now)
 			start, spinUntil = now, from.Add(budget)
 		}
 		if s.intr.Load() != intr0 || (!forever && !now.Before(deadline)) {

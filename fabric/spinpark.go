@@ -31,9 +31,7 @@ import (
 // polls again within a few reads. Below spinMin a reader does not poll.
 // The estimate is a floor only while traffic has stopped: a wait that
 // begins soon after the set's last packet polls until spinBeforeSleep
-// after that packet in any case ("After a packet", below), and one whose
-// endpoints have operations of their own awaiting an answer polls for
-// awaitPoll ("Own operations in flight", below).
+// after that packet in any case ("After a packet", below).
 //
 // While it polls without finding anything, the reader offers its
 // processor to other runnable threads as internal/spinyield says: at its
@@ -102,31 +100,6 @@ func (e *spinEstimate) record(d time.Duration) {
 // whose one wait polls after every request, kept 17 µs. An idle reader
 // still sleeps spinBeforeSleep after its last packet.
 
-// Own operations in flight. A reader whose endpoints have submitted
-// operations that are not complete yet (Engine.Awaiting) polls for at
-// least awaitPoll from its wait's start, whatever its estimate says: the
-// answers are coming, and so, in a bulk exchange, are the peer's own
-// requests, which only this process can answer (the target's answer
-// completes a write, FI_TRANSMIT_COMPLETE). fi_rma_bw -o write (both
-// processes write windows of 64 4 KiB writes and wait for the window's
-// completions, 1-2 ms a window on a veth pair) waited longer than
-// spinBeforeSleep every window, so the estimate went to nothing; each
-// process slept once its own window was out, and the peer's window, which
-// arrived 0.1-0.4 ms later, woke it (45-55 µs a wake-up in this VM, 400
-// µs under load), and only then was it answered. Counted with a
-// temporary event trace (h-rma5, docs/performance-history.md): polling 2
-// ms from each wait's start took the blocking row from a median of 110 to
-// 167 MB/s in ten interleaved pairs. A reader with nothing of its own in
-// flight (a target, a receiver waiting for a message) sleeps as before,
-// and a peer that stops answering costs a waiting reader at most
-// awaitPoll of polling per wait; on a shared processor the polling yields
-// (internal/spinyield), so the peer runs.
-
-// awaitPoll is how long a reader with operations of its own in flight
-// polls before it sleeps: about a window's round trip of bulk writes on
-// a veth pair (srtt 1.5 ms with 190-frame bursts each way).
-const awaitPoll = 2 * time.Millisecond
-
 // lastPacket is when a reader of the set last received a packet, in
 // nanoseconds since spinEpoch plus 1 (0: never).
 type lastPacket struct{ ns atomic.Int64 }
@@ -139,14 +112,10 @@ func (s *progressSet) noteRx() { s.lastRx.ns.Store(int64(time.Since(spinEpoch)) 
 
 // pollFrom returns how long a reader whose wait begins at now polls
 // without finding anything before it sleeps, and from when: its adaptive
-// time from now (at least awaitPoll when awaiting: its endpoints have
-// operations of their own in flight), or spinBeforeSleep from the set's
-// last packet if that ends later.
-func (s *progressSet) pollFrom(now time.Time, awaiting bool) (time.Duration, time.Time) {
+// time from now, or spinBeforeSleep from the set's last packet if that
+// ends later.
+func (s *progressSet) pollFrom(now time.Time) (time.Duration, time.Time) {
 	budget := s.est.budget()
-	if awaiting {
-		budget = max(budget, awaitPoll)
-	}
 	if v := s.lastRx.ns.Load(); v != 0 {
 		rx := spinEpoch.Add(time.Duration(v - 1))
 		if rx.Add(spinBeforeSleep).After(now.Add(budget)) {

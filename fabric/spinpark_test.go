@@ -61,19 +61,19 @@ func TestPollFromAfterPacket(t *testing.T) {
 	}
 	require.Zero(t, s.est.budget())
 	now := time.Now()
-	budget, from := s.pollFrom(now, false)
+	budget, from := s.pollFrom(now)
 	require.Zero(t, budget, "no packet yet: the estimate")
 	require.Equal(t, now, from)
 
 	s.noteRx()
 	rx := spinEpoch.Add(time.Duration(s.lastRx.ns.Load() - 1))
 	at := rx.Add(5 * time.Microsecond) // the next wait, just after the packet
-	budget, from = s.pollFrom(at, false)
+	budget, from = s.pollFrom(at)
 	require.Equal(t, spinBeforeSleep, budget)
 	require.Equal(t, rx, from, "polls until spinBeforeSleep after the packet")
 
 	late := rx.Add(2 * spinBeforeSleep)
-	budget, from = s.pollFrom(late, false)
+	budget, from = s.pollFrom(late)
 	require.Zero(t, budget, "the packet is long gone: the estimate again")
 	require.Equal(t, late, from)
 
@@ -82,34 +82,7 @@ func TestPollFromAfterPacket(t *testing.T) {
 	e.noteRx()
 	rx = spinEpoch.Add(time.Duration(e.lastRx.ns.Load() - 1))
 	at = rx.Add(90 * time.Microsecond)
-	budget, from = e.pollFrom(at, false) // nothing known yet: spinBeforeSleep from now
+	budget, from = e.pollFrom(at) // nothing known yet: spinBeforeSleep from now
 	require.Equal(t, spinBeforeSleep, budget)
-	require.Equal(t, at, from)
-}
-
-// TestPollFromAwaiting: a reader whose endpoints have operations of their
-// own in flight polls at least awaitPoll from its wait's start, even with
-// an estimate of nothing; a packet's later polling time still wins, and
-// without operations in flight the estimate decides as before.
-func TestPollFromAwaiting(t *testing.T) {
-	var s progressSet
-	for range 32 {
-		s.est.record(10 * time.Millisecond) // long waits: estimate nothing
-	}
-	require.Zero(t, s.est.budget())
-	now := time.Now()
-	budget, from := s.pollFrom(now, true)
-	require.Equal(t, awaitPoll, budget, "own operations in flight: poll for awaitPoll")
-	require.Equal(t, now, from)
-	budget, _ = s.pollFrom(now, false)
-	require.Zero(t, budget, "nothing in flight: the estimate")
-
-	// A packet just before the wait: awaitPoll from the wait's start
-	// ends later than spinBeforeSleep after the packet.
-	s.noteRx()
-	rx := spinEpoch.Add(time.Duration(s.lastRx.ns.Load() - 1))
-	at := rx.Add(5 * time.Microsecond)
-	budget, from = s.pollFrom(at, true)
-	require.Equal(t, awaitPoll, budget)
 	require.Equal(t, at, from)
 }

@@ -1784,12 +1784,6 @@ func (e *Engine) Poll() int {
 	return e.Assist()
 }
 
-// Awaiting reports whether operations submitted to the engine await their
-// completion (queued, in flight or unanswered): a reader waiting for
-// completions then has answers coming, within about a round trip unless
-// the peer is slow to answer. One atomic load (the InFlight counter).
-func (e *Engine) Awaiting() bool { return e.stats.inflight.Load() > 0 }
-
 // busyPollSpin is how long a BusyPoll receive goroutine keeps polling after
 // the last packet before it blocks again.
 const busyPollSpin = 200 * time.Microsecond
