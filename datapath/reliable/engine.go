@@ -622,7 +622,13 @@ type Engine struct {
 	reader  *epoch.Reader // Config.Epochs' reader (nil: none)
 	rxPkts  []datapath.Packet
 	rxCompl []Completion
-	store   *rxStore // their cached responses and held requests
+	// rxNow is the clock read once as the batch being processed came in
+	// (progressLocked): its steps (RTT samples, cached responses' ages,
+	// expiry, the deferred responses' timer) use it instead of reading
+	// the clock each, 4-5 reads a message on a ping-pong's path. The
+	// packets arrived before it; a batch lasts microseconds.
+	rxNow int64
+	store *rxStore // their cached responses and held requests
 	// The gauges' last stored values (showRxGauges).
 	cacheBytesShown, targetPeersShown int64
 	rxPeers                           rxPeerTable
@@ -1365,7 +1371,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	if pk.Flags&wire.HdrLost != 0 {
 		e.stats.resultsLost.Add(1) // its ops carry FI_ENODATA
 	}
-	now := e.now()
+	now := e.rxNow // matchResponse runs in a receive batch
 	e.endSilence(p, s, pk.Flags, now)
 	p.heard = now
 	// Karn's rule, plus: a request the target held behind a lost one
@@ -1904,6 +1910,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	if err != nil || n == 0 {
 		return 0, err
 	}
+	e.rxNow = e.now()
 	// The Handler may reach recycled objects from here to the batch's
 	// end: two stores per batch, none per packet.
 	e.reader.Quiesce()
@@ -1963,7 +1970,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	e.sendAcks()
 	// Responses older than the retry budget: no initiator asks for them
 	// again (a peer gone idle leaves its last few unacknowledged).
-	if k := e.store.expire(e.now()-e.retryBudget(), 64); k > 0 {
+	if k := e.store.expire(e.rxNow-e.retryBudget(), 64); k > 0 {
 		e.stats.cacheAged.Add(uint64(k))
 	}
 	e.deferRx()
@@ -2002,7 +2009,7 @@ func (e *Engine) deferRx() {
 	e.rxHold.Store(false)
 	e.mu.Lock()
 	if !e.timerArm {
-		e.armTimer(e.now() + int64(e.cfg.RetryInitial))
+		e.armTimer(e.rxNow + int64(e.cfg.RetryInitial))
 	}
 	e.mu.Unlock()
 }
