@@ -338,8 +338,7 @@ func (r *receiver) deliver(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 func (r *receiver) newArrival(ep *Endpoint, m *rxMsg, in *reliable.Incoming, total int) {
 	d := &in.Op
 	*m = rxMsg{peer: in.Peer, total: total}
-	m.from = ep.av.FIAddr(in.Peer.Addr)
-	m.src = ep.av.SourceAddr(in.Peer.Addr)
+	m.from, m.src = ep.av.Resolve(in.Peer.Addr)
 	if d.MsgFlags()&wire.MsgTagged != 0 {
 		m.tagged, m.tag = true, d.RKey
 	}
