@@ -579,8 +579,9 @@ type Engine struct {
 	// rxDeferred: rxOut holds a batch's responses, deferred past its end
 	// (see deferRx). Set and cleared with rxMu held; read without.
 	rxDeferred atomic.Bool
-	// rxHold: the batch being processed executed a message, so its
-	// responses may be deferred: complete leaves the timer armed.
+	// rxHold: the batch being processed executed a message, or is about
+	// to execute a request that carried answers, so its responses may be
+	// deferred: complete leaves the timer armed.
 	rxHold atomic.Bool
 	// held: coalescing left requests queued since the last sendHeld
 	// (held.go). Set with mu held.
@@ -1938,6 +1939,12 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 					e.mu.Lock()
 					locked = true
 				}
+				// The request they ride on is executed next and its
+				// response may be deferred (deferRx): an inject they
+				// complete leaves the timer armed (complete), instead of
+				// taking it out of the timer heap for deferRx to put it
+				// back, two heap updates a ping-pong message.
+				e.rxHold.Store(true)
 				e.handleAnswers(d, pkt.Addr, &e.rxCompl)
 			}
 			if locked {
