@@ -1105,9 +1105,11 @@ func (e *Engine) buildPacket(p *txPeer) {
 	// other engine is building in it (with thousands of engines the
 	// engine's own is out of cache; the spare is warm), else in txBuild,
 	// and so is one that starts with bulk data (the slot takes txBuild).
+	// With few engines open their own buffers stay warm, and the spare's
+	// two atomic swaps a packet are the cost (spareBuildEngines).
 	var spare *buildBuffer
-	if h := &e.ops[p.qhead]; h.total-h.sent <= e.cfg.MaxPacket/4 ||
-		h.req.Opcode != wire.OpMsg && h.req.Opcode != wire.OpRMAWrite {
+	if h := &e.ops[p.qhead]; openEngines.Load() > spareBuildEngines && (h.total-h.sent <= e.cfg.MaxPacket/4 ||
+		h.req.Opcode != wire.OpMsg && h.req.Opcode != wire.OpRMAWrite) {
 		spare = spareBuild.Swap(nil)
 	}
 	build := e.txBuild
@@ -1234,6 +1236,15 @@ func (e *Engine) buildPacket(p *txPeer) {
 var spareBuild atomic.Pointer[buildBuffer]
 
 type buildBuffer struct{ buf []byte }
+
+// openEngines counts the process's open engines (timerSched.register,
+// unregister). buildPacket uses the spare build buffer only above
+// spareBuildEngines: a round number well above what an MPI rank or a
+// benchmark opens and well below bench peers' 10,000, not a measured
+// crossover.
+var openEngines atomic.Int32
+
+const spareBuildEngines = 64
 
 func init() { spareBuild.Store(&buildBuffer{buf: make([]byte, wire.MaxPacketLen)}) }
 
