@@ -75,6 +75,10 @@ type Endpoint struct {
 	// engPub is eng, published for engine(): progress reads it for every
 	// endpoint on every CQ read, without ep.mu.
 	engPub atomic.Pointer[reliable.Engine]
+	// open is enabled && !closed, published for rxReady: every posted
+	// receive checks it, without ep.mu (the receiver's own closed flag,
+	// under its lock, settles a race with Close).
+	open atomic.Bool
 	// kshare shares the engine's target state with the XDP program
 	// (kernelshare.go); nil when the domain cannot have kernel-resident
 	// regions.
@@ -432,6 +436,7 @@ func (ep *Endpoint) Enable() error {
 	ep.engPub.Store(eng)
 	ep.authKeys = keys
 	ep.enabled = true
+	ep.open.Store(true)
 	return nil
 }
 
@@ -474,6 +479,7 @@ func (ep *Endpoint) Close() error {
 		return fmt.Errorf("ep close: already closed: %w", fi.EINVAL)
 	}
 	ep.closed = true
+	ep.open.Store(false)
 	eng := ep.eng
 	var sets [2 + numCntrKinds]*progressSet
 	nsets := 0
