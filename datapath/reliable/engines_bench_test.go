@@ -79,6 +79,7 @@ func (ie *initiatorEngines) op(tb testing.TB, i int) {
 	if err := wire.Decode(b.Finish(), &ie.dec); err != nil {
 		tb.Fatal(err)
 	}
+	e.rxNow = e.now() // as progressLocked sets it per batch
 	e.handleResponse(&ie.dec, ie.sink.Addr, &e.rxCompl)
 	e.flushLocked()
 	e.mu.Unlock()
