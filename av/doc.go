@@ -293,12 +293,13 @@
 //     endpoint state stay per process (user IDs are not flagged in the
 //     shared map, and addresses another process bound to an auth key show
 //     no key here). Close keeps the pin; Unlink removes
-//     it. MAP handles of a named AV are not reused. The pin directory
-//     (/sys/fs/bpf/xdpfab/av) is created by the first named Open and
-//     never removed, also when its last pin goes: it is the lock every
-//     opener flocks, and removing it under an opener that has it open
-//     would split the lock. The package's tests remove it when they made
-//     it and it is empty.
+//     it. MAP handles of a named AV are not reused. The pin directory of
+//     a namespace (/sys/fs/bpf/xdpfab/av/<netns>) is created by its first
+//     named Open; it is the lock its openers flock. Unlink of its last AV
+//     removes it under that lock, and /sys/fs/bpf/xdpfab/av once empty, so
+//     nothing stays in bpffs; an Open that finds its locked directory
+//     unlinked (removed between its creation and the lock) makes a new one,
+//     so the lock is never split.
 //   - IPv6 zones, flow labels and scope ids are not kept: the kernel map
 //     key has none. An IPv4-mapped IPv6 address is the same peer as the
 //     IPv4 address. An FI_SOCKADDR_IN6 AV takes IPv4-mapped sockaddr_in6

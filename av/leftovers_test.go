@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/bpffs"
 	"github.com/xdpfab/xdpfab/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // TestMapGenerationExhaustedRetiresIndex drives one FI_AV_MAP index
@@ -421,9 +423,9 @@ func TestClosedNamedAV(t *testing.T) {
 }
 
 // runTidy runs the tests and then removes the bpffs directories the
-// named-AV tests made: PinPath's directory, bpffs.Path("av"), which Open
-// creates and keeps (it is the lock of every named AV, see openShared),
-// and xdpfab's bpffs.Dir above it. Only a directory that did not exist
+// named-AV tests made: bpffs.Path("av"), which Unlink removes once empty
+// but a test that failed before its Unlink leaves, and xdpfab's bpffs.Dir
+// above it. Only a directory that did not exist
 // before the run goes, and only when empty (rmdir): another process's
 // pins, such as xdpfab attach's under bpffs.Dir, stay. A pin the tests
 // leave in the av directory fails the run.
@@ -472,4 +474,76 @@ func isTestAVName(name string) bool {
 		}
 	}
 	return false
+}
+
+// TestUnlinkRemovesEmptyPinDir: Unlink of a namespace's last named AV
+// removes the namespace's pin directory, and the av directory above it
+// when no other namespace has one there.
+func TestUnlinkRemovesEmptyPinDir(t *testing.T) {
+	testenv.RequirePriv(t)
+	name := fmt.Sprintf("avleft-%d-dir", os.Getpid())
+	t.Cleanup(func() { Unlink(name) })
+	a, err := Open(Attr{Type: TypeTable, Name: name}, nil)
+	require.NoError(t, err)
+	require.DirExists(t, pinDir())
+	require.NoError(t, a.Close())
+	require.DirExists(t, pinDir(), "Close keeps the pin and its directory")
+	require.NoError(t, Unlink(name))
+	if left, err := os.ReadDir(pinDir()); err == nil {
+		// Another AV of this namespace (a test of another package run
+		// beside this one) keeps it; never this one's.
+		for _, e := range left {
+			require.NotEqual(t, name, e.Name())
+		}
+		require.NotEmpty(t, left, "an empty pin directory left behind")
+		return
+	}
+	left, err := os.ReadDir(bpffs.Path("av"))
+	if err == nil {
+		require.NotEmpty(t, left, "an empty av directory left behind")
+	}
+}
+
+// TestOpenPinDirRemovedBeforeLock: when the pin directory is removed
+// between an opener's creating it and its lock (another process's Unlink of
+// the namespace's last AV), the opener makes a new one: the directory it
+// returns locked is the one at its path, where its pin will be found.
+func TestOpenPinDirRemovedBeforeLock(t *testing.T) {
+	testenv.RequirePriv(t)
+	removed := 0
+	beforePinLock = func(dir string) {
+		if removed == 0 {
+			removeEmptyPinDir(dir)
+			_, err := os.Stat(dir)
+			if errors.Is(err, os.ErrNotExist) {
+				removed++
+			}
+		}
+	}
+	t.Cleanup(func() { beforePinLock = nil })
+	// Another namespace's AV or another package's may keep the directory:
+	// try a few times for a moment it is empty.
+	var dir string
+	var fd int
+	for range 50 {
+		var err error
+		dir, fd, err = openPinDir()
+		require.NoError(t, err)
+		if removed > 0 {
+			break
+		}
+		unix.Close(fd)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if removed == 0 {
+		t.Skip("the pin directory was never empty (other named AVs in this namespace)")
+	}
+	defer unix.Close(fd)
+	var st, atPath unix.Stat_t
+	require.NoError(t, unix.Fstat(fd, &st))
+	require.NoError(t, unix.Stat(dir, &atPath), "the directory returned exists")
+	require.Equal(t, atPath.Ino, st.Ino, "the directory locked is the one at its path")
+	require.NotZero(t, st.Nlink)
+	unix.Flock(fd, unix.LOCK_UN)
+	removeEmptyPinDir(dir)
 }

@@ -309,6 +309,30 @@ func (av *AV) SourceAddr(ap netip.AddrPort) fi.Addr {
 	return av.sourceOf(&ep)
 }
 
+// Resolve is FIAddr and SourceAddr of ap from one lookup: a message's
+// arrival needs both (its sender for directed receives, its source for
+// the completion), and the table's hash probe is the cost of each.
+// Allocation-free.
+func (av *AV) Resolve(ap netip.AddrPort) (h, src fi.Addr) {
+	ep := endpoint{ip: ap.Addr().As16(), port: ap.Port()}
+	t := av.rt.Load()
+	s := t.seq.Load()
+	if idx, m, found, ok := t.readFind(&ep); ok && found {
+		h = av.handle(idx, metaGen(m))
+		src = h
+		switch {
+		case metaState(m)&entryUserID != 0:
+			src = t.userID(idx)
+		case av.attr.Flags&fi.AV_USER_ID != 0:
+			src = fi.AddrNotAvail
+		}
+		if t.seq.Load() == s {
+			return h, src
+		}
+	}
+	return av.fiAddrOf(&ep), av.sourceOf(&ep)
+}
+
 // SourceAddr16 is SourceAddr for a peer given as in FIAddr16.
 func (av *AV) SourceAddr16(ip *[16]byte, port uint16) fi.Addr {
 	ep := endpoint{ip: *ip, port: port}

@@ -61,8 +61,85 @@ func Unlink(name string) error {
 		}
 		return fmt.Errorf("av unlink %q: %w", name, errnoOfSys(err))
 	}
-	_ = os.Remove(pinDir()) // the namespace's directory, once it holds no AV
+	removeEmptyPinDir(pinDir())
 	return nil
+}
+
+// removeEmptyPinDir removes dir, a namespace's pin directory, if it holds
+// no AV, and then the directory of all namespaces' above it if that is
+// empty too, so that the last Unlink leaves nothing in bpffs. dir is
+// removed under its lock: an opener holding it is between creating its
+// pin and unlocking, so the directory is not empty; an opener that locks
+// it after the removal sees it unlinked and makes a new one (openPinDir).
+func removeEmptyPinDir(dir string) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if flockEx(fd) != nil {
+		return
+	}
+	err = unix.Rmdir(dir) // ENOTEMPTY while another AV is pinned there
+	unix.Flock(fd, unix.LOCK_UN)
+	if err == nil {
+		_ = unix.Rmdir(filepath.Dir(dir))
+	}
+}
+
+// openPinDir creates, opens and locks the pin directory of the calling
+// thread's network namespace. Unlink of a namespace's last AV removes the
+// directory (and its parent once empty) under the lock, so a directory
+// found unlinked once locked, or a parent gone while creating, was
+// removed in between: make it again. It gives up after a few rounds,
+// which only an endless stream of such removals could cause.
+func openPinDir() (dir string, fd int, err error) {
+	for range 16 {
+		dir, err = bpffs.Ensure(pinDir())
+		if errors.Is(err, os.ErrNotExist) {
+			continue // a parent removed while MkdirAll made the path
+		}
+		if err != nil {
+			return "", -1, errnoOfSys(err)
+		}
+		fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err == unix.ENOENT {
+			continue
+		}
+		if err != nil {
+			return "", -1, fmt.Errorf("open %s: %w", dir, errnoOfSys(err))
+		}
+		if beforePinLock != nil {
+			beforePinLock(dir)
+		}
+		if err = flockEx(fd); err != nil {
+			unix.Close(fd)
+			return "", -1, fmt.Errorf("lock %s: %w", dir, errnoOfSys(err))
+		}
+		var st unix.Stat_t
+		if err = unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return "", -1, fmt.Errorf("stat %s: %w", dir, errnoOfSys(err))
+		}
+		if st.Nlink > 0 {
+			return dir, fd, nil // locked, and still the directory of its path
+		}
+		unix.Close(fd) // drops the lock too
+	}
+	return "", -1, fmt.Errorf("pin directory %s keeps being removed: %w", pinDir(), fi.EAGAIN)
+}
+
+// beforePinLock, when set (by a test), runs between openPinDir's open of
+// the directory and its lock: where another process's removal would fall.
+var beforePinLock func(dir string)
+
+// flockEx takes fd's exclusive flock, retrying on EINTR.
+func flockEx(fd int) error {
+	for {
+		if err := unix.Flock(fd, unix.LOCK_EX); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // errnoOfSys keeps err, a failed system call's error, and adds its
@@ -115,13 +192,9 @@ func (av *AV) openShared() error {
 		return err
 	}
 	pruneGoneNamespaces()
-	dir, err := bpffs.Ensure(pinDir())
+	dir, fd, err := openPinDir() // locked
 	if err != nil {
-		return errnoOfSys(err)
-	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, errnoOfSys(err))
+		return err
 	}
 	s := &shared{av: av, lockFD: fd, dir: dir}
 	ok := false
@@ -130,9 +203,6 @@ func (av *AV) openShared() error {
 			s.close()
 		}
 	}()
-	if err := s.lock(); err != nil {
-		return err
-	}
 	defer s.unlock()
 
 	av.id = sharedID(name)
@@ -247,16 +317,15 @@ func (s *shared) recordKey(port uint16) *bpf.XdpfabAvKey {
 	return &bpf.XdpfabAvKey{AvId: s.av.id, Port: port, Pad: recordPad}
 }
 
+// lock takes the pin lock for a change. The directory may have been
+// removed since open (another process unlinked this AV's name, the last in
+// the namespace): the lock still serializes this AV's openers, who all
+// hold the same directory; a new AV of that name is another directory.
 func (s *shared) lock() error {
-	for {
-		err := unix.Flock(s.lockFD, unix.LOCK_EX)
-		if err != unix.EINTR {
-			if err != nil {
-				return fmt.Errorf("lock %s: %w", s.dir, errnoOfSys(err))
-			}
-			return nil
-		}
+	if err := flockEx(s.lockFD); err != nil {
+		return fmt.Errorf("lock %s: %w", s.dir, errnoOfSys(err))
 	}
+	return nil
 }
 
 func (s *shared) unlock() { unix.Flock(s.lockFD, unix.LOCK_UN) }

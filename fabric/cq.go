@@ -258,15 +258,26 @@ func (cq *CQ) push(it cqItem, reserved bool) {
 	}
 }
 
-// pushReserved queues completions of operations that reserved their
-// slots, in order, under one lock and with one wake-up: the batched
-// counterpart of complete (complete_batch.go). The items are the
+// doneItem is a successful operation's completion as opBatch gathers it:
+// the fields a success fills.
+type doneItem struct {
+	ctx   any
+	src   fi.Addr
+	flags fi.Flags
+	n     int
+}
+
+// pushDone queues completions of successful operations that reserved
+// their slots, in order, under one lock and with one wake-up: the
+// batched counterpart of complete (complete_batch.go). The items are the
 // caller's scratch; they are copied.
-func (cq *CQ) pushReserved(items []cqItem) {
+func (cq *CQ) pushDone(items []doneItem) {
 	queued := false
 	cq.mu.Lock()
 	for i := range items {
-		if cq.pushLocked(&items[i], true) {
+		d := &items[i]
+		it := cqItem{src: d.src, err: CQErrEntry{CQEntry: CQEntry{Context: d.ctx, Flags: d.flags, Len: d.n}}}
+		if cq.pushLocked(&it, true) {
 			queued = true
 		}
 	}

@@ -72,6 +72,13 @@ type Endpoint struct {
 	attr EPAttr
 	tr   datapath.Transport
 	eng  *reliable.Engine // nil until Enable
+	// engPub is eng, published for engine(): progress reads it for every
+	// endpoint on every CQ read, without ep.mu.
+	engPub atomic.Pointer[reliable.Engine]
+	// open is enabled && !closed, published for rxReady: every posted
+	// receive checks it, without ep.mu (the receiver's own closed flag,
+	// under its lock, settles a race with Close).
+	open atomic.Bool
 	// kshare shares the engine's target state with the XDP program
 	// (kernelshare.go); nil when the domain cannot have kernel-resident
 	// regions.
@@ -426,8 +433,10 @@ func (ep *Endpoint) Enable() error {
 		return fmt.Errorf("ep enable: engine segment %d, expected %d: %w", eng.MaxSegment(), ep.amo.MaxPayload, fi.EOTHER)
 	}
 	ep.eng = eng
+	ep.engPub.Store(eng)
 	ep.authKeys = keys
 	ep.enabled = true
+	ep.open.Store(true)
 	return nil
 }
 
@@ -470,6 +479,7 @@ func (ep *Endpoint) Close() error {
 		return fmt.Errorf("ep close: already closed: %w", fi.EINVAL)
 	}
 	ep.closed = true
+	ep.open.Store(false)
 	eng := ep.eng
 	var sets [2 + numCntrKinds]*progressSet
 	nsets := 0
@@ -535,11 +545,7 @@ func (ep *Endpoint) Close() error {
 func (ep *Endpoint) manual() bool { return ep.dom.attr.Progress == ProgressManual }
 
 // engine returns the endpoint's engine, nil before Enable.
-func (ep *Endpoint) engine() *reliable.Engine {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
-	return ep.eng
-}
+func (ep *Endpoint) engine() *reliable.Engine { return ep.engPub.Load() }
 
 // MRTable is the memory-registration table of the endpoint's domain:
 // mr.MR.Bind refuses an endpoint of another domain with it.

@@ -176,11 +176,11 @@ func (r *receiver) resolve(m *rxMsg) bool {
 	if r.av == nil {
 		return false
 	}
-	from := r.av.FIAddr(m.peer.Addr)
+	from, src := r.av.Resolve(m.peer.Addr)
 	if from == fi.AddrNotAvail {
 		return false
 	}
-	m.from, m.src = from, r.av.SourceAddr(m.peer.Addr)
+	m.from, m.src = from, src
 	return true
 }
 

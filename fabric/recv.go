@@ -82,10 +82,7 @@ func (ep *Endpoint) checkRecvIOV(iov [][]byte, desc []mr.Desc) error {
 
 // rxReady checks that the endpoint takes receives.
 func (ep *Endpoint) rxReady() error {
-	ep.mu.Lock()
-	enabled := ep.enabled && !ep.closed
-	ep.mu.Unlock()
-	if !enabled {
+	if !ep.open.Load() {
 		return fmt.Errorf("endpoint not enabled: %w", fi.EOPBADSTATE)
 	}
 	if ep.rx.cq == nil {

@@ -338,8 +338,7 @@ func (r *receiver) deliver(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 func (r *receiver) newArrival(ep *Endpoint, m *rxMsg, in *reliable.Incoming, total int) {
 	d := &in.Op
 	*m = rxMsg{peer: in.Peer, total: total}
-	m.from = ep.av.FIAddr(in.Peer.Addr)
-	m.src = ep.av.SourceAddr(in.Peer.Addr)
+	m.from, m.src = ep.av.Resolve(in.Peer.Addr)
 	if d.MsgFlags()&wire.MsgTagged != 0 {
 		m.tagged, m.tag = true, d.RKey
 	}
@@ -357,9 +356,11 @@ func (r *receiver) deliverEager(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 		return fi.EINVAL
 	}
 	r.mu.Lock()
-	m := r.inflight[in.Peer]
+	var m *rxMsg
 	if d.Flags&wire.OpFirst != 0 {
-		if m != nil { // the previous message never finished: cannot happen in order
+		// A message of one segment (most) neither finds nor leaves an
+		// entry in inflight: no map lookup for it.
+		if len(r.inflight) > 0 { // the previous message never finished: cannot happen in order
 			delete(r.inflight, in.Peer)
 		}
 		m = r.newMsg()
@@ -380,7 +381,7 @@ func (r *receiver) deliverEager(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 		if d.Flags&wire.OpLast == 0 {
 			r.inflight[in.Peer] = m
 		}
-	} else if m == nil || m.total != total {
+	} else if m = r.inflight[in.Peer]; m == nil || m.total != total {
 		// Its first segment was refused (no room): refuse the rest too.
 		r.mu.Unlock()
 		return fi.ENORX
@@ -396,7 +397,9 @@ func (r *receiver) deliverEager(ep *Endpoint, in *reliable.Incoming) fi.Errno {
 		r.mu.Unlock()
 		return fi.SUCCESS
 	}
-	delete(r.inflight, in.Peer)
+	if d.Flags&wire.OpFirst == 0 {
+		delete(r.inflight, in.Peer)
+	}
 	m.complete = true
 	switch {
 	case m.discard:

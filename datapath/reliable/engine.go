@@ -579,8 +579,9 @@ type Engine struct {
 	// rxDeferred: rxOut holds a batch's responses, deferred past its end
 	// (see deferRx). Set and cleared with rxMu held; read without.
 	rxDeferred atomic.Bool
-	// rxHold: the batch being processed executed a message, so its
-	// responses may be deferred: complete leaves the timer armed.
+	// rxHold: the batch being processed executed a message, or is about
+	// to execute a request that carried answers, so its responses may be
+	// deferred: complete leaves the timer armed.
 	rxHold atomic.Bool
 	// held: coalescing left requests queued since the last sendHeld
 	// (held.go). Set with mu held.
@@ -622,7 +623,13 @@ type Engine struct {
 	reader  *epoch.Reader // Config.Epochs' reader (nil: none)
 	rxPkts  []datapath.Packet
 	rxCompl []Completion
-	store   *rxStore // their cached responses and held requests
+	// rxNow is the clock read once as the batch being processed came in
+	// (progressLocked): its steps (RTT samples, cached responses' ages,
+	// expiry, the deferred responses' timer) use it instead of reading
+	// the clock each, 4-5 reads a message on a ping-pong's path. The
+	// packets arrived before it; a batch lasts microseconds.
+	rxNow int64
+	store *rxStore // their cached responses and held requests
 	// The gauges' last stored values (showRxGauges).
 	cacheBytesShown, targetPeersShown int64
 	rxPeers                           rxPeerTable
@@ -1098,9 +1105,11 @@ func (e *Engine) buildPacket(p *txPeer) {
 	// other engine is building in it (with thousands of engines the
 	// engine's own is out of cache; the spare is warm), else in txBuild,
 	// and so is one that starts with bulk data (the slot takes txBuild).
+	// With few engines open their own buffers stay warm, and the spare's
+	// two atomic swaps a packet are the cost (spareBuildEngines).
 	var spare *buildBuffer
-	if h := &e.ops[p.qhead]; h.total-h.sent <= e.cfg.MaxPacket/4 ||
-		h.req.Opcode != wire.OpMsg && h.req.Opcode != wire.OpRMAWrite {
+	if h := &e.ops[p.qhead]; openEngines.Load() > spareBuildEngines && (h.total-h.sent <= e.cfg.MaxPacket/4 ||
+		h.req.Opcode != wire.OpMsg && h.req.Opcode != wire.OpRMAWrite) {
 		spare = spareBuild.Swap(nil)
 	}
 	build := e.txBuild
@@ -1227,6 +1236,15 @@ func (e *Engine) buildPacket(p *txPeer) {
 var spareBuild atomic.Pointer[buildBuffer]
 
 type buildBuffer struct{ buf []byte }
+
+// openEngines counts the process's open engines (timerSched.register,
+// unregister). buildPacket uses the spare build buffer only above
+// spareBuildEngines: a round number well above what an MPI rank or a
+// benchmark opens and well below bench peers' 10,000, not a measured
+// crossover.
+var openEngines atomic.Int32
+
+const spareBuildEngines = 64
 
 func init() { spareBuild.Store(&buildBuffer{buf: make([]byte, wire.MaxPacketLen)}) }
 
@@ -1365,7 +1383,7 @@ func (e *Engine) matchResponse(p *txPeer, pk *wire.Packet, out *[]Completion) {
 	if pk.Flags&wire.HdrLost != 0 {
 		e.stats.resultsLost.Add(1) // its ops carry FI_ENODATA
 	}
-	now := e.now()
+	now := e.rxNow // matchResponse runs in a receive batch
 	e.endSilence(p, s, pk.Flags, now)
 	p.heard = now
 	// Karn's rule, plus: a request the target held behind a lost one
@@ -1904,6 +1922,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	if err != nil || n == 0 {
 		return 0, err
 	}
+	e.rxNow = e.now()
 	// The Handler may reach recycled objects from here to the batch's
 	// end: two stores per batch, none per packet.
 	e.reader.Quiesce()
@@ -1931,6 +1950,12 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 					e.mu.Lock()
 					locked = true
 				}
+				// The request they ride on is executed next and its
+				// response may be deferred (deferRx): an inject they
+				// complete leaves the timer armed (complete), instead of
+				// taking it out of the timer heap for deferRx to put it
+				// back, two heap updates a ping-pong message.
+				e.rxHold.Store(true)
 				e.handleAnswers(d, pkt.Addr, &e.rxCompl)
 			}
 			if locked {
@@ -1963,7 +1988,7 @@ func (e *Engine) progressLocked(wait bool) (int, error) {
 	e.sendAcks()
 	// Responses older than the retry budget: no initiator asks for them
 	// again (a peer gone idle leaves its last few unacknowledged).
-	if k := e.store.expire(e.now()-e.retryBudget(), 64); k > 0 {
+	if k := e.store.expire(e.rxNow-e.retryBudget(), 64); k > 0 {
 		e.stats.cacheAged.Add(uint64(k))
 	}
 	e.deferRx()
@@ -2002,7 +2027,7 @@ func (e *Engine) deferRx() {
 	e.rxHold.Store(false)
 	e.mu.Lock()
 	if !e.timerArm {
-		e.armTimer(e.now() + int64(e.cfg.RetryInitial))
+		e.armTimer(e.rxNow + int64(e.cfg.RetryInitial))
 	}
 	e.mu.Unlock()
 }

@@ -80,6 +80,7 @@ func (ie *initiatorEngines) op(tb testing.TB, i int) {
 	if err := wire.Decode(b.Finish(), &e.rxDec); err != nil {
 		tb.Fatal(err)
 	}
+	e.rxNow = e.now() // as progressLocked sets it per batch
 	e.handleResponse(&e.rxDec, ie.sink.Addr, &e.rxCompl)
 	e.flushLocked()
 	e.mu.Unlock()

@@ -58,6 +58,7 @@ func (tp *targetPeers) serve(tb testing.TB, i int) {
 		tb.Fatal(err)
 	}
 	tp.pkt.Buf = req
+	tp.e.rxNow = tp.e.now() // as progressLocked sets it per batch
 	tp.e.handleRequest(&tp.dec, &tp.pkt)
 	if tp.served++; tp.served%32 == 0 {
 		tp.e.flushRx()
@@ -201,6 +202,7 @@ func (ip *initiatorPeers) op(tb testing.TB, i int) {
 	if err := wire.Decode(b.Finish(), &ip.dec); err != nil {
 		tb.Fatal(err)
 	}
+	e.rxNow = e.now() // as progressLocked sets it per batch
 	e.handleResponse(&ip.dec, ip.sink, &e.rxCompl)
 	e.flushLocked()
 	e.mu.Unlock()

@@ -18,7 +18,7 @@ func (e *Engine) handleRequest(pk *wire.Packet, pkt *datapath.Packet) {
 	key := Peer{pkt.Addr, pk.SrcEP}
 	rp := e.rxPeers.get(key)
 	newSession := pk.Seq-1 < W // a session may start only in its first window
-	now := e.now()
+	now := e.rxNow
 	if rp == nil {
 		tb, buried := e.tombs[key]
 		if !newSession || buried && tb.until > now && tb.sessions.has(pk.Session) {
@@ -295,7 +295,7 @@ func (e *Engine) execute(rp *rxPeer, pk *wire.Packet, meta datapath.Meta, held b
 	}
 	// The ack state after this delivery.
 	wire.PutAck(out, rp.win.next+1, 0)
-	e.store.cacheResp(rp, ci, pk.Seq, len(out), e.now())
+	e.store.cacheResp(rp, ci, pk.Seq, len(out), e.rxNow)
 	e.queueRx(out, rp.peer.Addr)
 	return true
 }

@@ -50,6 +50,7 @@ var timers = &timerSched{wake: make(chan struct{}, 1)}
 func (ts *timerSched) register() {
 	ts.mu.Lock()
 	ts.engines++
+	openEngines.Add(1)
 	if !ts.running {
 		ts.running = true
 		go ts.loop()
@@ -65,6 +66,7 @@ func (ts *timerSched) unregister(e *Engine) {
 		ts.remove(e.tmIndex)
 	}
 	ts.engines--
+	openEngines.Add(-1)
 	ts.mu.Unlock()
 	ts.signal()
 }
