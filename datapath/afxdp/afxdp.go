@@ -198,8 +198,10 @@ func Open(opts Options) (*Transport, error) {
 	}
 	var err error
 	// The kernel socket's batch state is per batch slot: no larger than
-	// the transport's.
-	t.kernel, err = udp.Listen(opts.Local, udp.Options{Batch: t.batch})
+	// the transport's. A shared transport's is on the shared poller
+	// (NotifyReady), so it needs no epoll set of its own (udp's armed
+	// socket): one descriptor per endpoint, not two.
+	t.kernel, err = udp.Listen(opts.Local, udp.Options{Batch: t.batch, SharedPoll: t.shared})
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: kernel socket: %w", err)
 	}
