@@ -33,6 +33,16 @@
 // port's traffic to the kernel socket. Close removes the port entry; the
 // last transport on the interface removes the XSKMAP slots and the sockets.
 //
+// With Options.SharedPoll the process's shared poller (datapath/rxpoll)
+// serves the transport instead (datapath.ReadyNotifier, shared.go): the
+// device's sockets are on the poller, whose handler drains the rings and
+// runs the reader of each transport it queued datagrams for, sends during
+// those readers are kicked once after them, and the kernel socket is on
+// the poller too. Thousands of endpoints on one interface (bench peers
+// --ini xdp) then cost no goroutine, timer or descriptor beyond the kernel
+// socket each; the transports of one address share a next-hop resolver
+// (resolvers.go), and Options.QueueLen bounds their queues' memory.
+//
 // Receive takes from the transport's queue and, at most every
 // KernelPollInterval, from the kernel socket (a recvmmsg that finds nothing
 // cost half the CPU of a busy target when it ran on every Receive); a
