@@ -1681,11 +1681,12 @@ func (e *Engine) receiveLoop() {
 	for {
 		// BusyPoll spins only while traffic is hot (busyPollSpin since the
 		// last packet) and blocks otherwise, so an idle engine burns no core.
-		if e.assisted() {
-			// CQ readers receive for this goroutine (Assist) and sleep on
-			// the transport's descriptors themselves; look again when
-			// they may have stopped.
-			e.assistTimer.Reset(assistHold)
+		if d := e.standDown(); d > 0 {
+			// CQ readers receive for this goroutine (Assist, Poll) and
+			// sleep on the transport's descriptors themselves; look again
+			// when they may have stopped: assistHold after the last
+			// reader's poll, not later.
+			e.assistTimer.Reset(d)
 			select {
 			case <-e.assistTimer.C:
 			case <-e.done:
@@ -1708,8 +1709,11 @@ func (e *Engine) receiveLoop() {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		if n > 0 && e.cfg.BusyPoll {
-			lastActive = e.now()
+		if n > 0 {
+			e.stats.receiverBatches.Add(1)
+			if e.cfg.BusyPoll {
+				lastActive = e.now()
+			}
 		}
 		// Yield before the next, possibly blocking, receive when the batch
 		// delivered completions: a goroutine they woke (a CQ reader) sits
@@ -1728,16 +1732,35 @@ func (e *Engine) receiveLoop() {
 }
 
 // assistHold is how long the receive goroutine leaves the transport to
-// assisting readers after the last one stopped (EndAssist), and how often
-// it looks while they assist: a reader that stops reading leaves received
-// packets waiting at most about this long (twice it at worst) before the
-// receive goroutine takes over again.
+// readers after the last one polled (Poll) or stopped assisting
+// (EndAssist). A reader that stops reading, as a passive one-sided target
+// that computes does, leaves what arrives waiting at most this long: the
+// receive goroutine sleeps until assistHold after the last poll
+// (standDown) and then receives again (FI_PROGRESS_AUTO). While readers
+// keep polling it wakes once per assistHold to look, one thread wake-up
+// per millisecond against one per packet. Much shorter holds make the
+// wake-ups and the hand-backs frequent: a reader spinning on a loaded
+// 2-core VM is descheduled for whole time slices (0.75-3 ms), and every
+// gap longer than the hold hands the transport back to the goroutine,
+// which then competes with the reader again until its next batch (the
+// first packet after the hand-back costs a thread wake-up). Much longer
+// ones delay a passive target's peers by as much once its application
+// stops polling.
 const assistHold = time.Millisecond
 
-// assisted reports whether CQ readers receive for the receive goroutine
-// now or did within assistHold.
-func (e *Engine) assisted() bool {
-	return e.assisters.Load() > 0 || e.now()-e.lastAssist.Load() < int64(assistHold)
+// standDown is how long from now the receive goroutine leaves the
+// transport to readers: assistHold while one assists (BeginAssist), what
+// is left of assistHold since the last Poll or EndAssist, 0 when that has
+// passed (the receive goroutine receives again).
+func (e *Engine) standDown() time.Duration {
+	if e.assisters.Load() > 0 {
+		return assistHold
+	}
+	left := e.lastAssist.Load() + int64(assistHold) - e.now()
+	if left <= 0 {
+		return 0
+	}
+	return time.Duration(left)
 }
 
 // BeginAssist announces a goroutine that waits for this engine's
