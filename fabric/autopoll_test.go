@@ -86,10 +86,17 @@ func TestAutoSpinningReadersReceive(t *testing.T) {
 	da, db := a.ep.Stats().ReceiverBatches-a0, b.ep.Stats().ReceiverBatches-b0
 	t.Logf("receive goroutine batches over %d writes: initiator %d, target %d", n, da, db)
 	// A reader descheduled for longer than assistHold hands the
-	// transport back for a batch or two: a quarter leaves room for that
-	// on a loaded machine and still fails if the goroutine competes.
-	require.Less(t, da, uint64(n/4), "initiator's receive goroutine kept receiving while a reader spun on its CQ")
-	require.Less(t, db, uint64(n/4), "target's receive goroutine kept receiving while a reader spun on its counter")
+	// transport back for a batch or two: a quarter (half under the race
+	// detector, whose spinning goroutines lose their Ps for whole
+	// preemption slices: up to 95 of 400 seen at load average 12) leaves
+	// room for that and still fails if the goroutine competes (400 of
+	// 400 when fi_cntr_read did not poll).
+	limit := uint64(n / 4)
+	if raceEnabled {
+		limit = n / 2
+	}
+	require.Less(t, da, limit, "initiator's receive goroutine kept receiving while a reader spun on its CQ")
+	require.Less(t, db, limit, "target's receive goroutine kept receiving while a reader spun on its counter")
 }
 
 // TestAutoServesAfterPollerStops: a target whose application spun on its
