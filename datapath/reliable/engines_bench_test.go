@@ -23,7 +23,6 @@ type initiatorEngines struct {
 	req  Request
 	resp []byte
 	bld  wire.Builder
-	dec  wire.Packet
 	done int
 }
 
@@ -66,6 +65,8 @@ func (ie *initiatorEngines) op(tb testing.TB, i int) {
 	if err := e.Submit(&ie.req); err != nil {
 		tb.Fatal(err)
 	}
+	e.rxMu.Lock() // the response decoded into the engine's own packet, as its receive path does
+	defer e.rxMu.Unlock()
 	e.mu.Lock()
 	p := e.peers[ie.sink]
 	b := &ie.bld
@@ -76,11 +77,11 @@ func (ie *initiatorEngines) op(tb testing.TB, i int) {
 	}
 	copy(r, le64(7))
 	b.SetLastResult(8, 0)
-	if err := wire.Decode(b.Finish(), &ie.dec); err != nil {
+	if err := wire.Decode(b.Finish(), &e.rxDec); err != nil {
 		tb.Fatal(err)
 	}
 	e.rxNow = e.now() // as progressLocked sets it per batch
-	e.handleResponse(&ie.dec, ie.sink.Addr, &e.rxCompl)
+	e.handleResponse(&e.rxDec, ie.sink.Addr, &e.rxCompl)
 	e.flushLocked()
 	e.mu.Unlock()
 	e.deliver(&e.rxCompl)

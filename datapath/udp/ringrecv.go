@@ -16,7 +16,11 @@ import (
 // poller's other ready sockets are received from by their handlers as
 // usual), and a transport holds at most one received datagram at a time:
 // what else its socket has waits there, and the level-triggered epoll set
-// reports the socket again next round. A slot holds any UDP datagram
+// reports the socket again next round. Receive looks for the rest with
+// recvmmsg only when the round before received from the socket too (one
+// busy peer's burst): with thousands of sockets, each with a datagram now
+// and then, the look found nothing and cost more than the ring's receive
+// (Transport.Receive). A slot holds any UDP datagram
 // (ringRxBytes); the slots are mapped memory, so the pages of the short
 // datagrams' slots tails are never touched. A receive that finds no
 // datagram (a spurious report) frees its slot; one that finds the
@@ -104,6 +108,8 @@ func (s *ringSender) receiveLocked(ready []int) {
 		sl := &s.rx.slots[k]
 		sl.t, sl.n, sl.done = t, 0, false
 		t.ringRxHeld = int32(k) // taken: a second report of fd this round receives nothing more
+		t.ringRxAgain = t.ringRxRound == s.round-1
+		t.ringRxRound = s.round
 		sl.hdr.Namelen = unix.SizeofSockaddrInet6
 		sl.hdr.Flags = 0
 		s.ring.pushRecvmsg(fd, &sl.hdr, rxTag|uint64(k))
@@ -134,34 +140,35 @@ func (s *ringSender) received(k uint16, res int32) {
 }
 
 // takeReceived moves t's received datagram, if any, into pkts[0] and
-// returns 1, or 0 when it holds none. t.rxMu is held.
-func (s *ringSender) takeReceived(t *Transport, pkts []datapath.Packet) int {
+// returns 1, or 0 when it holds none; again reports whether the round
+// before the one that received it received from t too. t.rxMu is held.
+func (s *ringSender) takeReceived(t *Transport, pkts []datapath.Packet) (n int, again bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := t.ringRxHeld
 	if k < 0 {
-		return 0
+		return 0, false
 	}
 	sl := &s.rx.slots[k]
 	if !sl.done {
 		// Not completed yet: unreachable (completions are reaped in the
 		// same io_uring_enter); leave it.
-		return 0
+		return 0, false
 	}
 	t.ringRxHeld = -1
-	n := sl.n
+	n = sl.n
 	s.rx.free(uint16(k))
 	buf := pkts[0].Buf[:cap(pkts[0].Buf)]
 	if n > len(buf) || n > ringRxBytes {
 		t.stats.rxTrunc.Add(1)
-		return 0
+		return 0, false
 	}
 	pkts[0].Buf = buf[:copy(buf, s.rx.buf(uint16(k))[:n])]
 	pkts[0].Addr = sockaddrToAddrPort(&sl.name)
 	pkts[0].Meta = datapath.NoMeta
 	t.stats.rxPackets.Add(1)
 	t.stats.rxRing.Add(1)
-	return 1
+	return 1, t.ringRxAgain
 }
 
 // dropHeldRx frees t's received datagram (t is closing). s.mu is held.

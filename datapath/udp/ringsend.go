@@ -77,6 +77,7 @@ type ringSender struct {
 	free    []uint16
 	retry   []uint16 // slots to submit again at the round's end
 	open    bool     // the poller is running a round: hold sends
+	round   uint32   // rounds started (RoundStart), for Receive's looks
 	queued  int      // submissions filled since the last submit
 	users   int      // transports using it (ringMu)
 	unhook  func()
@@ -194,6 +195,7 @@ func (s *ringSender) holds(t *Transport) bool {
 func (s *ringSender) RoundStart(ready []int) {
 	s.mu.Lock()
 	s.open = true
+	s.round++
 	s.receiveLocked(ready)
 	s.mu.Unlock()
 }

@@ -231,8 +231,9 @@ func TestRingSendZeroAllocs(t *testing.T) {
 // TestRingReceive: a ring transport's socket reported ready in a round has
 // its datagram received by the ring at the round's start, and its
 // handler's Receive hands it over (from the sender's address, counted in
-// RxRing); a second datagram queued behind it comes with it through
-// recvmmsg; one larger than the caller's buffer is dropped and counted.
+// RxRing); a second datagram queued behind it comes too (in the next
+// round, or with it through recvmmsg: TestRingReceiveLooksWhenAgain); one
+// larger than the caller's buffer is dropped and counted.
 func TestRingReceive(t *testing.T) {
 	checkRingClosed(t)
 	a := listenRing(t)
@@ -298,6 +299,49 @@ func TestRingReceive(t *testing.T) {
 			}
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TestRingReceiveLooksWhenAgain: after the ring's datagram Receive looks
+// for more with recvmmsg only when the round before received from the
+// socket too: a socket that was not in the last round hands over the
+// ring's one datagram (the rest stays queued for the next round), one
+// received from in consecutive rounds drains what is queued.
+func TestRingReceiveLooksWhenAgain(t *testing.T) {
+	checkRingClosed(t)
+	a := listenRing(t)
+	c := listen(t, "127.0.0.1:0")
+	s := a.ring
+	ready := []int{a.fd}
+	rx := rxBufs(4, 64)
+	send := func(k int) {
+		t.Helper()
+		for range k {
+			if err := c.Send([]datapath.Packet{{Buf: []byte("x"), Addr: a.LocalAddr()}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	round := func(want int) {
+		t.Helper()
+		s.RoundStart(ready)
+		n, err := a.Receive(rx, false)
+		s.RoundEnd()
+		if n != want || err != nil {
+			t.Fatalf("received %d (%v), want %d", n, err, want)
+		}
+	}
+	without := func() { s.RoundStart(nil); s.RoundEnd() } // a round without a's socket
+	send(3)
+	without()
+	round(1) // the ring's one: a was not in the round before
+	round(2) // consecutive: the ring's one and the look's
+	send(2)
+	without()
+	round(1)
+	round(1)
+	if st := a.Stats(); st.RxPackets != 5 || st.RxRing != 4 {
+		t.Fatalf("stats %+v", st)
 	}
 }
 
