@@ -679,7 +679,8 @@ type Engine struct {
 	// last one ended (e.now()).
 	assisters   atomic.Int32
 	lastAssist  atomic.Int64
-	assistTimer *time.Timer // receiveLoop's
+	lastPoll    atomic.Int64 // the last Poll (e.now()): see pollSpinGap
+	assistTimer *time.Timer  // receiveLoop's
 
 	pollMu  sync.Mutex
 	pollBuf []unix.PollFd // guarded by pollMu: see pollFDsLocked
@@ -743,6 +744,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	}
 	if !cfg.ManualProgress && e.polled == nil {
 		e.lastAssist.Store(-int64(time.Hour)) // never assisted
+		e.lastPoll.Store(-int64(time.Hour))
 		e.assistTimer = time.NewTimer(time.Hour)
 		e.assistTimer.Stop()
 		e.wg.Add(1)
@@ -1810,7 +1812,9 @@ func (e *Engine) Assist() int {
 // progress): it counts as assisting for assistHold, so the receive
 // goroutine leaves the transport to such readers (once the batch it may
 // be waiting for has come), and processes one batch if no other
-// goroutine is receiving at the moment, never waiting for one that is. A
+// goroutine is receiving at the moment, never waiting for one that is.
+// Only a Poll within pollSpinGap of the previous one stands the receive
+// goroutine down (a reader polling in a loop), not a single look. A
 // reader that spins on its CQ then receives its completions itself,
 // without the receive goroutine's wake-up per packet (libfabric's rxd
 // and rxm progress this way); one that stops reading leaves arriving
@@ -1821,9 +1825,20 @@ func (e *Engine) Poll() int {
 	if e.cfg.ManualProgress || e.cfg.BusyPoll {
 		return 0
 	}
-	e.lastAssist.Store(e.now())
+	now := e.now()
+	if now-e.lastPoll.Load() < int64(pollSpinGap) {
+		e.lastAssist.Store(now) // a reader spinning: stand the receive goroutine down
+	}
+	e.lastPoll.Store(now) // a plain store: concurrent pollers may lose one, which only delays the stand-down
 	return e.Assist()
 }
+
+// pollSpinGap is how close two Polls must come for the receive goroutine
+// to stand down: a reader spinning on an empty CQ polls every microsecond
+// or so (between messages, a few microseconds), while one that looks
+// once (an MPI passive target testing a request between computations)
+// must not leave its peers' packets to nobody for assistHold.
+const pollSpinGap = 100 * time.Microsecond
 
 // busyPollSpin is how long a BusyPoll receive goroutine keeps polling after
 // the last packet before it blocks again.
