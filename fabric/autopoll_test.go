@@ -86,14 +86,15 @@ func TestAutoSpinningReadersReceive(t *testing.T) {
 	da, db := a.ep.Stats().ReceiverBatches-a0, b.ep.Stats().ReceiverBatches-b0
 	t.Logf("receive goroutine batches over %d writes: initiator %d, target %d", n, da, db)
 	// A reader descheduled for longer than assistHold hands the
-	// transport back for a batch or two: a quarter (half under the race
-	// detector, whose spinning goroutines lose their Ps for whole
-	// preemption slices: up to 95 of 400 seen at load average 12) leaves
-	// room for that and still fails if the goroutine competes (400 of
-	// 400 when fi_cntr_read did not poll).
+	// transport back for a batch or two: a quarter (three quarters under
+	// the race detector, whose spinning goroutines lose their Ps for
+	// whole preemption slices and poll more than pollSpinGap apart: up to
+	// 170 of 400 seen at load average 12) leaves room for that and still
+	// fails if the goroutine competes (400 of 400 when fi_cntr_read did
+	// not poll).
 	limit := uint64(n / 4)
 	if raceEnabled {
-		limit = n / 2
+		limit = 3 * n / 4
 	}
 	require.Less(t, da, limit, "initiator's receive goroutine kept receiving while a reader spun on its CQ")
 	require.Less(t, db, limit, "target's receive goroutine kept receiving while a reader spun on its counter")
