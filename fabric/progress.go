@@ -29,7 +29,8 @@ const (
 	// finds the CQ empty, without waiting (Engine.Poll), and a Cntr.Read
 	// that finds the counter unchanged since the last read: a reader
 	// spinning on its CQ or counter receives its completions itself, and
-	// the receive goroutine stands down (sleeps) meanwhile instead of
+	// once it polls in a loop (reads within reliable's pollSpinGap of
+	// each other) the receive goroutine stands down (sleeps) instead of
 	// competing for the packets. It resumes receiving 1 ms
 	// (reliable's assistHold) after the last such read, or after the
 	// last blocked reader returns: a target whose application stops
