@@ -111,16 +111,29 @@ func (c *Cntr) Attr() CntrAttr { return c.attr }
 
 // Read is fi_cntr_read.
 func (c *Cntr) Read() uint64 {
-	c.progress.run()
-	c.seen.Store(c.changes.Load())
+	c.progressRead()
 	return c.value.Load()
 }
 
 // ReadErr is fi_cntr_readerr.
 func (c *Cntr) ReadErr() uint64 {
-	c.progress.run()
-	c.seen.Store(c.changes.Load())
+	c.progressRead()
 	return c.errs.Load()
+}
+
+// progressRead is the progress a Read or ReadErr makes: manual progress
+// drives the endpoints (progressSet.run); auto progress polls them
+// (progressSet.poll, Engine.Poll) when the counter has not changed since
+// the last read, as an fi_cq_read that finds its CQ empty does, so a
+// thread spinning on fi_cntr_read (fi_rdm_cntr_pingpong) receives its
+// completions itself while the receive goroutine stands down, instead of
+// waiting for that goroutine's wake-up per packet.
+func (c *Cntr) progressRead() {
+	c.progress.run()
+	if c.changes.Load() == c.seen.Load() {
+		c.progress.poll()
+	}
+	c.seen.Store(c.changes.Load())
 }
 
 // Add is fi_cntr_add.

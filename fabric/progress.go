@@ -26,10 +26,15 @@ const (
 	// processes what arrives itself, so the packet that completes its
 	// operation wakes its thread directly instead of the receive
 	// goroutine's, which would then have to wake it. So does a Read that
-	// finds the CQ empty, without waiting (Engine.Poll): a reader
-	// spinning on its CQ receives its completions itself. The receive
-	// goroutine resumes within about 1 ms after the last such reader
-	// returns or stops reading.
+	// finds the CQ empty, without waiting (Engine.Poll), and a Cntr.Read
+	// that finds the counter unchanged since the last read: a reader
+	// spinning on its CQ or counter receives its completions itself, and
+	// once it polls in a loop (reads within reliable's pollSpinGap of
+	// each other) the receive goroutine stands down (sleeps) instead of
+	// competing for the packets. It resumes receiving 1 ms
+	// (reliable's assistHold) after the last such read, or after the
+	// last blocked reader returns: a target whose application stops
+	// calling into the provider is served again.
 	ProgressAuto
 	// ProgressManual (FI_PROGRESS_MANUAL): no receive goroutine; reading a
 	// CQ or counter (Read, ReadFrom, SRead, Cntr.Read, Cntr.Wait) processes

@@ -679,7 +679,8 @@ type Engine struct {
 	// last one ended (e.now()).
 	assisters   atomic.Int32
 	lastAssist  atomic.Int64
-	assistTimer *time.Timer // receiveLoop's
+	lastPoll    atomic.Int64 // the last Poll (e.now()): see pollSpinGap
+	assistTimer *time.Timer  // receiveLoop's
 
 	pollMu  sync.Mutex
 	pollBuf []unix.PollFd // guarded by pollMu: see pollFDsLocked
@@ -743,6 +744,7 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	}
 	if !cfg.ManualProgress && e.polled == nil {
 		e.lastAssist.Store(-int64(time.Hour)) // never assisted
+		e.lastPoll.Store(-int64(time.Hour))
 		e.assistTimer = time.NewTimer(time.Hour)
 		e.assistTimer.Stop()
 		e.wg.Add(1)
@@ -1681,11 +1683,12 @@ func (e *Engine) receiveLoop() {
 	for {
 		// BusyPoll spins only while traffic is hot (busyPollSpin since the
 		// last packet) and blocks otherwise, so an idle engine burns no core.
-		if e.assisted() {
-			// CQ readers receive for this goroutine (Assist) and sleep on
-			// the transport's descriptors themselves; look again when
-			// they may have stopped.
-			e.assistTimer.Reset(assistHold)
+		if d := e.standDown(); d > 0 {
+			// CQ readers receive for this goroutine (Assist, Poll) and
+			// sleep on the transport's descriptors themselves; look again
+			// when they may have stopped: assistHold after the last
+			// reader's poll, not later.
+			e.assistTimer.Reset(d)
 			select {
 			case <-e.assistTimer.C:
 			case <-e.done:
@@ -1708,8 +1711,11 @@ func (e *Engine) receiveLoop() {
 			time.Sleep(time.Millisecond)
 			continue
 		}
-		if n > 0 && e.cfg.BusyPoll {
-			lastActive = e.now()
+		if n > 0 {
+			e.stats.receiverBatches.Add(1)
+			if e.cfg.BusyPoll {
+				lastActive = e.now()
+			}
 		}
 		// Yield before the next, possibly blocking, receive when the batch
 		// delivered completions: a goroutine they woke (a CQ reader) sits
@@ -1728,16 +1734,35 @@ func (e *Engine) receiveLoop() {
 }
 
 // assistHold is how long the receive goroutine leaves the transport to
-// assisting readers after the last one stopped (EndAssist), and how often
-// it looks while they assist: a reader that stops reading leaves received
-// packets waiting at most about this long (twice it at worst) before the
-// receive goroutine takes over again.
+// readers after the last one polled (Poll) or stopped assisting
+// (EndAssist). A reader that stops reading, as a passive one-sided target
+// that computes does, leaves what arrives waiting at most this long: the
+// receive goroutine sleeps until assistHold after the last poll
+// (standDown) and then receives again (FI_PROGRESS_AUTO). While readers
+// keep polling it wakes once per assistHold to look, one thread wake-up
+// per millisecond against one per packet. Much shorter holds make the
+// wake-ups and the hand-backs frequent: a reader spinning on a loaded
+// 2-core VM is descheduled for whole time slices (0.75-3 ms), and every
+// gap longer than the hold hands the transport back to the goroutine,
+// which then competes with the reader again until its next batch (the
+// first packet after the hand-back costs a thread wake-up). Much longer
+// ones delay a passive target's peers by as much once its application
+// stops polling.
 const assistHold = time.Millisecond
 
-// assisted reports whether CQ readers receive for the receive goroutine
-// now or did within assistHold.
-func (e *Engine) assisted() bool {
-	return e.assisters.Load() > 0 || e.now()-e.lastAssist.Load() < int64(assistHold)
+// standDown is how long from now the receive goroutine leaves the
+// transport to readers: assistHold while one assists (BeginAssist), what
+// is left of assistHold since the last Poll or EndAssist, 0 when that has
+// passed (the receive goroutine receives again).
+func (e *Engine) standDown() time.Duration {
+	if e.assisters.Load() > 0 {
+		return assistHold
+	}
+	left := e.lastAssist.Load() + int64(assistHold) - e.now()
+	if left <= 0 {
+		return 0
+	}
+	return time.Duration(left)
 }
 
 // BeginAssist announces a goroutine that waits for this engine's
@@ -1787,7 +1812,9 @@ func (e *Engine) Assist() int {
 // progress): it counts as assisting for assistHold, so the receive
 // goroutine leaves the transport to such readers (once the batch it may
 // be waiting for has come), and processes one batch if no other
-// goroutine is receiving at the moment, never waiting for one that is. A
+// goroutine is receiving at the moment, never waiting for one that is.
+// Only a Poll within pollSpinGap of the previous one stands the receive
+// goroutine down (a reader polling in a loop), not a single look. A
 // reader that spins on its CQ then receives its completions itself,
 // without the receive goroutine's wake-up per packet (libfabric's rxd
 // and rxm progress this way); one that stops reading leaves arriving
@@ -1798,9 +1825,20 @@ func (e *Engine) Poll() int {
 	if e.cfg.ManualProgress || e.cfg.BusyPoll {
 		return 0
 	}
-	e.lastAssist.Store(e.now())
+	now := e.now()
+	if now-e.lastPoll.Load() < int64(pollSpinGap) {
+		e.lastAssist.Store(now) // a reader spinning: stand the receive goroutine down
+	}
+	e.lastPoll.Store(now) // a plain store: concurrent pollers may lose one, which only delays the stand-down
 	return e.Assist()
 }
+
+// pollSpinGap is how close two Polls must come for the receive goroutine
+// to stand down: a reader spinning on an empty CQ polls every microsecond
+// or so (between messages, a few microseconds), while one that looks
+// once (an MPI passive target testing a request between computations)
+// must not leave its peers' packets to nobody for assistHold.
+const pollSpinGap = 100 * time.Microsecond
 
 // busyPollSpin is how long a BusyPoll receive goroutine keeps polling after
 // the last packet before it blocks again.
@@ -2100,7 +2138,7 @@ func (e *Engine) Close() error {
 	e.rxMu.Unlock()
 	var out []Completion
 	e.mu.Lock()
-	for i := range e.ops {
+	for i := range e.opsBound() {
 		if e.ops[i].active {
 			e.complete(int32(i), fi.ECANCELED, &out)
 		}
@@ -2108,6 +2146,21 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	e.deliver(&out)
 	return err
+}
+
+// opsBound returns a bound below which every active op lies; mu held. The
+// free stack starts as MaxOps-1 ... 0 (0 on top) and is LIFO, so its
+// bottom entries still holding their first values name ops that are free
+// (most never used). Close looks below the bound only: reading the whole
+// array (MaxOps ops, about 1 MB by default) faulted in hundreds of pages
+// an engine with a few operations in flight never touched, at every close.
+func (e *Engine) opsBound() int {
+	n := len(e.ops)
+	j := 0
+	for j < len(e.freeOps) && e.freeOps[j] == int32(n-1-j) {
+		j++
+	}
+	return n - j
 }
 
 // minSplit is the smallest segment worth starting an op in a packet that

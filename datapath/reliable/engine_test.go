@@ -485,6 +485,54 @@ func TestCloseCancels(t *testing.T) {
 	}
 }
 
+// TestCloseCancelsBelowBound: Close looks only below opsBound, and every
+// active op lies there also after the free stack was churned: ops that
+// completed in another order than they started leave the stack shuffled
+// above its untouched bottom, and the ops posted next (to a silent peer)
+// take those shuffled indices; Close cancels each of them, and the bound
+// stays at the ops ever used, not MaxOps.
+func TestCloseCancelsBelowBound(t *testing.T) {
+	tgt := newTestTarget(4096)
+	ini, c, target := pair(t, netOpts{}, tgt)
+	silent := listenTransport(t, netOpts{}, 0)
+	defer silent.Close()
+	const live, stuck = 12, 5
+	for i := range live {
+		if err := ini.Submit(&Request{Peer: Peer{target.LocalAddr(), 2}, Opcode: wire.OpRMAWrite, RKey: 1,
+			Addr: uint64(i), Payload: []byte{byte(i)}, Flags: fi.INJECT}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range live {
+		if cp := c.wait(t, 5*time.Second); cp.Err != 0 {
+			t.Fatal(cp)
+		}
+	}
+	for i := range stuck {
+		if err := ini.Submit(&Request{Peer: Peer{silent.LocalAddr(), 0}, Opcode: wire.OpMsg, Context: uint64(100 + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ini.mu.Lock()
+	bound := ini.opsBound()
+	ini.mu.Unlock()
+	if bound < stuck || bound > live+stuck {
+		t.Fatalf("opsBound %d after %d ops at most in flight", bound, live)
+	}
+	ini.Close()
+	got := map[uint64]bool{}
+	for range stuck {
+		cp := c.wait(t, time.Second)
+		if cp.Err != fi.ECANCELED {
+			t.Fatalf("%+v", cp)
+		}
+		got[cp.Context.(uint64)] = true
+	}
+	if len(got) != stuck {
+		t.Fatalf("cancelled %v", got)
+	}
+}
+
 // TestMoreAndFence: FI_MORE packs ops into one packet; FI_FENCE holds a
 // request until earlier ones completed; execution follows posting order.
 func TestMoreAndFence(t *testing.T) {

@@ -92,6 +92,7 @@ type counters struct {
 	cacheAged           atomic.Uint64
 	responsesLost       atomic.Uint64
 	resultsLost         atomic.Uint64
+	receiverBatches     atomic.Uint64
 
 	// Memory gauges of the target, stored once per batch: bytes of its
 	// pool in use, its peer states.
@@ -143,6 +144,12 @@ type Stats struct {
 	CacheAged     uint64
 	ResponsesLost uint64
 	ResultsLost   uint64
+	// ReceiverBatches counts the receive batches with packets that the
+	// receive goroutine processed (auto progress); readers that assist
+	// or poll the engine (Assist, Poll) process the others. While an
+	// application thread polls the engine's CQ it stays near zero: the
+	// receive goroutine stands down (Engine.Poll).
+	ReceiverBatches uint64
 	// CacheBytes is the target's buffer bytes in use for cached responses
 	// and held requests, TargetPeers its peer states, TxBytes the
 	// initiator's buffer bytes of request packets in flight (gauges, as
@@ -260,7 +267,7 @@ func (e *Engine) Stats() Stats {
 		PeersRefused: c.peersRefused.Load(), EAgain: c.eagain.Load(), RxErrors: c.rxErrors.Load(),
 		TxErrors: c.txErrors.Load(), Timeouts: c.timeouts.Load(), InFlight: c.inflight.Load(),
 		SRTT: time.Duration(c.srtt.Load()), CacheAged: c.cacheAged.Load(),
-		ResponsesLost: c.responsesLost.Load(), ResultsLost: c.resultsLost.Load(),
+		ResponsesLost: c.responsesLost.Load(), ResultsLost: c.resultsLost.Load(), ReceiverBatches: c.receiverBatches.Load(),
 		CacheBytes: c.cacheBytes.Load(), TargetPeers: c.targetPeers.Load(), TxBytes: c.txBytes.Load()}
 	for i := range s.Drops {
 		s.Drops[i] = c.drops[i].Load()
