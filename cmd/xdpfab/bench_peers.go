@@ -638,6 +638,12 @@ func newPeersLoad(o *peersOptions, target netip.AddrPort, n, total int) (*peersL
 		}
 		return nil
 	})
+	if err == nil && len(l.xdps) > 0 {
+		// The target's next hop, resolved before the phase: the
+		// endpoints' first requests go out on their rings, not through
+		// their kernel sockets (the resolver is the device's, shared).
+		err = l.xdps[0].ResolvePath(target.Addr())
+	}
 	if err != nil {
 		l.close()
 		return nil, err

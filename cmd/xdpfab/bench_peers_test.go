@@ -158,15 +158,14 @@ func TestBenchPeersIniXDP(t *testing.T) {
 		require.Equal(t, "xdp", r.Transport, "%+v", r)
 		require.True(t, r.ExactlyOnce, "%+v", r)
 		require.Zero(t, r.Failed)
-		// The requests left through the initiators' AF_XDP socket and
-		// the responses came back through it, but for the first few:
-		// until a side's next hop is resolved its datagrams take its
-		// kernel socket, and the target's, sent with the checksum left
-		// to its veth's offload, pass the initiators' program to their
-		// kernel sockets.
+		// The requests left through the initiators' AF_XDP socket (the
+		// bench resolves the target's next hop before the phase) and
+		// the responses came back through it. (The target's first
+		// responses to a new peer address may take its kernel socket
+		// until its own hop is resolved; its warm-up phase resolved it.)
+		require.GreaterOrEqual(t, r.IniTxXSK, uint64(r.Ops), "%+v", r)
 		require.GreaterOrEqual(t, r.IniRxXSK+r.IniRxKernel, uint64(r.Ops), "%+v", r)
 		require.GreaterOrEqual(t, r.IniRxXSK, uint64(r.Ops)*9/10, "%+v", r)
-		require.GreaterOrEqual(t, r.IniTxXSK, uint64(r.Ops)*9/10, "%+v", r)
 		require.GreaterOrEqual(t, r.TargetRxRings, uint64(r.Ops), "%+v", r)
 		require.Positive(t, r.Rate)
 	}

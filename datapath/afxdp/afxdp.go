@@ -516,6 +516,17 @@ func (t *Transport) hop(dst netip.Addr) (nexthop.Hop, bool) {
 	return h, true
 }
 
+// ResolvePath resolves dst's next hop now (blocking up to a second), so
+// that the first datagrams to it leave through AF_XDP instead of the
+// kernel socket; the transports of the address share the answer.
+func (t *Transport) ResolvePath(dst netip.Addr) error {
+	_, err := t.resolver.Lookup(dst.Unmap())
+	if err != nil {
+		return fmt.Errorf("afxdp: next hop of %v: %w", dst, err)
+	}
+	return nil
+}
+
 // CheckPath implements datapath.PathChecker: the reliable engine finds dst
 // silent, so its next hop is verified again (nexthop.Resolver.Recheck,
 // rate-limited there); packets go through the kernel socket until it is.
