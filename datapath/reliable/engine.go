@@ -202,6 +202,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/rxpoll"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/epoch"
@@ -639,9 +640,8 @@ type Engine struct {
 	// (receiveLoop reads it with rxMu still held).
 	rxDelivered int
 	// polled is the engine's registration with the shared poller
-	// (Config.SharedPoll: an *rxpoll.Registration, or a
-	// datapath.ReadyNotifier's stop), nil when it has a receive goroutine.
-	polled   interface{ Remove() }
+	// (Config.SharedPoll), nil when it has a receive goroutine.
+	polled   *rxpoll.Registration
 	tallyBuf doneTally
 	stats    counters // its per-operation counters first (stats.go)
 	// rxDec is the received packet decoded: its header and first
