@@ -202,7 +202,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/datapath"
-	"github.com/xdpfab/xdpfab/datapath/rxpoll"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/epoch"
@@ -640,8 +639,9 @@ type Engine struct {
 	// (receiveLoop reads it with rxMu still held).
 	rxDelivered int
 	// polled is the engine's registration with the shared poller
-	// (Config.SharedPoll), nil when it has a receive goroutine.
-	polled   *rxpoll.Registration
+	// (Config.SharedPoll: an *rxpoll.Registration, or a
+	// datapath.ReadyNotifier's stop), nil when it has a receive goroutine.
+	polled   interface{ Remove() }
 	tallyBuf doneTally
 	stats    counters // its per-operation counters first (stats.go)
 	// rxDec is the received packet decoded: its header and first

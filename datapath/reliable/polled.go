@@ -29,6 +29,16 @@ type polledEngine Engine
 // transport can be served so; otherwise the engine keeps a receive
 // goroutine (New starts it when e.polled is nil).
 func (e *Engine) joinPoller() error {
+	if rn, ok := e.tr.(datapath.ReadyNotifier); ok {
+		e.onPoller = true // before the transport can call Ready
+		stop, ok, err := rn.NotifyReady(func() { (*polledEngine)(e).Ready(0) })
+		if err != nil || !ok {
+			e.onPoller = false
+			return err
+		}
+		e.polled = stopFunc(stop)
+		return nil
+	}
 	sp, ok := e.tr.(datapath.SharedPollable)
 	if !ok {
 		return nil
@@ -46,6 +56,12 @@ func (e *Engine) joinPoller() error {
 	e.polled = r
 	return nil
 }
+
+// stopFunc is a datapath.ReadyNotifier's stop as the engine's hold on the
+// poller.
+type stopFunc func()
+
+func (f stopFunc) Remove() { f() }
 
 // Ready implements rxpoll.Handler: one receive batch without waiting, as
 // the receive goroutine would run it. The epoll set is level triggered, so
