@@ -154,16 +154,7 @@ type Transport struct {
 	closed   atomic.Bool
 	closing  chan struct{}
 	q        rxQueue
-	batch    int
-	// shared: the transport is served by the shared poller (Options.SharedPoll,
-	// shared.go): Receive never drains the rings, and looks at the kernel
-	// socket only when the poller found it readable (kernelDue).
-	shared    bool
-	kernelDue atomic.Bool
-	ready     atomic.Pointer[func()] // the reader NotifyReady set
-	listed    bool                   // on the device's pending list; guarded by dev.rxMu
-	kernelReg *rxpoll.Registration   // the kernel socket on the shared poller
-	timer     *time.Timer            // Receive's FallbackPoll wait (one Receive at a time)
+	timer    *time.Timer // Receive's FallbackPoll wait (one Receive at a time)
 	// The kernel-socket check's state (receiveKernel), owned by Receive
 	// (one at a time): when it next looks, in nanoseconds since epoch, and
 	// how many calls it has seen (the clock is read on every 16th).
@@ -173,6 +164,18 @@ type Transport struct {
 
 	rxXSK, rxKernel, txXSK, txNoHop, txOtherLink, txNoFrame, txTooBig atomic.Uint64
 	rxBadCsum, rxOtherHost                                            atomic.Uint64
+
+	// The fields of many endpoints on one interface, after the hot ones
+	// above so that a lone endpoint's layout is what it was without them.
+	batch int
+	// shared: the transport is served by the shared poller (Options.SharedPoll,
+	// shared.go): Receive never drains the rings, and looks at the kernel
+	// socket only when the poller found it readable (kernelDue).
+	shared    bool
+	kernelDue atomic.Bool
+	ready     atomic.Pointer[func()] // the reader NotifyReady set
+	listed    bool                   // on the device's pending list; guarded by dev.rxMu
+	kernelReg *rxpoll.Registration   // the kernel socket on the shared poller
 }
 
 var (
@@ -226,23 +229,45 @@ func Open(opts Options) (*Transport, error) {
 		t.kernel.Close()
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
-	// A queue slot holds what a frame can carry: the device's frames are
-	// sized by the interface's MTU.
-	t.q.init(qlen, min(slotSize, t.dev.frameSize))
-	// One resolver per address of the device, shared by its transports
-	// (resolvers.go); bound to this thread's namespace.
-	if t.resolver, err = t.dev.resolverFor(t.local.Addr()); err != nil {
+	slot := slotSize
+	if t.shared {
+		// A queue slot holds what a frame can carry (the device's frames
+		// are sized by the interface's MTU): thousands of shared
+		// transports' queues are most of their memory.
+		slot = min(slotSize, t.dev.frameSize)
+	}
+	t.q.init(qlen, slot)
+	// Bound to this thread's namespace, which its goroutines keep using.
+	// Shared transports share one resolver per address of the device
+	// (resolvers.go); any other has its own, as a lone endpoint did before
+	// there were shared ones.
+	if t.shared {
+		t.resolver, err = t.dev.resolverFor(t.local.Addr())
+	} else {
+		t.resolver, err = nexthop.New(nexthop.Options{Src: t.local.Addr()})
+	}
+	if err != nil {
 		t.dev.close(t)
 		t.kernel.Close()
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	if err := t.dev.register(t); err != nil {
-		t.dev.putResolver(t.local.Addr())
+		t.releaseResolver()
 		t.dev.close(t)
 		t.kernel.Close()
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	return t, nil
+}
+
+// releaseResolver lets go of the transport's next-hop resolver: its own,
+// or its hold on the device's shared one.
+func (t *Transport) releaseResolver() {
+	if t.shared {
+		t.dev.putResolver(t.local.Addr())
+		return
+	}
+	t.resolver.Close()
 }
 
 // InterfaceOf returns the name of the interface holding addr, in the
@@ -315,7 +340,9 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 		// A shared transport leaves the rings to the shared poller.
 		if !t.shared && d.rxMu.TryLock() {
 			if d.drain() > 0 {
-				d.wakePending()
+				if len(d.pending) > 0 { // shared transports' datagrams
+					d.wakePending()
+				}
 				d.rxMu.Unlock()
 				continue
 			}
@@ -484,7 +511,14 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 		if k == 0 {
 			continue
 		}
-		sent, err := d.transmit(s, d.tx[:k])
+		var sent int
+		var err error
+		if t.shared {
+			// Held while the shared poller's handler runs readers.
+			sent, err = d.transmitHeld(s, d.tx[:k])
+		} else {
+			sent, err = s.Transmit(d.tx[:k])
+		}
 		for _, d := range d.tx[sent:k] { // TX ring full: datagram semantics, drop
 			s.ReturnTxFrame(d.Addr)
 			t.txNoFrame.Add(1)
@@ -555,7 +589,7 @@ func (t *Transport) Close() error {
 	close(t.closing)
 	t.stopNotify()
 	_ = t.dev.att.DeletePort(t.local.Port())
-	t.dev.putResolver(t.local.Addr())
 	t.dev.close(t)
+	t.releaseResolver()
 	return t.kernel.Close()
 }

@@ -37,23 +37,12 @@ type device struct {
 
 	rxMu sync.Mutex // held while draining or polling the RX rings; guards rx
 
-	mu        sync.RWMutex
-	ports     map[uint16]*Transport       // guarded by mu: transports by local port
-	resolvers map[netip.Addr]*resolverRef // guarded by mu: by source address (resolvers.go)
-	refs      int                         // guarded by devicesMu
-
-	// The shared poller's side (shared.go): pending are the shared
-	// transports a drain queued datagrams for, whose readers have not run
-	// yet (guarded by rxMu); sharedPoll is nil until the first shared transport.
-	pending    []*Transport
-	sharedPoll atomic.Pointer[devicePoll]
+	mu    sync.RWMutex
+	ports map[uint16]*Transport // guarded by mu: transports by local port
+	refs  int                   // guarded by devicesMu
 
 	txMu sync.Mutex // guards tx, the kick fields and transmits on socks[0]
 	tx   [batch]xsk.Desc
-	// While the shared poller's handler runs readers, their sends only
-	// queue frames (kicksHeld), and the handler kicks once after them
-	// (kickOwed: something was queued; shared.go).
-	kicksHeld, kickOwed bool
 
 	rx [batch]xsk.Desc
 
@@ -61,6 +50,20 @@ type device struct {
 	// the device opened and cleared before it closes: they need neither
 	// rxMu nor txMu, so a metrics scrape never waits for the datapath.
 	statSocks atomic.Pointer[[]*xsk.Socket]
+
+	// The shared transports' side (Options.SharedPoll), after the fields
+	// above so that their layout is a lone endpoint's as before it.
+	// resolvers: by source address (resolvers.go), guarded by mu.
+	resolvers map[netip.Addr]*resolverRef
+	// pending are the shared transports a drain queued datagrams for,
+	// whose readers have not run yet (guarded by rxMu); sharedPoll is nil
+	// until the first shared transport (shared.go).
+	pending    []*Transport
+	sharedPoll atomic.Pointer[devicePoll]
+	// While the shared poller's handler runs readers, shared transports'
+	// sends only queue frames (kicksHeld), and the handler kicks once
+	// after them (kickOwed: something was queued); guarded by txMu.
+	kicksHeld, kickOwed bool
 }
 
 var (

@@ -243,9 +243,9 @@ func (d *device) leavePollerLocked() {
 	unix.Close(p.efd)
 }
 
-// transmit sends descs on s, or only queues them while the handler holds
-// the kicks. d.txMu is held.
-func (d *device) transmit(s *xsk.Socket, descs []xsk.Desc) (int, error) {
+// transmitHeld sends a shared transport's descs on s, or only queues them
+// while the handler holds the kicks. d.txMu is held.
+func (d *device) transmitHeld(s *xsk.Socket, descs []xsk.Desc) (int, error) {
 	if !d.kicksHeld {
 		return s.Transmit(descs)
 	}
