@@ -638,10 +638,14 @@ type Engine struct {
 	// rxDelivered is how many completions the last batch delivered
 	// (receiveLoop reads it with rxMu still held).
 	rxDelivered int
-	// polled is the engine's registration with the shared poller
-	// (Config.SharedPoll: an *rxpoll.Registration, or a
-	// datapath.ReadyNotifier's stop), nil when it has a receive goroutine.
-	polled   interface{ Remove() }
+	// polled removes the engine from the shared poller (Config.SharedPoll:
+	// an rxpoll.Registration's Remove, or a datapath.ReadyNotifier's
+	// stop), nil when it has a receive goroutine. A func: one word, as
+	// the *rxpoll.Registration it was, since an interface here (two
+	// words) moved every field below by 8 bytes, and the spinning atomic
+	// rows of fabtests fell behind with it (docs/performance-history.md,
+	// "Many peers, brought back").
+	polled   func()
 	tallyBuf doneTally
 	stats    counters // its per-operation counters first (stats.go)
 	// rxDec is the received packet decoded: its header and first
@@ -2107,7 +2111,7 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	close(e.done)
 	if e.polled != nil {
-		e.polled.Remove() // waits for a batch the poller is running
+		e.polled() // waits for a batch the poller is running
 	}
 	// Let a batch being processed finish and send its responses: a request
 	// the handler executed is answered, not left to the initiator's timer.

@@ -36,7 +36,7 @@ func (e *Engine) joinPoller() error {
 			e.onPoller = false
 			return err
 		}
-		e.polled = stopFunc(stop)
+		e.polled = stop
 		return nil
 	}
 	sp, ok := e.tr.(datapath.SharedPollable)
@@ -53,15 +53,9 @@ func (e *Engine) joinPoller() error {
 		e.onPoller = false
 		return err
 	}
-	e.polled = r
+	e.polled = r.Remove
 	return nil
 }
-
-// stopFunc is a datapath.ReadyNotifier's stop as the engine's hold on the
-// poller.
-type stopFunc func()
-
-func (f stopFunc) Remove() { f() }
 
 // Ready implements rxpoll.Handler: one receive batch without waiting, as
 // the receive goroutine would run it. The epoll set is level triggered, so
