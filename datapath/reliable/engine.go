@@ -347,8 +347,9 @@ type Config struct {
 	ManualProgress bool
 	// SharedPoll receives on the process's shared poller (polled.go)
 	// instead of a receive goroutine of the engine's own, where the
-	// transport allows it (datapath.SharedPollable; else the engine
-	// keeps its goroutine): for processes with thousands of endpoints.
+	// transport allows it (datapath.ReadyNotifier or
+	// datapath.SharedPollable; else the engine keeps its goroutine): for
+	// processes with thousands of endpoints.
 	// Not with ManualProgress or BusyPoll; the engine cannot be assisted
 	// (BeginAssist reports false).
 	SharedPoll bool
