@@ -6,7 +6,9 @@ import (
 	"github.com/xdpfab/xdpfab/datapath/nexthop"
 )
 
-// The transports of one address on a device share a next-hop resolver.
+// The shared transports (Options.SharedPoll) of one address on a device
+// share a next-hop resolver; any other transport keeps one of its own, as
+// a lone endpoint did before there were shared ones.
 // A resolver holds two netlink sockets, a probe socket and a goroutine
 // that every neighbour, route and link change of the namespace wakes: one
 // per transport made 10,000 endpoints on one interface (bench peers --ini
