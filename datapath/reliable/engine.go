@@ -840,7 +840,7 @@ func (e *Engine) Submit(r *Request) error {
 	}
 	idx := e.freeOps[len(e.freeOps)-1]
 	e.freeOps = e.freeOps[:len(e.freeOps)-1]
-	e.stats.inflight.Add(1)
+	e.stats.submitted.Add(1)
 	o := &e.ops[idx]
 	*o = op{req: *r, peer: p, next: -1, active: true, total: total}
 	if inject {
