@@ -643,9 +643,8 @@ type Engine struct {
 	// an rxpoll.Registration's Remove, or a datapath.ReadyNotifier's
 	// stop), nil when it has a receive goroutine. A func: one word, as
 	// the *rxpoll.Registration it was, since an interface here (two
-	// words) moved every field below by 8 bytes, the likely cause of the
-	// spinning atomic rows of fabtests falling behind with it
-	// (docs/performance-history.md, "Many peers, brought back").
+	// words) moved every field below by 8 bytes for engines that never
+	// use it (docs/performance-history.md, "Many peers, brought back").
 	polled   func()
 	tallyBuf doneTally
 	stats    counters // its per-operation counters first (stats.go)
