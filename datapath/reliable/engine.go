@@ -724,7 +724,6 @@ func New(tr datapath.Transport, cfg Config) (*Engine, error) {
 	for i := range e.freeOps {
 		e.freeOps[i] = int32(cfg.MaxOps - 1 - i)
 	}
-	e.mapOpsForScan()
 	e.paths, _ = tr.(datapath.PathChecker)
 	e.txPool = newBufPool(0, 1<<20)
 	e.txBuild, _ = e.txPool.get(cfg.MaxPacket)
