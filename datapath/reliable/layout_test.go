@@ -33,7 +33,7 @@ func TestEngineHotLayout(t *testing.T) {
 	}
 	stats, _ := engine.FieldByName("stats")
 	counters := reflect.TypeOf(counters{})
-	for _, name := range []string{"inflight", "srtt", "txBytes", "txRequests", "rxResponses", "opsDone"} {
+	for _, name := range []string{"submitted", "srtt", "txBytes", "txRequests", "rxResponses", "opsDone"} {
 		f, _ := counters.FieldByName(name)
 		if end := stats.Offset + f.Offset + f.Type.Size(); end > hotEnd {
 			t.Errorf("counters.%s ends at byte %d of the Engine, past the per-operation state's %d", name, end, hotEnd)
