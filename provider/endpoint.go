@@ -111,7 +111,11 @@ func xfgo_ep_control(h C.uintptr_t, command C.int, arg unsafe.Pointer) (ret C.in
 	}
 	switch command {
 	case C.FI_ENABLE:
-		return errno[C.int](pe.ep.Enable())
+		if err := pe.ep.Enable(); err != nil {
+			return errno[C.int](err)
+		}
+		settleHeap()
+		return 0
 	}
 	return -C.FI_ENOSYS
 }

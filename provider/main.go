@@ -58,7 +58,9 @@
 // Runtime. GOMAXPROCS is 2 unless XDPFAB_GOMAXPROCS (or GOMAXPROCS) says
 // otherwise: a provider lives in every MPI rank, and a rank's Go runtime
 // should not spread over every core the ranks share; a rank bound to one
-// CPU still gets 2 (runtime.go says why).
+// CPU still gets 2 (runtime.go says why). The first fi_enable of a process
+// ends with one garbage collection (heapsettle.go), so that the cycle the
+// set-up's allocations start does not run on into the first operations.
 //
 // fork. Only the forking thread survives fork(2), so the Go runtime cannot
 // run in a child. A child that does not use xdpfab (MPI launchers, fabtests'
