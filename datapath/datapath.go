@@ -113,6 +113,20 @@ type SharedPollable interface {
 	ErrorReady()
 }
 
+// ReadyNotifier is implemented by transports whose datagrams arrive on
+// rings shared with other transports of the process (AF_XDP endpoints on
+// one interface), so that no descriptor of their own reports them and
+// SharedPollable does not fit, but which the process-wide poller
+// (datapath/rxpoll) can serve all the same: NotifyReady has the transport
+// call fn on the poller's goroutine whenever Receive without waiting would
+// return a datagram (fn should receive one batch, as a SharedPollable's
+// handler does). stop removes fn and waits for a call in progress; it must
+// not be called from fn. ok is false when the transport is not served so
+// (then the caller keeps a receive goroutine).
+type ReadyNotifier interface {
+	NotifyReady(fn func()) (stop func(), ok bool, err error)
+}
+
 // PathChecker is implemented by transports that choose a packet's
 // link-layer path themselves (the AF_XDP transport builds its frames for a
 // cached next hop) and so can keep sending into the void when that path

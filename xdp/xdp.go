@@ -167,6 +167,12 @@ type Options struct {
 	// RunPriority is the component's run priority in the dispatcher
 	// (lower runs first; 0: DefaultRunPriority).
 	RunPriority uint32
+	// MaxPorts, if larger than the program's default (256), sizes the
+	// ports map for that many endpoint ports: a process with thousands of
+	// AF_XDP endpoints on the interface (bench peers --ini xdp). The
+	// program does not depend on the map's capacity. Ignored when xdpfab
+	// is already attached.
+	MaxPorts uint32
 }
 
 // Attachment is xdpfab's program and maps on one interface, as loaded by
@@ -392,6 +398,9 @@ func attachNew(ns NetnsID, iface string, nl netlink.Link, opts Options) (_ *Atta
 // load.
 func replacementMaps(iface string, spec *ebpf.CollectionSpec, opts Options) (*ebpf.CollectionOptions, func(), error) {
 	copts := &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{}}
+	if ps := spec.Maps[bpf.XdpfabMapPorts]; ps != nil && opts.MaxPorts > ps.MaxEntries {
+		ps.MaxEntries = opts.MaxPorts
+	}
 	release := func() {
 		for _, m := range copts.MapReplacements {
 			m.Close()

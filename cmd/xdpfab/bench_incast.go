@@ -303,7 +303,10 @@ type incastNet struct {
 	iniAddrs []netip.Addr
 	made     []string // namespaces created, to delete
 	attached bool
-	lossOn   bool
+	// iniAttached: xdpfab is attached on the first initiator namespace's
+	// veth too (bench peers --ini xdp).
+	iniAttached bool
+	lossOn      bool
 }
 
 func incastAddr(i int) netip.Addr { // initiators: 10.236.1.1 on
@@ -393,6 +396,9 @@ func buildIncastNet(nIni int, o *incastOptions) (*incastNet, error) {
 func (n *incastNet) close() {
 	if n.attached {
 		_ = exec.Command(n.self, "-n", n.tgt, "detach", "xe0").Run()
+	}
+	if n.iniAttached {
+		_ = exec.Command(n.self, "-n", n.inis[0], "detach", "xe0").Run()
 	}
 	for _, ns := range n.made {
 		_ = n.ip("netns", "del", ns)

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -22,6 +23,8 @@ import (
 	"time"
 
 	fiatomic "github.com/xdpfab/xdpfab/atomic"
+	"github.com/xdpfab/xdpfab/datapath"
+	"github.com/xdpfab/xdpfab/datapath/afxdp"
 	"github.com/xdpfab/xdpfab/datapath/reliable"
 	"github.com/xdpfab/xdpfab/datapath/rxpoll"
 	"github.com/xdpfab/xdpfab/datapath/udp"
@@ -43,7 +46,7 @@ import (
 
 const benchPeersUsage = `usage:
   xdpfab bench peers [--peers 1,100,1000,10000] [--ops N] [--min-ops N] [--inflight N] [--addr IP] [--coalesce] [--rx shared,ring,spin,tgtspin,spinall,own] [--spin D]
-                     [--net lo,veth] [--mode native|generic] [--cpuprofile FILE] [-o text|json]
+                     [--net lo,veth] [--ini kernel,xdp] [--mode native|generic] [--cpuprofile FILE] [-o text|json]
 
 For each peer count: a fresh target (xdpfab bench serve on the kernel UDP socket, a
 child process) and that many initiator endpoints in this process, each doing --ops
@@ -73,7 +76,14 @@ initiator's kernel UDP socket in the initiators' namespace, whose veth sends ful
 UDP checksums (with veth's checksum offload the XDP program would pass every request
 to the target's kernel socket; -o json counts where the target's packets came in); --net lo,veth alternates
 the two at each peer count, each kind's ratio to its own single peer; the report
-names the transport each target got (udp or xdp). --cpuprofile writes a pprof CPU profile of the initiators' process over
+names the transport each target got (udp or xdp). --ini xdp (with --net veth) puts
+the initiators on xdpfab's fast path too: xdpfab attached on their veth (its ports
+map sized for them), every initiator endpoint an AF_XDP transport there, all of
+them sharing the interface's AF_XDP socket and served by the shared poller (rx
+shared and ring alike; own: a receive goroutine each), the XDP program steering
+each response to its endpoint by port; --ini kernel,xdp alternates the two at each
+peer count, each its own kind. The report's ini RSS/peer is the initiators'
+process's RSS growth on opening the peers, per peer. --cpuprofile writes a pprof CPU profile of the initiators' process over
 the measured part of each phase (FILE.<peers> when there are several).
 `
 
@@ -96,7 +106,9 @@ type peersOptions struct {
 	nets     []string // --net, in order: lo, veth
 	mode     string   // --mode: the veth target's XDP attach mode
 	veth     *incastNet
-	inVeth   bool // the phase runs over the veth topology
+	inVeth   bool     // the phase runs over the veth topology
+	inis     []string // --ini, in order: kernel, xdp
+	iniXDP   bool     // the phase's initiators are AF_XDP transports (--ini xdp)
 }
 
 func parsePeersFlags(args []string) (*peersOptions, error) {
@@ -115,7 +127,8 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 	fs.StringVar(&o.profile, "cpuprofile", "", "write the initiators' CPU profile to `FILE`")
 	fs.Uint64Var(&o.key, "key", 0xbe7c4, "region key")
 	nets := fs.String("net", "lo", "where: lo (kernel UDP over loopback), veth (the target on AF_XDP over a veth pair), comma-separated")
-	fs.StringVar(&o.mode, "mode", "native", "with --net veth: XDP attach mode for the target, native or generic")
+	fs.StringVar(&o.mode, "mode", "native", "with --net veth: XDP attach mode for the target (and --ini xdp's initiators), native or generic")
+	inis := fs.String("ini", "kernel", "with --net veth: the initiators' transport, kernel (a UDP socket each) or xdp (AF_XDP), comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -147,6 +160,15 @@ func parsePeersFlags(args []string) (*peersOptions, error) {
 		}
 		o.nets = append(o.nets, m)
 	}
+	for _, m := range strings.Split(*inis, ",") {
+		if m = strings.TrimSpace(m); m != "kernel" && m != "xdp" {
+			return nil, fmt.Errorf("%w: --ini takes kernel and xdp", errUsage)
+		}
+		o.inis = append(o.inis, m)
+	}
+	if slices.Contains(o.inis, "xdp") && !slices.Contains(o.nets, "veth") {
+		return nil, fmt.Errorf("%w: --ini xdp needs --net veth", errUsage)
+	}
 
 	if o.mode != "native" && o.mode != "generic" {
 		return nil, fmt.Errorf("%w: --mode takes native or generic", errUsage)
@@ -160,6 +182,19 @@ type peersPhase struct {
 	Peers int    `json:"peers"`
 	Net   string `json:"net"` // lo or veth
 	Rx    string `json:"rx"`  // the initiators' receive side: shared or own
+	// Ini is the initiators' transport: kernel (a UDP socket each) or
+	// xdp (AF_XDP, --ini xdp).
+	Ini string `json:"ini"`
+	// IniTxXSK, IniRxXSK and IniRxKernel are the AF_XDP initiators'
+	// frames sent and datagrams received through the rings, and
+	// datagrams received through their kernel sockets, over the measured
+	// phase (0 for kernel initiators).
+	IniTxXSK    uint64 `json:"ini_tx_afxdp"`
+	IniRxXSK    uint64 `json:"ini_rx_afxdp"`
+	IniRxKernel uint64 `json:"ini_rx_kernel_socket"`
+	// IniRSSPerPeer is the initiators' process's RSS growth on opening
+	// the phase's peers, per peer.
+	IniRSSPerPeer float64 `json:"ini_rss_bytes_per_peer"`
 	// Transport is the target's, as its banner said: udp or xdp.
 	Transport string  `json:"target_transport"`
 	Ops       int     `json:"ops"`
@@ -221,32 +256,39 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 	first := map[string]peersPhase{} // each kind's (net and receive side) first phase
 	for _, n := range o.peers {
 		for _, nt := range o.nets {
-			for _, m := range o.rxModes {
-				select {
-				case <-done:
-					return errors.New("interrupted")
-				default:
-				}
-				fmt.Fprintf(stderr, "bench peers: %d peers x %d fetch-adds, net %s, rx %s...\n", n, o.ops, nt, m)
-				po := *o
-				po.ownRx, po.spinRx, po.spinTgt = m == "own", m == "spin" || m == "spinall", m == "tgtspin" || m == "spinall"
-				po.inVeth = nt == "veth"
-				po.ringTx = m == "ring"
-				r, err := runPeersPhase(&po, n, stderr)
-				if err != nil {
-					return fmt.Errorf("%d peers, net %s, rx %s: %w", n, nt, m, err)
-				}
-				r.Net, r.Rx = nt, m
-				kind := nt + "/" + m
-				if f, ok := first[kind]; ok && f.Rate > 0 {
-					r.RateRatio = r.Rate / f.Rate
-					if cpu := r.TargetCPUus + r.InitCPUus; cpu > 0 {
-						r.CPURatio = (f.TargetCPUus + f.InitCPUus) / cpu
+			inis := []string{"kernel"}
+			if nt == "veth" {
+				inis = o.inis
+			}
+			for _, ini := range inis {
+				for _, m := range o.rxModes {
+					select {
+					case <-done:
+						return errors.New("interrupted")
+					default:
 					}
-				} else {
-					first[kind], r.RateRatio, r.CPURatio = *r, 1, 1
+					fmt.Fprintf(stderr, "bench peers: %d peers x %d fetch-adds, net %s, ini %s, rx %s...\n", n, o.ops, nt, ini, m)
+					po := *o
+					po.ownRx, po.spinRx, po.spinTgt = m == "own", m == "spin" || m == "spinall", m == "tgtspin" || m == "spinall"
+					po.inVeth = nt == "veth"
+					po.ringTx = m == "ring"
+					po.iniXDP = ini == "xdp"
+					r, err := runPeersPhase(&po, n, stderr)
+					if err != nil {
+						return fmt.Errorf("%d peers, net %s, ini %s, rx %s: %w", n, nt, ini, m, err)
+					}
+					r.Net, r.Rx, r.Ini = nt, m, ini
+					kind := nt + "/" + ini + "/" + m
+					if f, ok := first[kind]; ok && f.Rate > 0 {
+						r.RateRatio = r.Rate / f.Rate
+						if cpu := r.TargetCPUus + r.InitCPUus; cpu > 0 {
+							r.CPURatio = (f.TargetCPUus + f.InitCPUus) / cpu
+						}
+					} else {
+						first[kind], r.RateRatio, r.CPURatio = *r, 1, 1
+					}
+					rows = append(rows, *r)
 				}
-				rows = append(rows, *r)
 			}
 		}
 	}
@@ -257,14 +299,14 @@ func cmdBenchPeers(args []string, stdout, stderr io.Writer, stop <-chan struct{}
 	}
 	fmt.Fprintf(stdout, "xdpfab bench peers: one target endpoint (net lo: kernel UDP over loopback; veth: AF_XDP, the initiators' kernel sockets in a namespace of their own), %d fetch-adds per peer, %d in flight, coalescing %s; rx shared: the initiators' sockets served by one poller, ring: and their sends of a poller round in one io_uring_enter, spin: the poller spinning %v before it parks, tgtspin: the target's, spinall: both, own: a receive goroutine each\n",
 		o.ops, o.inflight, onOff(o.coalesce), o.spin)
-	fmt.Fprintf(stdout, "%8s %5s %4s %7s %10s %12s %9s %9s %14s %12s %12s %12s %8s %8s %s\n", "peers", "net", "tgt", "rx", "ops", "ops/s", "vs 1st", "per CPU", "target RSS +", "per peer", "tgt CPU/op", "ini CPU/op", "retx", "spurious", "exactly once")
+	fmt.Fprintf(stdout, "%8s %5s %4s %6s %7s %10s %12s %9s %9s %14s %12s %12s %12s %12s %8s %8s %s\n", "peers", "net", "tgt", "ini", "rx", "ops", "ops/s", "vs 1st", "per CPU", "target RSS +", "per peer", "ini RSS/peer", "tgt CPU/op", "ini CPU/op", "retx", "spurious", "exactly once")
 	for _, r := range rows {
-		fmt.Fprintf(stdout, "%8d %5s %4s %7s %10d %12s %8.2fx %8.2fx %13.1fM %11.0fB %10.2fus %10.2fus %8d %8d %v\n", r.Peers, r.Net, r.Transport, r.Rx, r.Ops, si(r.Rate), r.RateRatio, r.CPURatio,
-			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.TargetCPUus, r.InitCPUus, r.Retransmits, r.Spurious, r.ExactlyOnce)
+		fmt.Fprintf(stdout, "%8d %5s %4s %6s %7s %10d %12s %8.2fx %8.2fx %13.1fM %11.0fB %11.0fB %10.2fus %10.2fus %8d %8d %v\n", r.Peers, r.Net, r.Transport, r.Ini, r.Rx, r.Ops, si(r.Rate), r.RateRatio, r.CPURatio,
+			float64(r.RSSGrowth)/(1<<20), r.PerPeer, r.IniRSSPerPeer, r.TargetCPUus, r.InitCPUus, r.Retransmits, r.Spurious, r.ExactlyOnce)
 	}
 	for _, r := range rows {
 		if !r.ExactlyOnce || r.Failed > 0 {
-			return fmt.Errorf("%d peers, net %s, rx %s: %d failed operations, exactly once %v", r.Peers, r.Net, r.Rx, r.Failed, r.ExactlyOnce)
+			return fmt.Errorf("%d peers, net %s, ini %s, rx %s: %d failed operations, exactly once %v", r.Peers, r.Net, r.Ini, r.Rx, r.Failed, r.ExactlyOnce)
 		}
 	}
 	return nil
@@ -404,6 +446,20 @@ func (t *peersTarget) rss() (int64, error) {
 	return pages * int64(os.Getpagesize()), err
 }
 
+// selfRSS returns this process's resident set in bytes (0 if unknown).
+func selfRSS() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
 // cpu returns the target's user+system CPU time.
 func (t *peersTarget) cpu() (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", t.cmd.Process.Pid))
@@ -459,6 +515,7 @@ func freePortPair(addr netip.Addr) (uint16, error) {
 // is its number modulo the peer count, so every peer gets exactly ops.
 type peersLoad struct {
 	inis    []*reliable.Engine
+	xdps    []*afxdp.Transport // the initiators' transports with --ini xdp
 	peer    reliable.Peer
 	key     uint64
 	total   int
@@ -556,7 +613,17 @@ func newPeersLoad(o *peersOptions, target netip.AddrPort, n, total int) (*peersL
 	// stays in the namespace it was made in).
 	err := inNetns(ns, func() error {
 		for i := range n {
-			tr, err := udp.Listen(local, udp.Options{Batch: 8, SocketBuffer: 256 << 10, SharedPoll: !o.ownRx, RingSend: o.ringTx})
+			var tr datapath.Transport
+			var err error
+			if o.iniXDP {
+				var x *afxdp.Transport
+				if x, err = openXDPInitiator(local, slots, n, !o.ownRx); err == nil {
+					l.xdps = append(l.xdps, x)
+					tr = x
+				}
+			} else {
+				tr, err = udp.Listen(local, udp.Options{Batch: 8, SocketBuffer: 256 << 10, SharedPoll: !o.ownRx, RingSend: o.ringTx})
+			}
 			if err != nil {
 				return fmt.Errorf("initiator %d: %w", i, err)
 			}
@@ -571,6 +638,12 @@ func newPeersLoad(o *peersOptions, target netip.AddrPort, n, total int) (*peersL
 		}
 		return nil
 	})
+	if err == nil && len(l.xdps) > 0 {
+		// The target's next hop, resolved before the phase: the
+		// endpoints' first requests go out on their rings, not through
+		// their kernel sockets (the resolver is the device's, shared).
+		err = l.xdps[0].ResolvePath(target.Addr())
+	}
 	if err != nil {
 		l.close()
 		return nil, err
@@ -621,13 +694,18 @@ func runPeersPhase(o *peersOptions, n int, stderr io.Writer) (*peersPhase, error
 	}
 	base := uint64(o.ops)
 	total := n * max(o.ops, (o.minOps+n-1)/n)
+	runtime.GC()
+	iniRSS0 := selfRSS()
 	l, err := newPeersLoad(o, t.addr, n, total)
 	if err != nil {
 		return nil, err
 	}
+	runtime.GC()
+	iniRSS1 := selfRSS()
 	defer l.close()
 	time.Sleep(200 * time.Millisecond)
 	rss0, err1 := t.rss()
+	iniXSK0 := l.xdpStats()
 	cpu0, err2 := t.cpu()
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, err
@@ -667,6 +745,11 @@ func runPeersPhase(o *peersOptions, n int, stderr io.Writer) (*peersPhase, error
 		InitCPUus: float64(icpu) / float64(time.Microsecond) / float64(total),
 		Failed:    int(l.failed.Load())}
 	r.Retransmits, r.Spurious = l.retransmits()
+	r.IniRSSPerPeer = float64(iniRSS1-iniRSS0) / float64(n)
+	if o.iniXDP {
+		x := l.xdpStats()
+		r.IniTxXSK, r.IniRxXSK, r.IniRxKernel = x.TxXSK-iniXSK0.TxXSK, x.RxXSK-iniXSK0.RxXSK, x.RxKernel-iniXSK0.RxKernel
+	}
 	r.PerPeer = float64(r.RSSGrowth) / float64(n)
 	r.ExactlyOnce = r.Failed == 0 && l.exactlyOnce(base)
 	st, err := t.stop()

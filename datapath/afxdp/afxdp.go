@@ -33,6 +33,16 @@
 // port's traffic to the kernel socket. Close removes the port entry; the
 // last transport on the interface removes the XSKMAP slots and the sockets.
 //
+// With Options.SharedPoll the process's shared poller (datapath/rxpoll)
+// serves the transport instead (datapath.ReadyNotifier, shared.go): the
+// device's sockets are on the poller, whose handler drains the rings and
+// runs the reader of each transport it queued datagrams for, sends during
+// those readers are kicked once after them, and the kernel socket is on
+// the poller too. Thousands of endpoints on one interface (bench peers
+// --ini xdp) then cost no goroutine, timer or descriptor beyond the kernel
+// socket each; the transports of one address share a next-hop resolver
+// (resolvers.go), and Options.QueueLen bounds their queues' memory.
+//
 // Receive takes from the transport's queue and, at most every
 // KernelPollInterval, from the kernel socket (a recvmmsg that finds nothing
 // cost half the CPU of a busy target when it ran on every Receive); a
@@ -63,6 +73,7 @@ import (
 	"github.com/xdpfab/xdpfab/bpf"
 	"github.com/xdpfab/xdpfab/datapath"
 	"github.com/xdpfab/xdpfab/datapath/nexthop"
+	"github.com/xdpfab/xdpfab/datapath/rxpoll"
 	"github.com/xdpfab/xdpfab/datapath/udp"
 	"github.com/xdpfab/xdpfab/datapath/udpframe"
 	"github.com/xdpfab/xdpfab/datapath/xsk"
@@ -102,6 +113,22 @@ type Options struct {
 	Local netip.AddrPort
 	// Bind selects copy or zero-copy AF_XDP (auto: zero-copy if possible).
 	Bind xsk.BindMode
+	// QueueLen is how many received datagrams the transport holds for its
+	// endpoint (default 512). A process with thousands of endpoints on the
+	// interface, each with a few operations in flight, gives each a short
+	// queue: the queue's buffers (a frame each) are most of a transport's
+	// memory.
+	QueueLen int
+	// Batch is the most datagrams one Receive or Send moves (BatchSize;
+	// default 64). The reliable engine keeps a receive buffer per batch
+	// slot.
+	Batch int
+	// SharedPoll has the process's shared poller (datapath/rxpoll) serve
+	// the transport (datapath.ReadyNotifier, shared.go): the poller drains
+	// the interface's rings and calls the transport's reader, so an
+	// endpoint needs no receive goroutine, and thousands of endpoints on
+	// one interface cost nothing while idle.
+	SharedPoll bool
 }
 
 // Stats are the transport's own counters.
@@ -137,6 +164,18 @@ type Transport struct {
 
 	rxXSK, rxKernel, txXSK, txNoHop, txOtherLink, txNoFrame, txTooBig atomic.Uint64
 	rxBadCsum, rxOtherHost                                            atomic.Uint64
+
+	// The fields of many endpoints on one interface, after the hot ones
+	// above so that a lone endpoint's layout is what it was without them.
+	batch int
+	// shared: the transport is served by the shared poller (Options.SharedPoll,
+	// shared.go): Receive never drains the rings, and looks at the kernel
+	// socket only when the poller found it readable (kernelDue).
+	shared    bool
+	kernelDue atomic.Bool
+	ready     atomic.Pointer[func()] // the reader NotifyReady set
+	listed    bool                   // on the device's pending list; guarded by dev.rxMu
+	kernelReg *rxpoll.Registration   // the kernel socket on the shared poller
 }
 
 var (
@@ -162,9 +201,20 @@ func Open(opts Options) (*Transport, error) {
 		// receive side serves one destination address.
 		return nil, fmt.Errorf("afxdp: local address %v: an interface address is needed: %w", opts.Local.Addr(), fi.EINVAL)
 	}
-	t := &Transport{closing: make(chan struct{})}
+	t := &Transport{closing: make(chan struct{}), batch: batch, shared: opts.SharedPoll}
+	if opts.Batch > 0 {
+		t.batch = min(opts.Batch, batch)
+	}
+	qlen := queueLen
+	if opts.QueueLen > 0 {
+		qlen = opts.QueueLen
+	}
 	var err error
-	t.kernel, err = udp.Listen(opts.Local, udp.Options{})
+	// The kernel socket's batch state is per batch slot: no larger than
+	// the transport's. A shared transport's is on the shared poller
+	// (NotifyReady), so it needs no epoll set of its own (udp's armed
+	// socket): one descriptor per endpoint, not two.
+	t.kernel, err = udp.Listen(opts.Local, udp.Options{Batch: t.batch, SharedPoll: t.shared})
 	if err != nil {
 		return nil, fmt.Errorf("afxdp: kernel socket: %w", err)
 	}
@@ -172,28 +222,52 @@ func Open(opts Options) (*Transport, error) {
 	// As a received frame's destination parses: IPv4 as 4 bytes (an IPv6
 	// datagram to a mapped address is not IPv4 traffic), no zone.
 	t.addr = t.local.Addr().Unmap().WithZone("")
-	// Bound to this thread's namespace, which its goroutines keep using.
-	t.resolver, err = nexthop.New(nexthop.Options{Src: t.local.Addr()})
-	if err != nil {
-		t.kernel.Close()
-		return nil, fmt.Errorf("afxdp: %w", err)
-	}
-	t.q.init(queueLen, slotSize)
 	t.timer = time.NewTimer(time.Hour)
 	t.timer.Stop()
 	t.epoch = time.Now()
 	if t.dev, err = openDevice(opts.Iface, opts.Bind); err != nil {
-		t.resolver.Close()
+		t.kernel.Close()
+		return nil, fmt.Errorf("afxdp: %w", err)
+	}
+	slot := slotSize
+	if t.shared {
+		// A queue slot holds what a frame can carry (the device's frames
+		// are sized by the interface's MTU): thousands of shared
+		// transports' queues are most of their memory.
+		slot = min(slotSize, t.dev.frameSize)
+	}
+	t.q.init(qlen, slot)
+	// Bound to this thread's namespace, which its goroutines keep using.
+	// Shared transports share one resolver per address of the device
+	// (resolvers.go); any other has its own, as a lone endpoint did before
+	// there were shared ones.
+	if t.shared {
+		t.resolver, err = t.dev.resolverFor(t.local.Addr())
+	} else {
+		t.resolver, err = nexthop.New(nexthop.Options{Src: t.local.Addr()})
+	}
+	if err != nil {
+		t.dev.close(t)
 		t.kernel.Close()
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	if err := t.dev.register(t); err != nil {
+		t.releaseResolver()
 		t.dev.close(t)
-		t.resolver.Close()
 		t.kernel.Close()
 		return nil, fmt.Errorf("afxdp: %w", err)
 	}
 	return t, nil
+}
+
+// releaseResolver lets go of the transport's next-hop resolver: its own,
+// or its hold on the device's shared one.
+func (t *Transport) releaseResolver() {
+	if t.shared {
+		t.dev.putResolver(t.local.Addr())
+		return
+	}
+	t.resolver.Close()
 }
 
 // InterfaceOf returns the name of the interface holding addr, in the
@@ -235,7 +309,7 @@ func (t *Transport) Attachment() *xdp.Attachment { return t.dev.att }
 func (t *Transport) LocalAddr() netip.AddrPort { return t.local }
 
 // BatchSize implements datapath.Transport.
-func (t *Transport) BatchSize() int { return batch }
+func (t *Transport) BatchSize() int { return t.batch }
 
 // Receive implements datapath.Transport. The caller that gets the device's
 // RX lock drains the rings for every transport and, when nothing is there
@@ -263,8 +337,12 @@ func (t *Transport) Receive(pkts []datapath.Packet, wait bool) (int, error) {
 			}
 			return n, nil
 		}
-		if d.rxMu.TryLock() {
+		// A shared transport leaves the rings to the shared poller.
+		if !t.shared && d.rxMu.TryLock() {
 			if d.drain() > 0 {
+				if len(d.pending) > 0 { // shared transports' datagrams
+					d.wakePending()
+				}
 				d.rxMu.Unlock()
 				continue
 			}
@@ -305,18 +383,28 @@ const kernelBusySlack = 900 * time.Microsecond
 // passed since it last looked and found nothing.
 // A spinning receiver calls it millions of times a second, so it reads the
 // clock on every 16th call only, unless the caller has just waited.
+// A shared transport looks only when the shared poller found its kernel
+// socket readable, and then at once.
 func (t *Transport) receiveKernel(pkts []datapath.Packet, waited, busy bool) (int, error) {
-	t.kernelCalls++
-	if !waited && t.kernelCalls%16 != 0 {
-		return 0, nil
-	}
-	now := int64(time.Since(t.epoch))
-	next := t.kernelNext
-	if busy {
-		next += int64(kernelBusySlack)
-	}
-	if now < next {
-		return 0, nil
+	now := int64(0)
+	if t.shared && !waited {
+		if !t.kernelDue.Load() {
+			return 0, nil
+		}
+		t.kernelDue.Store(false)
+	} else {
+		t.kernelCalls++
+		if !waited && t.kernelCalls%16 != 0 {
+			return 0, nil
+		}
+		now = int64(time.Since(t.epoch))
+		next := t.kernelNext
+		if busy {
+			next += int64(kernelBusySlack)
+		}
+		if now < next {
+			return 0, nil
+		}
 	}
 	m, err := t.kernel.Receive(pkts, false)
 	if err != nil && !errors.Is(err, datapath.ErrClosed) {
@@ -423,7 +511,14 @@ func (t *Transport) Send(pkts []datapath.Packet) error {
 		if k == 0 {
 			continue
 		}
-		sent, err := s.Transmit(d.tx[:k])
+		var sent int
+		var err error
+		if t.shared {
+			// Held while the shared poller's handler runs readers.
+			sent, err = d.transmitHeld(s, d.tx[:k])
+		} else {
+			sent, err = s.Transmit(d.tx[:k])
+		}
 		for _, d := range d.tx[sent:k] { // TX ring full: datagram semantics, drop
 			s.ReturnTxFrame(d.Addr)
 			t.txNoFrame.Add(1)
@@ -455,6 +550,17 @@ func (t *Transport) hop(dst netip.Addr) (nexthop.Hop, bool) {
 	return h, true
 }
 
+// ResolvePath resolves dst's next hop now (blocking up to a second), so
+// that the first datagrams to it leave through AF_XDP instead of the
+// kernel socket; the transports of the address share the answer.
+func (t *Transport) ResolvePath(dst netip.Addr) error {
+	_, err := t.resolver.Lookup(dst.Unmap())
+	if err != nil {
+		return fmt.Errorf("afxdp: next hop of %v: %w", dst, err)
+	}
+	return nil
+}
+
 // CheckPath implements datapath.PathChecker: the reliable engine finds dst
 // silent, so its next hop is verified again (nexthop.Resolver.Recheck,
 // rate-limited there); packets go through the kernel socket until it is.
@@ -481,8 +587,9 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	close(t.closing)
+	t.stopNotify()
 	_ = t.dev.att.DeletePort(t.local.Port())
 	t.dev.close(t)
-	t.resolver.Close()
+	t.releaseResolver()
 	return t.kernel.Close()
 }

@@ -41,7 +41,7 @@ type device struct {
 	ports map[uint16]*Transport // guarded by mu: transports by local port
 	refs  int                   // guarded by devicesMu
 
-	txMu sync.Mutex // guards tx and transmits on socks[0]
+	txMu sync.Mutex // guards tx, the kick fields and transmits on socks[0]
 	tx   [batch]xsk.Desc
 
 	rx [batch]xsk.Desc
@@ -50,6 +50,20 @@ type device struct {
 	// the device opened and cleared before it closes: they need neither
 	// rxMu nor txMu, so a metrics scrape never waits for the datapath.
 	statSocks atomic.Pointer[[]*xsk.Socket]
+
+	// The shared transports' side (Options.SharedPoll), after the fields
+	// above so that their layout is a lone endpoint's as before it.
+	// resolvers: by source address (resolvers.go), guarded by mu.
+	resolvers map[netip.Addr]*resolverRef
+	// pending are the shared transports a drain queued datagrams for,
+	// whose readers have not run yet (guarded by rxMu); sharedPoll is nil
+	// until the first shared transport (shared.go).
+	pending    []*Transport
+	sharedPoll atomic.Pointer[devicePoll]
+	// While the shared poller's handler runs readers, shared transports'
+	// sends only queue frames (kicksHeld), and the handler kicks once
+	// after them (kickOwed: something was queued); guarded by txMu.
+	kicksHeld, kickOwed bool
 }
 
 var (
@@ -72,7 +86,7 @@ func openDevice(iface string, bind xsk.BindMode) (*device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("xdpfab is not attached on %s: %w", iface, err)
 	}
-	d := &device{key: key, claim: -1, att: att, ports: map[uint16]*Transport{}}
+	d := &device{key: key, claim: -1, att: att, ports: map[uint16]*Transport{}, resolvers: map[netip.Addr]*resolverRef{}}
 	if d.claim, err = claimQueues(att.Ifindex); err != nil {
 		att.Close()
 		return nil, fmt.Errorf("%s: %w", iface, err)
@@ -156,6 +170,8 @@ func (d *device) close(t *Transport) {
 	if !last {
 		return
 	}
+	// Off the shared poller first: its handler takes rxMu.
+	d.leavePoller()
 	// A poller leaves within FallbackPoll.
 	d.rxMu.Lock()
 	d.txMu.Lock()
@@ -216,6 +232,10 @@ func (d *device) drain() int {
 			t.rxXSK.Add(1)
 			t.q.push(f[p.PayloadOffset:p.PayloadOffset+p.PayloadLen],
 				netip.AddrPortFrom(p.Src.Addr().Unmap(), p.Src.Port()), metaOf(m, ok))
+			if t.shared && !t.listed {
+				t.listed = true
+				d.pending = append(d.pending, t)
+			}
 		}
 		d.mu.RUnlock()
 		if k > 0 {
@@ -279,6 +299,13 @@ func (q *rxQueue) push(payload []byte, src netip.AddrPort, meta datapath.Meta) {
 	case q.ready <- struct{}{}:
 	default:
 	}
+}
+
+// len returns how many packets are queued.
+func (q *rxQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
 }
 
 // pop moves queued packets into pkts and returns how many.

@@ -202,7 +202,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfab/xdpfab/datapath"
-	"github.com/xdpfab/xdpfab/datapath/rxpoll"
 	"github.com/xdpfab/xdpfab/datapath/wire"
 	"github.com/xdpfab/xdpfab/fi"
 	"github.com/xdpfab/xdpfab/internal/epoch"
@@ -348,8 +347,9 @@ type Config struct {
 	ManualProgress bool
 	// SharedPoll receives on the process's shared poller (polled.go)
 	// instead of a receive goroutine of the engine's own, where the
-	// transport allows it (datapath.SharedPollable; else the engine
-	// keeps its goroutine): for processes with thousands of endpoints.
+	// transport allows it (datapath.ReadyNotifier or
+	// datapath.SharedPollable; else the engine keeps its goroutine): for
+	// processes with thousands of endpoints.
 	// Not with ManualProgress or BusyPoll; the engine cannot be assisted
 	// (BeginAssist reports false).
 	SharedPoll bool
@@ -639,9 +639,13 @@ type Engine struct {
 	// rxDelivered is how many completions the last batch delivered
 	// (receiveLoop reads it with rxMu still held).
 	rxDelivered int
-	// polled is the engine's registration with the shared poller
-	// (Config.SharedPoll), nil when it has a receive goroutine.
-	polled   *rxpoll.Registration
+	// polled removes the engine from the shared poller (Config.SharedPoll:
+	// an rxpoll.Registration's Remove, or a datapath.ReadyNotifier's
+	// stop), nil when it has a receive goroutine. A func: one word, as
+	// the *rxpoll.Registration it was, since an interface here (two
+	// words) moved every field below by 8 bytes for engines that never
+	// use it (docs/performance-history.md, "Many peers, brought back").
+	polled   func()
 	tallyBuf doneTally
 	stats    counters // its per-operation counters first (stats.go)
 	// rxDec is the received packet decoded: its header and first
@@ -2115,7 +2119,7 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	close(e.done)
 	if e.polled != nil {
-		e.polled.Remove() // waits for a batch the poller is running
+		e.polled() // waits for a batch the poller is running
 	}
 	// Let a batch being processed finish and send its responses: a request
 	// the handler executed is answered, not left to the initiator's timer.

@@ -29,6 +29,16 @@ type polledEngine Engine
 // transport can be served so; otherwise the engine keeps a receive
 // goroutine (New starts it when e.polled is nil).
 func (e *Engine) joinPoller() error {
+	if rn, ok := e.tr.(datapath.ReadyNotifier); ok {
+		e.onPoller = true // before the transport can call Ready
+		stop, ok, err := rn.NotifyReady(func() { (*polledEngine)(e).Ready(0) })
+		if err != nil || !ok {
+			e.onPoller = false
+			return err
+		}
+		e.polled = stop
+		return nil
+	}
 	sp, ok := e.tr.(datapath.SharedPollable)
 	if !ok {
 		return nil
@@ -43,7 +53,7 @@ func (e *Engine) joinPoller() error {
 		e.onPoller = false
 		return err
 	}
-	e.polled = r
+	e.polled = r.Remove
 	return nil
 }
 

@@ -472,6 +472,37 @@ func (s *Socket) Transmit(descs []Desc) (int, error) {
 	return int(n), nil
 }
 
+// TransmitHeld is Transmit without the kick: the frames go out with the next
+// Kick or Transmit. A caller sending many small batches in a row (the
+// AF_XDP transport's shared poller running thousands of endpoints' receive
+// batches, each sending a datagram or two) kicks once after them instead of
+// once per batch: in copy mode each kick is a sendto.
+func (s *Socket) TransmitHeld(descs []Desc) int {
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
+	s.reclaimLocked()
+	n := s.tx.free(uint32(len(descs)))
+	for i := uint32(0); i < n; i++ {
+		s.tx.descs[(s.tx.cachedProd+i)&s.tx.mask] = unix.XDPDesc{Addr: descs[i].Addr, Len: descs[i].Len}
+	}
+	if n > 0 {
+		s.tx.submit(n)
+		s.txInUse += int(n)
+	}
+	return int(n)
+}
+
+// Kick makes the kernel send what TransmitHeld left in the TX ring, when it needs
+// a kick to (copy mode, or need_wakeup).
+func (s *Socket) Kick() error {
+	s.txMu.Lock()
+	defer s.txMu.Unlock()
+	if s.mode == BindCopy || s.tx.needWakeup() {
+		return s.kick()
+	}
+	return nil
+}
+
 // maxKicks bounds the sendto calls of one kick.
 const maxKicks = 64
 
