@@ -497,31 +497,35 @@ func (p *txPeer) slot(seq uint32) *txSlot {
 
 // rxPeer is the target state for one peer. Confined to the receive
 // goroutine. It is a few hundred bytes; what the peer has in flight lives
-// in the endpoint's rxStore. The fields a request reads come first, with
-// the replay window's bitmap, in the first two cache lines: with
-// thousands of peers a request finds its state out of cache, and each
-// line more is a miss more.
+// in the endpoint's rxStore. With thousands of peers a request finds its
+// state out of cache, and each line more is a miss more: the fields a
+// request in order reads or writes are in the first two cache lines
+// (TestRxPeerHotLayout), the replay window's bitmap after them, read only
+// while requests are held out of order (replayWindow.nheld), and the
+// eviction list's links and the retired sessions last.
 type rxPeer struct {
 	peer    Peer
 	session uint32
 	// acked is the highest Ack the peer's requests carried: it has the
 	// responses to every request below it.
-	acked      uint32
+	acked uint32
+	held  entList // out-of-order requests, in rxStore, by seq
+	cache entList // responses not yet acknowledged, in rxStore, by seq
+
 	win        replayWindow
-	held       entList   // out-of-order requests, in rxStore, by seq
-	cache      entList   // responses not yet acknowledged, in rxStore, by seq
-	lastActive int64     // engine clock of the last request
-	winBits    [4]uint64 // win's bitmap, for windows up to 256
+	lastActive int64 // engine clock of the last request
 	// lruAt is when the state last moved to the front of Engine.rxLRU
 	// (peerlru.go: the order lags activity by up to lruLag).
 	lruAt   int64
+	share   shareState // with Config.Shared (shared.go)
 	needAck bool
+
+	winBits [4]uint64 // win's bitmap, for windows up to 256
 	// lruPrev and lruNext link Engine.rxLRU.
 	lruPrev, lruNext *rxPeer
 	// retired are the peer's sessions that this state left for a newer
 	// one, newest first: their late packets are stale, not a restart.
 	retired retiredSessions
-	share   shareState // with Config.Shared (shared.go)
 }
 
 // retiredSessions remembers the last few sessions of a peer that ended

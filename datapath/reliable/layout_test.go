@@ -50,3 +50,27 @@ func TestEngineHotLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestRxPeerHotLayout holds the fields a target's in-order request reads
+// or writes (handleRequest, deliverHeld, the response cache's lists) to
+// the first two cache lines of rxPeer, and the window's bitmap, which
+// only out-of-order requests read, out of them.
+func TestRxPeerHotLayout(t *testing.T) {
+	rp := reflect.TypeOf(rxPeer{})
+	for _, name := range []string{"peer", "session", "acked", "held", "cache", "win", "lastActive", "lruAt", "share", "needAck"} {
+		f, ok := rp.FieldByName(name)
+		if !ok {
+			t.Errorf("rxPeer has no field %s", name)
+			continue
+		}
+		if end := f.Offset + f.Type.Size(); end > 2*cacheLine {
+			t.Errorf("rxPeer.%s ends at byte %d, past its first two lines", name, end)
+		}
+	}
+	if f, _ := rp.FieldByName("winBits"); f.Offset < 2*cacheLine {
+		t.Errorf("rxPeer.winBits at byte %d, in the lines every request reads", f.Offset)
+	}
+	if size := unsafe.Sizeof(rxPeer{}); size%cacheLine != 0 {
+		t.Errorf("rxPeer is %d bytes, not whole lines (its size class would not keep it aligned)", size)
+	}
+}
