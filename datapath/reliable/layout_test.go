@@ -31,7 +31,41 @@ func TestEngineHotLayout(t *testing.T) {
 			t.Errorf("Engine.%s ends at byte %d, past the per-operation state's %d", name, end, hotEnd)
 		}
 	}
+	// Submit's fields: in the lines hintSubmit asks for.
+	inSubmitLines := func(off, end uintptr) bool {
+		switch {
+		case end <= cacheLine:
+			return true // cfg's first line
+		case off >= submitStart&^(cacheLine-1) && end <= submitEnd:
+			return true
+		}
+		l := submitCounters &^ (cacheLine - 1)
+		return off >= l && end <= l+cacheLine
+	}
+	for _, name := range []string{"tr", "mu", "closed", "timerArm", "rxDeferred", "held", "lastPeer", "ops", "freeOps",
+		"active", "heldPass", "timerNext", "tmWhen", "tmIndex", "txq", "txPool", "txBuild", "txLater", "freeSlots", "txBytesShown"} {
+		f, _ := engine.FieldByName(name)
+		if !inSubmitLines(f.Offset, f.Offset+f.Type.Size()) {
+			t.Errorf("Engine.%s (bytes %d-%d) is not in Submit's lines", name, f.Offset, f.Offset+f.Type.Size())
+		}
+	}
+	config := reflect.TypeOf(Config{})
+	for _, name := range []string{"EndpointID", "Window", "MaxPacket", "InjectSize", "RetryInitial", "RetryMax", "CoalesceAt", "MoreHold"} {
+		f, _ := config.FieldByName(name)
+		if !inSubmitLines(f.Offset, f.Offset+f.Type.Size()) {
+			t.Errorf("Config.%s (bytes %d-%d) is not in Submit's lines", name, f.Offset, f.Offset+f.Type.Size())
+		}
+	}
+	if lines := 2 + (submitEnd-1)/cacheLine - submitStart/cacheLine + 1; lines > maxSubmitLines {
+		t.Errorf("Submit's state spans %d lines, at most %d", lines, maxSubmitLines)
+	}
 	stats, _ := engine.FieldByName("stats")
+	for _, name := range []string{"inflight", "txBytes", "txRequests"} {
+		f, _ := reflect.TypeOf(counters{}).FieldByName(name)
+		if off := stats.Offset + f.Offset; !inSubmitLines(off, off+f.Type.Size()) {
+			t.Errorf("counters.%s (byte %d of the Engine) is not in Submit's lines", name, off)
+		}
+	}
 	counters := reflect.TypeOf(counters{})
 	for _, name := range []string{"inflight", "srtt", "txBytes", "txRequests", "rxResponses", "opsDone"} {
 		f, _ := counters.FieldByName(name)
@@ -72,5 +106,35 @@ func TestRxPeerHotLayout(t *testing.T) {
 	}
 	if size := unsafe.Sizeof(rxPeer{}); size%cacheLine != 0 {
 		t.Errorf("rxPeer is %d bytes, not whole lines (its size class would not keep it aligned)", size)
+	}
+}
+
+// TestTxPeerHotLayout holds what Submit reads or writes of its peer
+// without coalescing or FI_MORE (txPeerOf's compare, the sequence
+// numbers, the op queue, the active list's index, the slot ring, the
+// timeout's inputs: sendTimeout reads est.dense and est.srtt) to the
+// first two lines of txPeer, and keeps it whole lines.
+func TestTxPeerHotLayout(t *testing.T) {
+	tp := reflect.TypeOf(txPeer{})
+	for _, name := range []string{"peer", "session", "nextSeq", "base", "qhead", "qtail", "active", "slots", "inflight", "moreOpen", "rto", "destKey"} {
+		f, ok := tp.FieldByName(name)
+		if !ok {
+			t.Errorf("txPeer has no field %s", name)
+			continue
+		}
+		if end := f.Offset + f.Type.Size(); end > 2*cacheLine {
+			t.Errorf("txPeer.%s ends at byte %d, past its first two lines", name, end)
+		}
+	}
+	est, _ := tp.FieldByName("est")
+	re := reflect.TypeOf(rtoEstimator{})
+	for _, name := range []string{"dense", "srtt"} {
+		f, _ := re.FieldByName(name)
+		if end := est.Offset + f.Offset + f.Type.Size(); end > 2*cacheLine {
+			t.Errorf("txPeer.est.%s ends at byte %d, past its first two lines", name, end)
+		}
+	}
+	if size := unsafe.Sizeof(txPeer{}); size != 4*cacheLine {
+		t.Errorf("txPeer is %d bytes, not four lines (its size class would not keep it aligned)", size)
 	}
 }
