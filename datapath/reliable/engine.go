@@ -414,22 +414,46 @@ func backoff(rto, max time.Duration) time.Duration {
 	return rto
 }
 
-// op is one submitted request. It is padded to four cache lines
+// op is one submitted request. It is exactly three cache lines
 // (TestEngineHotLayout), so that in the line-aligned ops array Submit's
-// store and a completion touch four lines of a cold op, not five or six.
+// store and a completion touch three lines of a cold op, not four.
 type op struct {
-	req     Request
+	req     opRequest
 	peer    *txPeer
 	next    int32 // queue link
+	pending int32 // packets carrying this op not yet answered
 	active  bool
 	started bool // first segment packed
 	packed  bool // every segment packed
 	total   int  // bytes to segment: Payload (MSG, RMA_WRITE) or Result (RMA_READ); atomics 0
 	sent    int  // bytes packed so far
-	pending int  // packets carrying this op not yet answered
 	got     int  // Result bytes received
 	err     fi.Errno
-	_       [24]byte // to 256 bytes
+}
+
+// opRequest is an op's copy of its Request without the Peer, which
+// op.peer has: with it an op took four cache lines, without it three
+// (TestEngineHotLayout), each a miss when a Submit finds its engine cold.
+type opRequest struct {
+	AuthKey  uint32
+	Opcode   wire.Opcode
+	Datatype uint8
+	AtomicOp uint8
+	Count    uint32
+	Flags    fi.Flags
+	RKey     uint64
+	Addr     uint64
+	Data     uint64
+	Payload  []byte
+	Compare  []byte
+	Result   []byte
+	Context  any
+}
+
+func opRequestOf(r *Request) opRequest {
+	return opRequest{AuthKey: r.AuthKey, Opcode: r.Opcode, Datatype: r.Datatype, AtomicOp: r.AtomicOp, Count: r.Count,
+		Flags: r.Flags, RKey: r.RKey, Addr: r.Addr, Data: r.Data, Payload: r.Payload, Compare: r.Compare,
+		Result: r.Result, Context: r.Context}
 }
 
 type segRef struct {
@@ -687,7 +711,7 @@ type Engine struct {
 	tombs  map[Peer]tomb        // peers ForgetPeer dropped, see tomb
 	rxOut  []datapath.Packet    // target-side packets (responses, acks) queued for sending
 	// injectBufs are FI_INJECT copies' buffers by op index, made on
-	// first use (out of op, which they would push past four lines).
+	// first use (out of op, which they would push past three lines).
 	injectBufs [][]byte
 	rxDec2     wire.Packet
 	rxAns      wire.Packet // a response an answering request stands for (answers.go)
@@ -866,7 +890,7 @@ func (e *Engine) Submit(r *Request) error {
 	e.freeOps = e.freeOps[:len(e.freeOps)-1]
 	e.stats.inflight.Add(1)
 	o := &e.ops[idx]
-	*o = op{req: *r, peer: p, next: -1, active: true, total: total}
+	*o = op{req: opRequestOf(r), peer: p, next: -1, active: true, total: total}
 	if inject {
 		if e.injectBufs == nil {
 			e.injectBufs = make([][]byte, len(e.ops))
@@ -1296,7 +1320,7 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 	if err == fi.SUCCESS {
 		err = o.err
 	}
-	*out = append(*out, Completion{Context: o.req.Context, Peer: o.req.Peer, Opcode: o.req.Opcode, Len: n, Err: err})
+	*out = append(*out, Completion{Context: o.req.Context, Peer: o.peer.peer, Opcode: o.req.Opcode, Len: n, Err: err})
 	if e.tally != nil && err == fi.SUCCESS {
 		e.tally.add(o.req.Opcode)
 	} else {

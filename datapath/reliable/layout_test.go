@@ -73,8 +73,8 @@ func TestEngineHotLayout(t *testing.T) {
 			t.Errorf("counters.%s ends at byte %d of the Engine, past the per-operation state's %d", name, end, hotEnd)
 		}
 	}
-	if size := unsafe.Sizeof(op{}); size != 4*cacheLine {
-		t.Errorf("op is %d bytes, not four lines", size)
+	if size := unsafe.Sizeof(op{}); size != 3*cacheLine {
+		t.Errorf("op is %d bytes, not three lines", size)
 	}
 	// The pool's counts share the first line with the small classes' lists.
 	pool := reflect.TypeOf(bufPool{})
@@ -136,5 +136,13 @@ func TestTxPeerHotLayout(t *testing.T) {
 	}
 	if size := unsafe.Sizeof(txPeer{}); size != 4*cacheLine {
 		t.Errorf("txPeer is %d bytes, not four lines (its size class would not keep it aligned)", size)
+	}
+}
+
+// TestRxEntryLayout keeps a response cache entry one cache line: the
+// target releases its peer's previous entry on every request.
+func TestRxEntryLayout(t *testing.T) {
+	if size := unsafe.Sizeof(rxEntry{}); size != cacheLine {
+		t.Errorf("rxEntry is %d bytes, not one line", size)
 	}
 }
