@@ -296,8 +296,9 @@
 //     it. MAP handles of a named AV are not reused. The pin directory of
 //     a namespace (/sys/fs/bpf/xdpfab/av/<netns>) is created by its first
 //     named Open; it is the lock its openers flock. Unlink of its last AV
-//     removes it under that lock, and /sys/fs/bpf/xdpfab/av once empty, so
-//     nothing stays in bpffs; an Open that finds its locked directory
+//     removes it under that lock, and /sys/fs/bpf/xdpfab/av once empty
+//     (and /sys/fs/bpf/xdpfab too, under xdp's pin lock, when nothing else
+//     is pinned there), so nothing stays in bpffs; an Open that finds its locked directory
 //     unlinked (removed between its creation and the lock) makes a new one,
 //     so the lock is never split.
 //   - IPv6 zones, flow labels and scope ids are not kept: the kernel map

@@ -478,7 +478,8 @@ func isTestAVName(name string) bool {
 
 // TestUnlinkRemovesEmptyPinDir: Unlink of a namespace's last named AV
 // removes the namespace's pin directory, and the av directory above it
-// when no other namespace has one there.
+// when no other namespace has one there, and xdpfab's bpffs directory when
+// nothing else is pinned there.
 func TestUnlinkRemovesEmptyPinDir(t *testing.T) {
 	testenv.RequirePriv(t)
 	name := fmt.Sprintf("avleft-%d-dir", os.Getpid())
@@ -501,6 +502,10 @@ func TestUnlinkRemovesEmptyPinDir(t *testing.T) {
 	left, err := os.ReadDir(bpffs.Path("av"))
 	if err == nil {
 		require.NotEmpty(t, left, "an empty av directory left behind")
+		return
+	}
+	if left, err := os.ReadDir(bpffs.Dir); err == nil {
+		require.NotEmpty(t, left, "an empty %s left behind", bpffs.Dir)
 	}
 }
 

@@ -66,8 +66,9 @@ func Unlink(name string) error {
 }
 
 // removeEmptyPinDir removes dir, a namespace's pin directory, if it holds
-// no AV, and then the directory of all namespaces' above it if that is
-// empty too, so that the last Unlink leaves nothing in bpffs. dir is
+// no AV, and then the directory of all namespaces' above it and xdpfab's
+// bpffs directory if those are empty too, so that the last Unlink leaves
+// nothing in bpffs. dir is
 // removed under its lock: an opener holding it is between creating its
 // pin and unlocking, so the directory is not empty; an opener that locks
 // it after the removal sees it unlinked and makes a new one (openPinDir).
@@ -82,8 +83,8 @@ func removeEmptyPinDir(dir string) {
 	}
 	err = unix.Rmdir(dir) // ENOTEMPTY while another AV is pinned there
 	unix.Flock(fd, unix.LOCK_UN)
-	if err == nil {
-		_ = unix.Rmdir(filepath.Dir(dir))
+	if err == nil && unix.Rmdir(filepath.Dir(dir)) == nil {
+		bpffs.RemoveDirIfEmpty() // xdpfab's own, under the lock Attach takes
 	}
 }
 

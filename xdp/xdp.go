@@ -54,7 +54,11 @@
 //     xdp-filter, xdp-loader's programs and xdpfab share the interface.
 //   - Attach and Detach serialise on an flock of /sys/fs/bpf/xdpfab, so
 //     processes racing to attach one interface share one program. A Detach
-//     or Open that finds nothing creates nothing and mounts nothing.
+//     or Open that finds nothing creates nothing and mounts nothing. The
+//     last Detach removes the namespace's directory and /sys/fs/bpf/xdpfab
+//     itself (under the lock; a locker that finds it unlinked makes it
+//     again, so the lock is never split: internal/bpffs.Lock). bpffs stays
+//     mounted: other programs may pin there.
 //   - AF_XDP sockets are registered per RX queue (SetXSK); the kernel does
 //     not let user space read an XSKMAP, so BoundQueues asks a probe
 //     program (bpf's xsk_probe) run with BPF_PROG_TEST_RUN. A dead
@@ -554,43 +558,15 @@ func clearStaleNetlink(iface string, nl netlink.Link) error {
 	return nil
 }
 
-// lockPins serialises Attach and Detach across processes (and goroutines:
-// each call has its own open file description) with an flock on xdpfab's
-// bpffs directory, so concurrent attaches of one interface end with one
-// program that all of them share. The lock is host-wide, but nothing under
-// it looks at another namespace's pins. With create false, a missing
-// directory means nothing is pinned, and no lock is taken: unlock is nil
-// then, and nothing was created or mounted.
+// lockPins serialises Attach and Detach across processes (and goroutines)
+// with bpffs.Lock, the flock of xdpfab's bpffs directory, so concurrent
+// attaches of one interface end with one program that all of them share.
+// The lock is host-wide, but nothing under it looks at another namespace's
+// pins. With create false, a missing directory means nothing is pinned,
+// and no lock is taken: unlock is nil then, and nothing was created or
+// mounted. Unlocking removes the directory once the last pin is gone.
 func lockPins(create bool) (unlock func(), err error) {
-	dir := bpffs.Dir
-	if create {
-		if dir, err = bpffs.Ensure(bpffs.Dir); err != nil {
-			return nil, err
-		}
-	} else if !bpffs.IsMounted() {
-		return nil, nil
-	}
-	f, err := os.Open(dir)
-	if errors.Is(err, os.ErrNotExist) && !create {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", dir, err)
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", dir, err)
-	}
-	return func() {
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		f.Close()
-	}, nil
+	return bpffs.Lock(create)
 }
 
 // removePins removes xdpfab's pins in dir and reports whether there were

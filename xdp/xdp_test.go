@@ -177,6 +177,10 @@ func TestAttachDetach(t *testing.T) {
 			require.NoError(t, p.detach())
 			require.Zero(t, p.linkXDP(t).ProgId, "no XDP program left on the link")
 			require.NoDirExists(t, p.pinDir(t))
+			require.NoDirExists(t, filepath.Dir(p.pinDir(t)), "the namespace's pin directory left behind empty")
+			if left, err := os.ReadDir(bpffs.Dir); err == nil {
+				require.NotEmpty(t, left, "an empty %s left behind", bpffs.Dir)
+			}
 			require.ErrorIs(t, p.detach(), fi.ENOENT)
 			_, err = p.open(t)
 			require.ErrorIs(t, err, fi.ENOENT)

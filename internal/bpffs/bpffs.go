@@ -29,7 +29,15 @@ func Ensure(dir string) (string, error) {
 	if err := mountIfNeeded(); err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Dir is removed when its last pin goes (Lock's unlock): a MkdirAll
+	// racing with that removal finds a parent gone, and starts over.
+	var err error
+	for range 16 {
+		if err = os.MkdirAll(dir, 0o700); !errors.Is(err, os.ErrNotExist) {
+			break
+		}
+	}
+	if err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
 	return dir, nil
