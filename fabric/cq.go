@@ -241,7 +241,12 @@ func (cq *CQ) unreserveN(n int) {
 // complete queues a completion into a slot promised by reserve (reserved
 // true) or, for completions not tied to a posted operation, any free slot.
 func (cq *CQ) complete(e *CQEntry, src fi.Addr, reserved bool) {
-	cq.push(cqItem{src: src, err: CQErrEntry{CQEntry: *e}}, reserved)
+	cq.mu.Lock()
+	queued := cq.pushDoneLocked(e, src, reserved)
+	cq.mu.Unlock()
+	if queued {
+		cq.signal()
+	}
 }
 
 // completeErr queues an error completion, like complete.
@@ -276,8 +281,8 @@ func (cq *CQ) pushDone(items []doneItem) {
 	cq.mu.Lock()
 	for i := range items {
 		d := &items[i]
-		it := cqItem{src: d.src, err: CQErrEntry{CQEntry: CQEntry{Context: d.ctx, Flags: d.flags, Len: d.n}}}
-		if cq.pushLocked(&it, true) {
+		e := CQEntry{Context: d.ctx, Flags: d.flags, Len: d.n}
+		if cq.pushDoneLocked(&e, d.src, true) {
 			queued = true
 		}
 	}
@@ -287,34 +292,62 @@ func (cq *CQ) pushDone(items []doneItem) {
 	}
 }
 
-// pushLocked queues it and reports whether it was (false: overrun, or the
-// CQ closed). cq.mu is held; the caller signals after releasing it.
+// pushLocked queues the completion it and reports whether it was
+// (false: overrun, or the CQ closed). cq.mu is held; the caller signals
+// after releasing it.
 func (cq *CQ) pushLocked(it *cqItem, reserved bool) bool {
+	if !it.isErr {
+		return cq.pushDoneLocked(&it.err.CQEntry, it.src, reserved)
+	}
+	if !cq.admitLocked(reserved) {
+		return false
+	}
+	*cq.tailLocked() = *it // fi_cq_err_entry carries every field whatever the format
+	return true
+}
+
+// pushDoneLocked is pushLocked for a success entry e (the caller's
+// scratch; filtered in place), written straight into its ring slot
+// instead of through a whole cqItem built on the stack and copied.
+func (cq *CQ) pushDoneLocked(e *CQEntry, src fi.Addr, reserved bool) bool {
+	if !cq.admitLocked(reserved) {
+		return false
+	}
+	cq.filter(e)
+	if cq.sink != nil && cq.n == 0 {
+		// Handed over in the CQ's scratch entry, not e: a pointer
+		// through the interface would move it to the heap, one
+		// allocation per completion whether a sink is set or not.
+		cq.sinkEntry = *e
+		ok := cq.sink.Push(&cq.sinkEntry, src)
+		cq.sinkEntry = CQEntry{}
+		if ok {
+			return true
+		}
+	}
+	it := cq.tailLocked()
+	it.isErr, it.src = false, src
+	it.err = CQErrEntry{CQEntry: *e}
+	return true
+}
+
+// admitLocked takes a completion's slot: the one reserve promised, or a
+// free one. False: closed under an in-flight op, or an unreserved
+// completion with no room (libfabric's CQ overrun). An unreserved
+// completion never takes a slot promised to an accepted operation.
+// cq.mu is held.
+func (cq *CQ) admitLocked(reserved bool) bool {
 	if reserved {
 		cq.reserved--
 	} else if len(cq.creditEPs) > 0 && cq.count()+cq.reserved >= cq.attr.Size {
 		cq.reclaimLocked()
 	}
-	if cq.closed || cq.count() >= cq.attr.Size || (!reserved && cq.count()+cq.reserved >= cq.attr.Size) {
-		// Closed under an in-flight op, or an unreserved completion with no
-		// room: libfabric's CQ overrun. An unreserved completion never
-		// takes a slot promised to an accepted operation.
-		return false
-	}
-	if !it.isErr { // fi_cq_err_entry carries every field whatever the format
-		cq.filter(&it.err.CQEntry)
-		if cq.sink != nil && cq.n == 0 {
-			// Handed over in the CQ's scratch entry, not &it: a pointer
-			// through the interface would move it to the heap, one
-			// allocation per completion whether a sink is set or not.
-			cq.sinkEntry = it.err.CQEntry
-			ok := cq.sink.Push(&cq.sinkEntry, it.src)
-			cq.sinkEntry = CQEntry{}
-			if ok {
-				return true
-			}
-		}
-	}
+	return !cq.closed && cq.count() < cq.attr.Size && (reserved || cq.count()+cq.reserved < cq.attr.Size)
+}
+
+// tailLocked appends a slot to the ring and returns it, for the caller to
+// fill before releasing cq.mu. cq.mu is held.
+func (cq *CQ) tailLocked() *cqItem {
 	if cq.n == len(cq.ring) {
 		cq.grow()
 	}
@@ -322,10 +355,9 @@ func (cq *CQ) pushLocked(it *cqItem, reserved bool) bool {
 	if tail >= len(cq.ring) {
 		tail -= len(cq.ring)
 	}
-	cq.ring[tail] = *it
 	cq.n++
 	cq.held()
-	return true
+	return &cq.ring[tail]
 }
 
 // initialRing is the ring a CQ starts with; it doubles up to Size as

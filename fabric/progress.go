@@ -87,8 +87,12 @@ type progressSet struct {
 	// lastRx is when a reader's round last received a packet (spinpark.go).
 	lastRx lastPacket
 	n      atomic.Int32 // len(eps), read without the lock
-	mu     sync.Mutex
-	eps    []*Endpoint // guarded by mu
+	// only is eps[0] while it is the one endpoint, else nil: each runs
+	// it without taking mu, which with one endpoint per CQ (the usual
+	// case) was a lock pair per read for a copy of one pointer.
+	only atomic.Pointer[Endpoint]
+	mu   sync.Mutex
+	eps  []*Endpoint // guarded by mu
 
 	pollMu   sync.RWMutex
 	closed   bool         // guarded by pollMu: nobody sleeps any more
@@ -108,7 +112,7 @@ func (s *progressSet) add(ep *Endpoint) {
 	s.fdMu.Unlock()
 	s.mu.Lock()
 	s.eps = append(s.eps, ep)
-	s.n.Store(int32(len(s.eps)))
+	s.published()
 	s.mu.Unlock()
 	s.kick() // sleepers poll the new endpoint's descriptors too
 }
@@ -126,9 +130,19 @@ func (s *progressSet) remove(ep *Endpoint) {
 			break
 		}
 	}
-	s.n.Store(int32(len(s.eps)))
+	s.published()
 	s.mu.Unlock()
 	s.pollMu.Unlock()
+}
+
+// published updates n and only after eps changed; mu is held.
+func (s *progressSet) published() {
+	s.n.Store(int32(len(s.eps)))
+	if len(s.eps) == 1 {
+		s.only.Store(s.eps[0])
+	} else {
+		s.only.Store(nil)
+	}
 }
 
 // close wakes the sleepers and releases the eventfd; readers spin from then
@@ -274,6 +288,13 @@ func progressOnce(eng *reliable.Engine) int {
 // each calls f for every endpoint's engine and returns the sum.
 func (s *progressSet) each(f func(*reliable.Engine) int) int {
 	if s.n.Load() == 0 {
+		return 0
+	}
+	if ep := s.only.Load(); ep != nil {
+		// As below, the endpoint may leave the set while f runs.
+		if eng := ep.engine(); eng != nil {
+			return f(eng)
+		}
 		return 0
 	}
 	var chunk [16]*Endpoint

@@ -832,7 +832,10 @@ func newSession() uint32 {
 // transport fails to send it (its retransmission timer resends it; the
 // failure is counted in Stats.TxErrors).
 func (e *Engine) Submit(r *Request) error {
-	e.hintSubmit() // with thousands of endpoints, e is cold (Engine's Layout)
+	manyEngines := openEngines.Load() > spareBuildEngines
+	if manyEngines {
+		e.hintSubmit() // with thousands of endpoints, e is cold (Engine's Layout)
+	}
 	if r == nil || !r.Peer.Addr.IsValid() || !r.Opcode.Valid() {
 		return fmt.Errorf("reliable submit: bad request: %w", fi.EINVAL)
 	}
@@ -876,7 +879,9 @@ func (e *Engine) Submit(r *Request) error {
 		e.mu.Unlock()
 		return fmt.Errorf("reliable submit: %d requests outstanding: %w", e.cfg.MaxOps, fi.EAGAIN)
 	}
-	e.hintOp(e.lastPeer)
+	if manyEngines {
+		e.hintOp(e.lastPeer)
+	}
 	p := e.txPeerOf(r.Peer)
 	if p == nil {
 		p = &txPeer{peer: r.Peer, session: newSession(), nextSeq: 1, base: 1, qhead: -1, qtail: -1, active: -1, destKey: destKey(r.Peer.Addr)}
@@ -888,7 +893,7 @@ func (e *Engine) Submit(r *Request) error {
 	}
 	idx := e.freeOps[len(e.freeOps)-1]
 	e.freeOps = e.freeOps[:len(e.freeOps)-1]
-	e.stats.inflight.Add(1)
+	e.stats.submitted.Add(1)
 	o := &e.ops[idx]
 	*o = op{req: opRequestOf(r), peer: p, next: -1, active: true, total: total}
 	if inject {
@@ -1293,8 +1298,11 @@ var spareBuild atomic.Pointer[buildBuffer]
 type buildBuffer struct{ buf []byte }
 
 // openEngines counts the process's open engines (timerSched.register,
-// unregister). buildPacket uses the spare build buffer only above
-// spareBuildEngines: a round number well above what an MPI rank or a
+// unregister). buildPacket uses the spare build buffer, and Submit hints
+// the engine's lines (hintSubmit, hintOp), only above spareBuildEngines:
+// with few engines their lines stay warm and the hints are work per
+// message for nothing (about 20 ns of a ping-pong message's 1 µs). A
+// round number well above what an MPI rank or a
 // benchmark opens and well below bench peers' 10,000, not a measured
 // crossover.
 var openEngines atomic.Int32

@@ -60,14 +60,14 @@ func TestEngineHotLayout(t *testing.T) {
 		t.Errorf("Submit's state spans %d lines, at most %d", lines, maxSubmitLines)
 	}
 	stats, _ := engine.FieldByName("stats")
-	for _, name := range []string{"inflight", "txBytes", "txRequests"} {
+	for _, name := range []string{"submitted", "txBytes", "txRequests"} {
 		f, _ := reflect.TypeOf(counters{}).FieldByName(name)
 		if off := stats.Offset + f.Offset; !inSubmitLines(off, off+f.Type.Size()) {
 			t.Errorf("counters.%s (byte %d of the Engine) is not in Submit's lines", name, off)
 		}
 	}
 	counters := reflect.TypeOf(counters{})
-	for _, name := range []string{"inflight", "srtt", "txBytes", "txRequests", "rxResponses", "opsDone"} {
+	for _, name := range []string{"submitted", "srtt", "txBytes", "txRequests", "rxResponses", "opsDone"} {
 		f, _ := counters.FieldByName(name)
 		if end := stats.Offset + f.Offset + f.Type.Size(); end > hotEnd {
 			t.Errorf("counters.%s ends at byte %d of the Engine, past the per-operation state's %d", name, end, hotEnd)
