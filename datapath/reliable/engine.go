@@ -278,8 +278,47 @@ type HandlerFunc func(in *Incoming, resp []byte) (int, fi.Errno)
 func (f HandlerFunc) HandleRequest(in *Incoming, resp []byte) (int, fi.Errno) { return f(in, resp) }
 
 // Config configures New. Zero values take the defaults.
+//
+// The fields every Submit reads come first, in one cache line of the
+// Engine (with thousands of endpoints a Submit finds its engine out of
+// cache; TestEngineHotLayout).
 type Config struct {
 	EndpointID uint32
+
+	Window       int           // packets in flight per peer, power of two, 64..4096 (256)
+	MaxPacket    int           // UDP payload bytes per packet (1472: a 1500 MTU over IPv4; use 1452 for IPv6)
+	InjectSize   int           // largest FI_INJECT payload (256)
+	RetryInitial time.Duration // first retransmission timeout (1 ms)
+	RetryMax     time.Duration // backoff cap (200 ms)
+	// CoalesceAt: when this many packets to a peer are in flight, Submit
+	// leaves new requests queued for the receive side to pack together
+	// when the next response arrives, or MoreHold after, or when a reader
+	// assists (Assist, Poll) or drives (Progress) the engine (2; negative
+	// disables, also the hold after a response that completed several
+	// ops, held.go). It trades a little latency under load for far fewer
+	// packets; a ping-pong (one request in flight, answered alone) is
+	// never delayed. Packets, not bytes, are what a software
+	// datapath pays for: on veth with AF_XDP, 64 fetch-adds in flight ran
+	// at 0.31 packets per op and 468 k ops/s with 16, at 0.084 packets
+	// per op and 1.09 M ops/s with 2 (BenchmarkVeth, busy-poll).
+	CoalesceAt int
+	// MoreHold bounds how long requests posted with FI_MORE wait for the
+	// request without it that should follow at once, and how long
+	// coalescing (CoalesceAt) leaves requests queued for the next
+	// response (200 µs).
+	MoreHold   time.Duration
+	MaxOps     int // requests outstanding per engine (4096)
+	MaxPeers   int // target-side peer states (16384; see "Memory" in the package doc)
+	MaxRetries int // retransmissions before a peer is unreachable (20)
+	// CacheBytes bounds the target's buffers for responses the initiators
+	// have not acknowledged and for requests held out of order (at most
+	// half of it), shared by all peers (32 MiB; see "Memory" in the
+	// package doc). At least 4 MaxPacket.
+	CacheBytes int
+	// BusyPoll makes the receive goroutine poll instead of blocking while
+	// traffic flows (it blocks after 200 µs without packets): lower
+	// latency, one core spinning (it only pays with a core to spare).
+	BusyPoll bool
 	// Handler executes incoming requests; nil answers every op with
 	// FI_EOPNOTSUPP.
 	Handler Handler
@@ -303,40 +342,6 @@ type Config struct {
 	// batch.
 	Epochs *epoch.Domain
 
-	Window       int           // packets in flight per peer, power of two, 64..4096 (256)
-	MaxPacket    int           // UDP payload bytes per packet (1472: a 1500 MTU over IPv4; use 1452 for IPv6)
-	MaxOps       int           // requests outstanding per engine (4096)
-	InjectSize   int           // largest FI_INJECT payload (256)
-	MaxPeers     int           // target-side peer states (16384; see "Memory" in the package doc)
-	RetryInitial time.Duration // first retransmission timeout (1 ms)
-	RetryMax     time.Duration // backoff cap (200 ms)
-	MaxRetries   int           // retransmissions before a peer is unreachable (20)
-	// CacheBytes bounds the target's buffers for responses the initiators
-	// have not acknowledged and for requests held out of order (at most
-	// half of it), shared by all peers (32 MiB; see "Memory" in the
-	// package doc). At least 4 MaxPacket.
-	CacheBytes int
-	// BusyPoll makes the receive goroutine poll instead of blocking while
-	// traffic flows (it blocks after 200 µs without packets): lower
-	// latency, one core spinning (it only pays with a core to spare).
-	BusyPoll bool
-	// CoalesceAt: when this many packets to a peer are in flight, Submit
-	// leaves new requests queued for the receive side to pack together
-	// when the next response arrives, or MoreHold after, or when a reader
-	// assists (Assist, Poll) or drives (Progress) the engine (2; negative
-	// disables, also the hold after a response that completed several
-	// ops, held.go). It trades a little latency under load for far fewer
-	// packets; a ping-pong (one request in flight, answered alone) is
-	// never delayed. Packets, not bytes, are what a software
-	// datapath pays for: on veth with AF_XDP, 64 fetch-adds in flight ran
-	// at 0.31 packets per op and 468 k ops/s with 16, at 0.084 packets
-	// per op and 1.09 M ops/s with 2 (BenchmarkVeth, busy-poll).
-	CoalesceAt int
-	// MoreHold bounds how long requests posted with FI_MORE wait for the
-	// request without it that should follow at once, and how long
-	// coalescing (CoalesceAt) leaves requests queued for the next
-	// response (200 µs).
-	MoreHold time.Duration
 	// Shared, if set, is a second executor that may deliver some of a
 	// peer's requests from the same sequence space (shared.go): the XDP
 	// program serving atomics on kernel-resident regions.
@@ -409,22 +414,46 @@ func backoff(rto, max time.Duration) time.Duration {
 	return rto
 }
 
-// op is one submitted request. It is padded to four cache lines
+// op is one submitted request. It is exactly three cache lines
 // (TestEngineHotLayout), so that in the line-aligned ops array Submit's
-// store and a completion touch four lines of a cold op, not five or six.
+// store and a completion touch three lines of a cold op, not four.
 type op struct {
-	req     Request
+	req     opRequest
 	peer    *txPeer
 	next    int32 // queue link
+	pending int32 // packets carrying this op not yet answered
 	active  bool
 	started bool // first segment packed
 	packed  bool // every segment packed
 	total   int  // bytes to segment: Payload (MSG, RMA_WRITE) or Result (RMA_READ); atomics 0
 	sent    int  // bytes packed so far
-	pending int  // packets carrying this op not yet answered
 	got     int  // Result bytes received
 	err     fi.Errno
-	_       [24]byte // to 256 bytes
+}
+
+// opRequest is an op's copy of its Request without the Peer, which
+// op.peer has: with it an op took four cache lines, without it three
+// (TestEngineHotLayout), each a miss when a Submit finds its engine cold.
+type opRequest struct {
+	AuthKey  uint32
+	Opcode   wire.Opcode
+	Datatype uint8
+	AtomicOp uint8
+	Count    uint32
+	Flags    fi.Flags
+	RKey     uint64
+	Addr     uint64
+	Data     uint64
+	Payload  []byte
+	Compare  []byte
+	Result   []byte
+	Context  any
+}
+
+func opRequestOf(r *Request) opRequest {
+	return opRequest{AuthKey: r.AuthKey, Opcode: r.Opcode, Datatype: r.Datatype, AtomicOp: r.AtomicOp, Count: r.Count,
+		Flags: r.Flags, RKey: r.RKey, Addr: r.Addr, Data: r.Data, Payload: r.Payload, Compare: r.Compare,
+		Result: r.Result, Context: r.Context}
 }
 
 type segRef struct {
@@ -447,42 +476,59 @@ type txSlot struct {
 	fastRetx bool
 	nsegs    int
 	segs     [wire.MaxOps]segRef
+	_        [40]byte // to 512 bytes: its size class keeps it line-aligned
+}
+
+// reset zeroes s for reuse, writing only the lines its packet used: a
+// slot spans eight lines, a fetch-add's packet one segment of them, and
+// with thousands of engines the others are out of cache.
+func (s *txSlot) reset() {
+	clear(s.segs[:s.nsegs])
+	s.seq, s.buf, s.n, s.deadline, s.sentAt, s.rto, s.retries, s.fastRetx, s.nsegs = 0, nil, 0, 0, 0, 0, 0, false, 0
 }
 
 // txPeer is the initiator state for one peer. Guarded by Engine.mu.
 type txPeer struct {
+	// The fields Submit reads or writes first, in the struct's first two
+	// lines and the estimator's first words (TestTxPeerHotLayout): with
+	// thousands of endpoints each Submit finds its peer out of cache.
 	peer    Peer
 	session uint32
 	nextSeq uint32 // next sequence number to send
 	base    uint32 // lowest sequence number not yet answered
+	qhead   int32  // ops with segments not yet packed, FIFO
+	qtail   int32
+	active  int32 // p's position in Engine.active, -1 when not there
 	// slots are the packets in flight, a ring by seq (nil: answered),
 	// grown by doubling as the span base..nextSeq needs, up to Window.
 	slots    []*txSlot
-	qhead    int32 // ops with segments not yet packed, FIFO
-	qtail    int32
+	inflight int32 // ops fully packed, not completed
 	moreOpen bool  // the last op queued had FI_MORE
-	moreFrom int64 // engine clock when moreOpen was set
-	// heldFrom is when coalescing first left ops queued that are still
-	// queued (engine clock; 0: none).
-	heldFrom int64
+	// deferred: timeouts pushed other packets behind the probe (see
+	// probeSeq below).
+	deferred bool
+	rto      time.Duration // initial timeout of new packets
+	destKey  uint64        // the address's key in the shared estimates (destrto.go)
+	est      rtoEstimator  // round trips and the timeout they give (rto.go)
+
+	// Coalescing, FI_MORE, path checks and silence (cold unless used).
+
 	// refill is Engine.heldPass+1 while a response that completed
 	// several of p's ops has not been followed by a reader's sendHeld
 	// (held.go): Submit then holds like coalescing.
-	refill   uint64
-	inflight int           // ops fully packed, not completed
-	est      rtoEstimator  // round trips and the timeout they give (rto.go)
-	rto      time.Duration // initial timeout of new packets
-	heard    int64         // engine clock of the last response matched (path checks)
-	destKey  uint64        // the address's key in the shared estimates (destrto.go)
+	refill uint64
+	// heldFrom is when coalescing first left ops queued that are still
+	// queued (engine clock; 0: none, always without coalescing).
+	heldFrom int64
+	moreFrom int64 // engine clock when moreOpen was set
+	heard    int64 // engine clock of the last response matched (path checks)
 	// probeSeq is the packet a timeout resent first while the peer was
 	// silent, probeAt when (engine clock; a probe is out while probeAt >
 	// heard), deferred whether timeouts pushed other packets behind it
 	// (silence.go).
 	probeSeq uint32
 	probeAt  int64
-	deferred bool
-	// active is p's position in Engine.active, -1 when not there.
-	active int
+	_        [32]byte // to 256 bytes: its size class keeps it line-aligned
 }
 
 // slot returns the packet in flight at seq's ring position, or nil. Only
@@ -497,31 +543,35 @@ func (p *txPeer) slot(seq uint32) *txSlot {
 
 // rxPeer is the target state for one peer. Confined to the receive
 // goroutine. It is a few hundred bytes; what the peer has in flight lives
-// in the endpoint's rxStore. The fields a request reads come first, with
-// the replay window's bitmap, in the first two cache lines: with
-// thousands of peers a request finds its state out of cache, and each
-// line more is a miss more.
+// in the endpoint's rxStore. With thousands of peers a request finds its
+// state out of cache, and each line more is a miss more: the fields a
+// request in order reads or writes are in the first two cache lines
+// (TestRxPeerHotLayout), the replay window's bitmap after them, read only
+// while requests are held out of order (replayWindow.nheld), and the
+// eviction list's links and the retired sessions last.
 type rxPeer struct {
 	peer    Peer
 	session uint32
 	// acked is the highest Ack the peer's requests carried: it has the
 	// responses to every request below it.
-	acked      uint32
+	acked uint32
+	held  entList // out-of-order requests, in rxStore, by seq
+	cache entList // responses not yet acknowledged, in rxStore, by seq
+
 	win        replayWindow
-	held       entList   // out-of-order requests, in rxStore, by seq
-	cache      entList   // responses not yet acknowledged, in rxStore, by seq
-	lastActive int64     // engine clock of the last request
-	winBits    [4]uint64 // win's bitmap, for windows up to 256
+	lastActive int64 // engine clock of the last request
 	// lruAt is when the state last moved to the front of Engine.rxLRU
 	// (peerlru.go: the order lags activity by up to lruLag).
 	lruAt   int64
+	share   shareState // with Config.Shared (shared.go)
 	needAck bool
+
+	winBits [4]uint64 // win's bitmap, for windows up to 256
 	// lruPrev and lruNext link Engine.rxLRU.
 	lruPrev, lruNext *rxPeer
 	// retired are the peer's sessions that this state left for a newer
 	// one, newest first: their late packets are stale, not a restart.
 	retired retiredSessions
-	share   shareState // with Config.Shared (shared.go)
 }
 
 // retiredSessions remembers the last few sessions of a peer that ended
@@ -553,44 +603,33 @@ type tomb struct {
 // Layout: with thousands of endpoints in a process (one engine each) an
 // operation finds its engine out of cache, and every cache line of it the
 // operation touches is a miss (and, with the engines spread over the heap,
-// a page walk). The fields Submit and a received response use come first,
-// together in the lines after cfg, and Submit and the poller's Prefetch
-// hint those lines at once (hotLines); what other paths use (the target's
-// decoders, refusals, the timer run's and Close's state) follows.
-// TestEngineHotLayout holds the per-operation fields to the first
-// hotLines lines.
+// a page walk). The fields a Submit uses are in cfg's first line, the
+// lines from tr to the receive state, and the first line of the counters
+// (hintSubmit hints exactly those); a received response's follow, up to
+// the end of the per-operation counters (hintHot, which the poller's
+// Prefetch uses, hints them all); what other paths use (the target's
+// decoders, refusals, the timer run's and Close's state) comes after.
+// TestEngineHotLayout holds the fields to those lines.
 type Engine struct {
 	cfg Config
 	tr  datapath.Transport
 
-	// Per-operation state (see Layout above).
+	// Submit's state (see Layout above).
 
 	mu     sync.Mutex // guards the initiator state below
 	closed bool
 	// timerArm: the timer scheduler has a deadline to watch (timers.go),
 	// and it is timerNext.
 	timerArm bool
-	// onPoller: the shared poller runs the receive side (set before it
-	// may, unlike polled).
-	onPoller bool
-	// rxMsgs: the batch executed a message op (a receive may have
-	// completed, to which the application may answer at once).
-	rxMsgs bool
 	// rxDeferred: rxOut holds a batch's responses, deferred past its end
 	// (see deferRx). Set and cleared with rxMu held; read without.
 	rxDeferred atomic.Bool
-	// rxHold: the batch being processed executed a message, or is about
-	// to execute a request that carried answers, so its responses may be
-	// deferred: complete leaves the timer armed.
-	rxHold atomic.Bool
 	// held: coalescing left requests queued since the last sendHeld
 	// (held.go). Set with mu held.
-	held      atomic.Bool
-	forgetSet atomic.Bool // forget is non-empty
-	lastPeer  *txPeer     // the entry of peers found last (nil after its removal): most traffic goes to one peer
-	peers     map[Peer]*txPeer
-	ops       []op
-	freeOps   []int32
+	held     atomic.Bool
+	lastPeer *txPeer // the entry of peers found last (nil after its removal): most traffic goes to one peer
+	ops      []op
+	freeOps  []int32
 	// active are the peers that had requests queued or in flight since
 	// the last timer run: the ones expire looks at, so an endpoint with
 	// thousands of idle peers does not scan them every millisecond.
@@ -612,14 +651,28 @@ type Engine struct {
 	// change, since an atomic store is a locked instruction on amd64 and
 	// flushLocked runs on every Submit.
 	txBytesShown int64
+
+	// A received response's state besides the above. Only the goroutine
+	// holding rxMu (the receive goroutine, or a Progress caller) touches
+	// the receive state.
+
+	rxMu    sync.Mutex
+	batchMu sync.Mutex // held from a received batch to its flushed responses (see Close)
+	// onPoller: the shared poller runs the receive side (set before it
+	// may, unlike polled).
+	onPoller bool
+	// rxMsgs: the batch executed a message op (a receive may have
+	// completed, to which the application may answer at once).
+	rxMsgs bool
+	// rxHold: the batch being processed executed a message, or is about
+	// to execute a request that carried answers, so its responses may be
+	// deferred: complete leaves the timer armed.
+	rxHold    atomic.Bool
+	forgetSet atomic.Bool // forget is non-empty
+	peers     map[Peer]*txPeer
 	// tally, while set (&tallyBuf), counts successful completions for
 	// the counters, added to them once per response (stats.go). mu.
-	tally *doneTally
-
-	// Receive state: only the goroutine holding rxMu (the receive
-	// goroutine, or a Progress caller) touches it.
-	rxMu    sync.Mutex
-	batchMu sync.Mutex    // held from a received batch to its flushed responses (see Close)
+	tally   *doneTally
 	reader  *epoch.Reader // Config.Epochs' reader (nil: none)
 	rxPkts  []datapath.Packet
 	rxCompl []Completion
@@ -647,7 +700,7 @@ type Engine struct {
 	// use it (docs/performance-history.md, "Many peers, brought back").
 	polled   func()
 	tallyBuf doneTally
-	stats    counters // its per-operation counters first (stats.go)
+	stats    counters // its per-operation counters first (stats.go), Submit's in its first line
 	// rxDec is the received packet decoded: its header and first
 	// descriptors follow the lines above.
 	rxDec wire.Packet
@@ -662,7 +715,7 @@ type Engine struct {
 	tombs  map[Peer]tomb        // peers ForgetPeer dropped, see tomb
 	rxOut  []datapath.Packet    // target-side packets (responses, acks) queued for sending
 	// injectBufs are FI_INJECT copies' buffers by op index, made on
-	// first use (out of op, which they would push past four lines).
+	// first use (out of op, which they would push past three lines).
 	injectBufs [][]byte
 	rxDec2     wire.Packet
 	rxAns      wire.Packet // a response an answering request stands for (answers.go)
@@ -785,7 +838,7 @@ func newSession() uint32 {
 func (e *Engine) Submit(r *Request) error {
 	manyEngines := openEngines.Load() > spareBuildEngines
 	if manyEngines {
-		e.hintHot() // with thousands of endpoints, e is cold (Engine's Layout)
+		e.hintSubmit() // with thousands of endpoints, e is cold (Engine's Layout)
 	}
 	if r == nil || !r.Peer.Addr.IsValid() || !r.Opcode.Valid() {
 		return fmt.Errorf("reliable submit: bad request: %w", fi.EINVAL)
@@ -839,14 +892,14 @@ func (e *Engine) Submit(r *Request) error {
 		e.peers[r.Peer] = p
 	}
 	if p.active < 0 {
-		p.active = len(e.active)
+		p.active = int32(len(e.active))
 		e.active = append(e.active, p)
 	}
 	idx := e.freeOps[len(e.freeOps)-1]
 	e.freeOps = e.freeOps[:len(e.freeOps)-1]
 	e.stats.submitted.Add(1)
 	o := &e.ops[idx]
-	*o = op{req: *r, peer: p, next: -1, active: true, total: total}
+	*o = op{req: opRequestOf(r), peer: p, next: -1, active: true, total: total}
 	if inject {
 		if e.injectBufs == nil {
 			e.injectBufs = make([][]byte, len(e.ops))
@@ -1060,7 +1113,7 @@ func (e *Engine) freeSlot(p *txPeer, s *txSlot) {
 	} else {
 		e.txPool.put(s.buf)
 	}
-	*s = txSlot{}
+	s.reset()
 	e.freeSlots = append(e.freeSlots, s)
 }
 
@@ -1102,8 +1155,8 @@ func (e *Engine) pump(p *txPeer) {
 		}
 		e.buildPacket(p)
 	}
-	if p.qhead < 0 {
-		p.heldFrom = 0 // nothing left queued
+	if p.qhead < 0 && e.cfg.CoalesceAt > 0 {
+		p.heldFrom = 0 // nothing left queued (only coalescing sets it: spare its line otherwise)
 	}
 }
 
@@ -1250,7 +1303,7 @@ type buildBuffer struct{ buf []byte }
 
 // openEngines counts the process's open engines (timerSched.register,
 // unregister). buildPacket uses the spare build buffer, and Submit hints
-// the engine's lines (hintHot, hintOp), only above spareBuildEngines:
+// the engine's lines (hintSubmit, hintOp), only above spareBuildEngines:
 // with few engines their lines stay warm and the hints are work per
 // message for nothing (about 20 ns of a ping-pong message's 1 µs). A
 // round number well above what an MPI rank or a
@@ -1279,7 +1332,7 @@ func (e *Engine) complete(idx int32, err fi.Errno, out *[]Completion) {
 	if err == fi.SUCCESS {
 		err = o.err
 	}
-	*out = append(*out, Completion{Context: o.req.Context, Peer: o.req.Peer, Opcode: o.req.Opcode, Len: n, Err: err})
+	*out = append(*out, Completion{Context: o.req.Context, Peer: o.peer.peer, Opcode: o.req.Opcode, Len: n, Err: err})
 	if e.tally != nil && err == fi.SUCCESS {
 		e.tally.add(o.req.Opcode)
 	} else {
@@ -1559,14 +1612,14 @@ func (e *Engine) retransmit(p *txPeer, s *txSlot) {
 
 // deactivate takes p off the active list. e.mu is held.
 func (e *Engine) deactivate(p *txPeer) {
-	i := p.active
+	i := int(p.active)
 	if i < 0 {
 		return
 	}
 	last := len(e.active) - 1
 	if i != last {
 		e.active[i] = e.active[last]
-		e.active[i].active = i
+		e.active[i].active = int32(i)
 	}
 	e.active[last] = nil
 	e.active = e.active[:last]

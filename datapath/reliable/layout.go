@@ -33,6 +33,37 @@ func (e *Engine) hintHot() {
 	prefetch.Addrs(&a[0], n)
 }
 
+// submitStart and submitEnd bound Submit's lines after cfg's first (see
+// Engine's Layout): from tr to the receive state's first field.
+const (
+	submitStart = unsafe.Offsetof(Engine{}.tr)
+	submitEnd   = unsafe.Offsetof(Engine{}.rxMu)
+	// submitCounters is the offset of the counters Submit updates.
+	submitCounters = unsafe.Offsetof(Engine{}.stats)
+)
+
+// maxSubmitLines bounds the lines hintSubmit asks for
+// (TestEngineHotLayout).
+const maxSubmitLines = 7
+
+// hintSubmit asks for the lines of e a Submit touches, and only those: the
+// response's lines, hintHot's others, are asked for when it arrives (the
+// poller's Prefetch), and misses asked for at once contend for the same
+// few fill buffers.
+func (e *Engine) hintSubmit() {
+	var a [maxSubmitLines + 1]uintptr
+	base := uintptr(unsafe.Pointer(e))
+	a[0] = base // cfg's first line: the fields Submit reads
+	n := 1
+	for l := (base + submitStart) &^ (cacheLine - 1); l < base+submitEnd && n < len(a)-1; l += cacheLine {
+		a[n] = l
+		n++
+	}
+	a[n] = (base + submitCounters) &^ (cacheLine - 1)
+	n++
+	prefetch.Addrs(&a[0], n)
+}
+
 // hintOp asks for the lines Submit touches after taking e.mu, before it
 // reads them: the free op it will fill, the peer's state, the packet slot
 // and pool list it will take. e.mu is held.
@@ -49,7 +80,7 @@ func (e *Engine) hintOp(p *txPeer) {
 		add(unsafe.Pointer(&e.ops[e.freeOps[k-1]]), unsafe.Sizeof(op{}))
 	}
 	if p != nil {
-		add(unsafe.Pointer(p), unsafe.Sizeof(txPeer{}))
+		add(unsafe.Pointer(p), 2*cacheLine) // Submit's part (TestTxPeerHotLayout)
 	}
 	if k := len(e.freeSlots); k > 0 {
 		add(unsafe.Pointer(e.freeSlots[k-1]), unsafe.Offsetof(txSlot{}.segs)+unsafe.Sizeof(segRef{}))

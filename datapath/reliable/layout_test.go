@@ -31,7 +31,41 @@ func TestEngineHotLayout(t *testing.T) {
 			t.Errorf("Engine.%s ends at byte %d, past the per-operation state's %d", name, end, hotEnd)
 		}
 	}
+	// Submit's fields: in the lines hintSubmit asks for.
+	inSubmitLines := func(off, end uintptr) bool {
+		switch {
+		case end <= cacheLine:
+			return true // cfg's first line
+		case off >= submitStart&^(cacheLine-1) && end <= submitEnd:
+			return true
+		}
+		l := submitCounters &^ (cacheLine - 1)
+		return off >= l && end <= l+cacheLine
+	}
+	for _, name := range []string{"tr", "mu", "closed", "timerArm", "rxDeferred", "held", "lastPeer", "ops", "freeOps",
+		"active", "heldPass", "timerNext", "tmWhen", "tmIndex", "txq", "txPool", "txBuild", "txLater", "freeSlots", "txBytesShown"} {
+		f, _ := engine.FieldByName(name)
+		if !inSubmitLines(f.Offset, f.Offset+f.Type.Size()) {
+			t.Errorf("Engine.%s (bytes %d-%d) is not in Submit's lines", name, f.Offset, f.Offset+f.Type.Size())
+		}
+	}
+	config := reflect.TypeOf(Config{})
+	for _, name := range []string{"EndpointID", "Window", "MaxPacket", "InjectSize", "RetryInitial", "RetryMax", "CoalesceAt", "MoreHold"} {
+		f, _ := config.FieldByName(name)
+		if !inSubmitLines(f.Offset, f.Offset+f.Type.Size()) {
+			t.Errorf("Config.%s (bytes %d-%d) is not in Submit's lines", name, f.Offset, f.Offset+f.Type.Size())
+		}
+	}
+	if lines := 2 + (submitEnd-1)/cacheLine - submitStart/cacheLine + 1; lines > maxSubmitLines {
+		t.Errorf("Submit's state spans %d lines, at most %d", lines, maxSubmitLines)
+	}
 	stats, _ := engine.FieldByName("stats")
+	for _, name := range []string{"submitted", "txBytes", "txRequests"} {
+		f, _ := reflect.TypeOf(counters{}).FieldByName(name)
+		if off := stats.Offset + f.Offset; !inSubmitLines(off, off+f.Type.Size()) {
+			t.Errorf("counters.%s (byte %d of the Engine) is not in Submit's lines", name, off)
+		}
+	}
 	counters := reflect.TypeOf(counters{})
 	for _, name := range []string{"submitted", "srtt", "txBytes", "txRequests", "rxResponses", "opsDone"} {
 		f, _ := counters.FieldByName(name)
@@ -39,8 +73,8 @@ func TestEngineHotLayout(t *testing.T) {
 			t.Errorf("counters.%s ends at byte %d of the Engine, past the per-operation state's %d", name, end, hotEnd)
 		}
 	}
-	if size := unsafe.Sizeof(op{}); size != 4*cacheLine {
-		t.Errorf("op is %d bytes, not four lines", size)
+	if size := unsafe.Sizeof(op{}); size != 3*cacheLine {
+		t.Errorf("op is %d bytes, not three lines", size)
 	}
 	// The pool's counts share the first line with the small classes' lists.
 	pool := reflect.TypeOf(bufPool{})
@@ -48,5 +82,67 @@ func TestEngineHotLayout(t *testing.T) {
 		if f, _ := pool.FieldByName(name); f.Offset+f.Type.Size() > cacheLine {
 			t.Errorf("bufPool.%s at byte %d, not in the first line", name, f.Offset)
 		}
+	}
+}
+
+// TestRxPeerHotLayout holds the fields a target's in-order request reads
+// or writes (handleRequest, deliverHeld, the response cache's lists) to
+// the first two cache lines of rxPeer, and the window's bitmap, which
+// only out-of-order requests read, out of them.
+func TestRxPeerHotLayout(t *testing.T) {
+	rp := reflect.TypeOf(rxPeer{})
+	for _, name := range []string{"peer", "session", "acked", "held", "cache", "win", "lastActive", "lruAt", "share", "needAck"} {
+		f, ok := rp.FieldByName(name)
+		if !ok {
+			t.Errorf("rxPeer has no field %s", name)
+			continue
+		}
+		if end := f.Offset + f.Type.Size(); end > 2*cacheLine {
+			t.Errorf("rxPeer.%s ends at byte %d, past its first two lines", name, end)
+		}
+	}
+	if f, _ := rp.FieldByName("winBits"); f.Offset < 2*cacheLine {
+		t.Errorf("rxPeer.winBits at byte %d, in the lines every request reads", f.Offset)
+	}
+	if size := unsafe.Sizeof(rxPeer{}); size%cacheLine != 0 {
+		t.Errorf("rxPeer is %d bytes, not whole lines (its size class would not keep it aligned)", size)
+	}
+}
+
+// TestTxPeerHotLayout holds what Submit reads or writes of its peer
+// without coalescing or FI_MORE (txPeerOf's compare, the sequence
+// numbers, the op queue, the active list's index, the slot ring, the
+// timeout's inputs: sendTimeout reads est.dense and est.srtt) to the
+// first two lines of txPeer, and keeps it whole lines.
+func TestTxPeerHotLayout(t *testing.T) {
+	tp := reflect.TypeOf(txPeer{})
+	for _, name := range []string{"peer", "session", "nextSeq", "base", "qhead", "qtail", "active", "slots", "inflight", "moreOpen", "rto", "destKey"} {
+		f, ok := tp.FieldByName(name)
+		if !ok {
+			t.Errorf("txPeer has no field %s", name)
+			continue
+		}
+		if end := f.Offset + f.Type.Size(); end > 2*cacheLine {
+			t.Errorf("txPeer.%s ends at byte %d, past its first two lines", name, end)
+		}
+	}
+	est, _ := tp.FieldByName("est")
+	re := reflect.TypeOf(rtoEstimator{})
+	for _, name := range []string{"dense", "srtt"} {
+		f, _ := re.FieldByName(name)
+		if end := est.Offset + f.Offset + f.Type.Size(); end > 2*cacheLine {
+			t.Errorf("txPeer.est.%s ends at byte %d, past its first two lines", name, end)
+		}
+	}
+	if size := unsafe.Sizeof(txPeer{}); size != 4*cacheLine {
+		t.Errorf("txPeer is %d bytes, not four lines (its size class would not keep it aligned)", size)
+	}
+}
+
+// TestRxEntryLayout keeps a response cache entry one cache line: the
+// target releases its peer's previous entry on every request.
+func TestRxEntryLayout(t *testing.T) {
+	if size := unsafe.Sizeof(rxEntry{}); size != cacheLine {
+		t.Errorf("rxEntry is %d bytes, not one line", size)
 	}
 }

@@ -8,8 +8,12 @@ package reliable
 // was delivered exactly once. Sequence numbers are 32-bit serial numbers.
 type replayWindow struct {
 	next uint32
-	size uint32   // power of two
-	held []uint64 // bit (seq % size) set = seq held, for seq in [next, next+size)
+	size uint32 // power of two
+	// nheld counts the bits set in held: while it is 0 (requests arriving
+	// in order) no method reads the bitmap, which with thousands of peers
+	// is one more cold line of the peer's state a request would touch.
+	nheld uint32
+	held  []uint64 // bit (seq % size) set = seq held, for seq in [next, next+size)
 }
 
 type replayVerdict uint8
@@ -40,6 +44,7 @@ func newReplayWindowIn(size, next uint32, room []uint64) replayWindow {
 
 func (w *replayWindow) reset(next uint32) {
 	w.next = next
+	w.nheld = 0
 	clear(w.held)
 }
 
@@ -61,6 +66,8 @@ func (w *replayWindow) check(seq uint32) replayVerdict {
 		return replayTooOld
 	case d >= w.size:
 		return replayTooFar
+	case w.nheld == 0:
+		return replayAhead
 	}
 	i, m := w.bit(seq)
 	if w.held[i]&m != 0 {
@@ -72,22 +79,34 @@ func (w *replayWindow) check(seq uint32) replayVerdict {
 // hold marks seq (which check called replayAhead) as held.
 func (w *replayWindow) hold(seq uint32) {
 	i, m := w.bit(seq)
+	if w.held[i]&m == 0 {
+		w.nheld++
+	}
 	w.held[i] |= m
 }
 
 // advance records delivery of next and reports whether the new next is
 // already held (so the caller delivers it too).
 func (w *replayWindow) advance() bool {
+	if w.nheld == 0 {
+		w.next++
+		return false
+	}
 	i, m := w.bit(w.next)
-	w.held[i] &^= m
+	if w.held[i]&m != 0 {
+		w.held[i] &^= m
+		w.nheld--
+	}
 	w.next++
-	i, m = w.bit(w.next)
-	return w.held[i]&m != 0
+	return w.nextHeld()
 }
 
 // sack returns the selective-ack bitmap: bit k set = next+1+k is held.
 func (w *replayWindow) sack() uint64 {
 	var s uint64
+	if w.nheld == 0 {
+		return 0
+	}
 	lim := w.size - 1
 	if lim > 64 {
 		lim = 64
@@ -103,16 +122,12 @@ func (w *replayWindow) sack() uint64 {
 
 // nextHeld reports whether next, the request to deliver now, is held.
 func (w *replayWindow) nextHeld() bool {
+	if w.nheld == 0 {
+		return false
+	}
 	i, m := w.bit(w.next)
 	return w.held[i]&m != 0
 }
 
 // anyHeld reports whether a request is held out of order.
-func (w *replayWindow) anyHeld() bool {
-	for _, h := range w.held {
-		if h != 0 {
-			return true
-		}
-	}
-	return false
-}
+func (w *replayWindow) anyHeld() bool { return w.nheld != 0 }

@@ -44,22 +44,25 @@ import "time"
 
 // rtoEstimator is one peer's round-trip estimate. All times are ns.
 type rtoEstimator struct {
-	srtt    int64 // smoothed round trip (0: no sample yet)
-	mdev    int64 // smoothed mean deviation, updated per sample
-	mdevMax int64 // the largest mdev of the current round
-	rttvar  int64 // the deviation the timeout uses (see above)
-	// floor is the least timeout, learnt from spurious timeouts;
-	// floorAt is when it last rose or decayed (engine clock).
-	floor, floorAt int64
+	// dense and srtt first: a peer's Submit reads them (sendTimeout), and
+	// txPeer keeps them in a line with its other per-Submit fields.
+	// dense: the last round ended had at least denseRound samples
+	// (destrto.go).
+	dense bool
 	// The current round ends when the peer's lowest unanswered sequence
 	// number reaches roundEnd (the next sequence number when it began);
 	// started: a round is under way.
-	roundEnd uint32
 	started  bool
-	// roundSamples counts the current round's samples; dense: the last
-	// round ended had at least denseRound (destrto.go).
+	roundEnd uint32
+	srtt     int64 // smoothed round trip (0: no sample yet)
+	mdev     int64 // smoothed mean deviation, updated per sample
+	mdevMax  int64 // the largest mdev of the current round
+	rttvar   int64 // the deviation the timeout uses (see above)
+	// floor is the least timeout, learnt from spurious timeouts;
+	// floorAt is when it last rose or decayed (engine clock).
+	floor, floorAt int64
+	// roundSamples counts the current round's samples.
 	roundSamples uint32
-	dense        bool
 }
 
 // floorDecay is how long the floor of the timeout stays before an eighth

@@ -19,7 +19,10 @@ import "github.com/xdpfab/xdpfab/datapath"
 type rxStore struct {
 	pool *bufPool
 	ents []rxEntry
-	free []int32 // unused entries
+	// metas are held requests' Meta, by entry (out of rxEntry, which
+	// they would push past one line).
+	metas []datapath.Meta
+	free  []int32 // unused entries
 	// age: cached responses in the order they were stored.
 	age entList
 	// heldBytes counts the pool bytes held requests take; they may take at
@@ -30,18 +33,21 @@ type rxStore struct {
 	later [][]byte
 }
 
-// rxEntry is one cached response or held request.
+// rxEntry is one cached response or held request, one cache line
+// (TestRxEntryLayout): with thousands of peers a request releases its
+// peer's previous response, stored thousands of requests ago, and links
+// the next oldest on the age list, both out of cache. A held request's
+// Meta is in rxStore.metas; whether an entry is a held request its
+// caller knows (the list it is on).
 type rxEntry struct {
 	buf  []byte // the pool's buffer, whole
-	n    int    // packet bytes in buf
+	n    int32  // packet bytes in buf
 	seq  uint32
 	at   int64 // engine clock when stored
 	peer *rxPeer
-	meta datapath.Meta // held requests: what the transport vetted
 	// prev, next link the peer's list; aprev, anext the age list.
 	prev, next   int32
 	aprev, anext int32
-	held         bool
 }
 
 // entList is a doubly linked list of entries by index; -1 ends it.
@@ -66,18 +72,21 @@ func (s *rxStore) alloc(n int) int32 {
 		s.free = s.free[:k-1]
 	} else {
 		s.ents = append(s.ents, rxEntry{})
+		s.metas = append(s.metas, datapath.Meta{})
 		i = int32(len(s.ents) - 1)
 	}
 	s.ents[i] = rxEntry{buf: buf, prev: -1, next: -1, aprev: -1, anext: -1}
 	return i
 }
 
-// release frees entry i, which must be unlinked. Its buffer goes back to
-// the pool at the next flushRx when it may be queued for sending.
-func (s *rxStore) release(i int32, queued bool) {
+// release frees entry i, which must be unlinked; held: it was a held
+// request. Its buffer goes back to the pool at the next flushRx when it
+// may be queued for sending.
+func (s *rxStore) release(i int32, queued, held bool) {
 	en := &s.ents[i]
-	if en.held {
+	if held {
 		s.heldBytes -= cap(en.buf)
+		s.metas[i] = datapath.Meta{}
 	}
 	if queued {
 		s.later = append(s.later, en.buf)
@@ -147,7 +156,7 @@ func (s *rxStore) ageUnlink(i int32) {
 // age list.
 func (s *rxStore) cacheResp(rp *rxPeer, i int32, seq uint32, n int, now int64) {
 	en := &s.ents[i]
-	en.seq, en.n, en.at, en.peer = seq, n, now, rp
+	en.seq, en.n, en.at, en.peer = seq, int32(n), now, rp
 	s.pushBack(&rp.cache, i)
 	s.agePush(i)
 }
@@ -198,7 +207,7 @@ func (s *rxStore) dropResp(i int32, queued bool) {
 	en := &s.ents[i]
 	s.unlink(&en.peer.cache, i)
 	s.ageUnlink(i)
-	s.release(i, queued)
+	s.release(i, queued, false)
 }
 
 // ackResps releases rp's cached responses below ack: the initiator has
@@ -213,7 +222,8 @@ func (s *rxStore) ackResps(rp *rxPeer, ack uint32) {
 // kept in sequence order.
 func (s *rxStore) hold(rp *rxPeer, i int32, seq uint32, n int, meta datapath.Meta, now int64) {
 	en := &s.ents[i]
-	en.seq, en.n, en.at, en.peer, en.meta, en.held = seq, n, now, rp, meta, true
+	en.seq, en.n, en.at, en.peer = seq, int32(n), now, rp
+	s.metas[i] = meta
 	s.heldBytes += cap(en.buf)
 	at := rp.held.tail
 	for at >= 0 && int32(s.ents[at].seq-seq) > 0 {
@@ -248,7 +258,7 @@ func (s *rxStore) dropPeer(rp *rxPeer) {
 	}
 	for i := rp.held.head; i >= 0; i = rp.held.head {
 		s.unlink(&rp.held, i)
-		s.release(i, false)
+		s.release(i, false, true)
 	}
 }
 

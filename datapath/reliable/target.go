@@ -133,7 +133,7 @@ func (e *Engine) deliverHeld(rp *rxPeer) {
 		// request was delivered in its place.
 		for i := rp.held.head; i >= 0 && int32(st.ents[i].seq-rp.win.next) < 0; i = rp.held.head {
 			st.unlink(&rp.held, i)
-			st.release(i, false)
+			st.release(i, false, true)
 		}
 		i := rp.held.head
 		if i < 0 || !rp.win.nextHeld() {
@@ -143,7 +143,7 @@ func (e *Engine) deliverHeld(rp *rxPeer) {
 		if en.seq != rp.win.next {
 			return // unreachable: the window and the list agree
 		}
-		meta := en.meta
+		meta := st.metas[i]
 		d := &e.rxDec2
 		if err := wire.Decode(en.buf[:en.n], d); err != nil {
 			// Unreachable (it decoded when held); never execute garbage.
@@ -154,7 +154,7 @@ func (e *Engine) deliverHeld(rp *rxPeer) {
 		}
 		rp.win.advance()
 		st.unlink(&rp.held, i)
-		st.release(i, false)
+		st.release(i, false, true)
 	}
 }
 

@@ -143,41 +143,45 @@ func newBatchState(n int) batchState {
 }
 
 // Transport is a UDP socket driven with recvmmsg/sendmmsg.
+//
+// Layout: a process with thousands of endpoints (a transport each) finds
+// each operation's transport out of cache, and every line it touches is a
+// miss. What a datagram's send and receive through the ring sender use
+// (the descriptor, the ring's fields, the receive lock, the counters)
+// comes first, in two lines (TestTransportHotLayout); the batch states of
+// sendmmsg and recvmmsg, used by sockets off the ring, follow.
 type Transport struct {
-	raw   socket // the descriptor: armed for the netpoller while a Receive waits (armed.go), or plain (socket.go)
-	fd    int    // the socket's descriptor, for PollFDs (valid until Close)
-	local netip.AddrPort
-	is4   bool // AF_INET socket: destinations must be IPv4
-	batch int
-
-	rxMu   sync.Mutex // serializes Receive; guards rx
-	rx     batchState
-	rxWait bool
-	// ringQuiet counts down the ring receives after which Receive looks
-	// for more with recvmmsg again (Options.RingSend).
-	ringQuiet int
+	fd         int  // the socket's descriptor, for PollFDs (valid until Close)
+	is4        bool // AF_INET socket: destinations must be IPv4
+	closed     atomic.Bool
+	errPending atomic.Bool // a send saw a socket error: drain the error queue
+	// ringRxHeld is the ring sender's receive slot holding a datagram
+	// for this transport, or -1 (guarded by the ring sender's mu).
+	ringRxHeld int32
 	// ringRxRound and ringRxAgain: the ring sender's round that last
 	// received from this socket, and whether the one before it did too
 	// (guarded by the ring sender's mu; see Receive).
 	ringRxRound uint32
 	ringRxAgain bool
-	rxFn        func(fd uintptr) bool
-	errFn       func(fd uintptr) bool
+	batch       int
+	rxMu        sync.Mutex  // serializes Receive; guards rx
+	ring        *ringSender // Options.RingSend, else nil; immutable
+	ringQuiet   int         // ring receives until Receive looks with recvmmsg again (Options.RingSend)
+	stats       struct{ rxPackets, txPackets, rxRing, txRing, rxTrunc, txErr, unreach atomic.Uint64 }
+
+	raw    socket // the descriptor: armed for the netpoller while a Receive waits (armed.go), or plain (socket.go)
+	local  netip.AddrPort
+	gsoOff atomic.Bool       // UDP GSO disabled (by option, or the kernel refused it)
+	paths  *nexthop.Resolver // Options.PathChecks, else nil; immutable
+
+	rx     batchState
+	rxWait bool
+	rxFn   func(fd uintptr) bool
+	errFn  func(fd uintptr) bool
 
 	txMu sync.Mutex // serializes Send; guards tx
 	tx   batchState
 	txFn func(fd uintptr) bool
-
-	closed     atomic.Bool
-	errPending atomic.Bool // a send saw a socket error: drain the error queue
-	gsoOff     atomic.Bool // UDP GSO disabled (by option, or the kernel refused it)
-	stats      struct{ rxPackets, txPackets, rxTrunc, txErr, unreach, txRing, rxRing atomic.Uint64 }
-
-	paths *nexthop.Resolver // Options.PathChecks, else nil; immutable
-	ring  *ringSender       // Options.RingSend, else nil; immutable
-	// ringRxHeld is the ring sender's receive slot holding a datagram
-	// for this transport, or -1 (guarded by the ring sender's mu).
-	ringRxHeld int32
 }
 
 var (
