@@ -77,18 +77,8 @@ func TestBenchPeersVeth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary, a veth topology and runs four bench phases")
 	}
-	bin := buildBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "peers", "--peers", "1,20", "--ops", "20", "--min-ops", "200",
-		"--inflight", "8", "--net", "lo,veth", "--rx", "shared,ring", "--mode", "generic", "-o", "json")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "%s\n%s", out, stderr.String())
-	pid := cmd.Process.Pid
-	var rows []peersPhase
-	require.NoError(t, json.Unmarshal(out, &rows), "%s", out)
+	rows := runBenchPeers(t, "--peers", "1,20", "--ops", "20", "--min-ops", "200",
+		"--inflight", "8", "--net", "lo,veth", "--rx", "shared,ring", "--mode", "generic")
 	require.Len(t, rows, 8)
 	for i, want := range []struct {
 		peers, ops         int
@@ -118,12 +108,6 @@ func TestBenchPeersVeth(t *testing.T) {
 			require.Equal(t, 1.0, r.CPURatio)
 		}
 	}
-	entries, err := os.ReadDir("/run/netns")
-	if err == nil {
-		for _, e := range entries {
-			require.False(t, strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", incastNetPrefix, pid)), "left behind: %s", e.Name())
-		}
-	}
 }
 
 // TestBenchPeersIniXDP runs bench peers --net veth --ini xdp small (2 and
@@ -137,18 +121,8 @@ func TestBenchPeersIniXDP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary, a veth topology and runs two bench phases")
 	}
-	bin := buildBinary(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "bench", "peers", "--peers", "2,50", "--ops", "20", "--min-ops", "200",
-		"--inflight", "8", "--net", "veth", "--ini", "xdp", "--rx", "ring", "--mode", "generic", "-o", "json")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "%s\n%s", out, stderr.String())
-	pid := cmd.Process.Pid
-	var rows []peersPhase
-	require.NoError(t, json.Unmarshal(out, &rows), "%s", out)
+	rows := runBenchPeers(t, "--peers", "2,50", "--ops", "20", "--min-ops", "200",
+		"--inflight", "8", "--net", "veth", "--ini", "xdp", "--rx", "ring", "--mode", "generic")
 	require.Len(t, rows, 2)
 	for i, want := range []struct{ peers, ops int }{{2, 200}, {50, 1000}} {
 		r := rows[i]
@@ -174,12 +148,30 @@ func TestBenchPeersIniXDP(t *testing.T) {
 		require.GreaterOrEqual(t, r.TargetRxRings, uint64(r.Ops), "%+v", r)
 		require.Positive(t, r.Rate)
 	}
+}
+
+// runBenchPeers runs `xdpfab bench peers ARGS -o json` (a binary built for
+// the test) and returns its phases, after checking that the run left none
+// of its namespaces behind.
+func runBenchPeers(t *testing.T, args ...string) []peersPhase {
+	t.Helper()
+	bin := buildBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(append([]string{"bench", "peers"}, args...), "-o", "json")...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s\n%s", out, stderr.String())
+	var rows []peersPhase
+	require.NoError(t, json.Unmarshal(out, &rows), "%s", out)
 	entries, err := os.ReadDir("/run/netns")
 	if err == nil {
 		for _, e := range entries {
-			require.False(t, strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", incastNetPrefix, pid)), "left behind: %s", e.Name())
+			require.False(t, strings.HasPrefix(e.Name(), fmt.Sprintf("%s%d-", incastNetPrefix, cmd.Process.Pid)), "left behind: %s", e.Name())
 		}
 	}
+	return rows
 }
 
 // TestBenchPeersIniFlag: --ini takes kernel and xdp, and xdp only with

@@ -452,16 +452,10 @@ func (s *Socket) ReturnTxFrame(addr uint64) {
 func (s *Socket) Transmit(descs []Desc) (int, error) {
 	s.txMu.Lock()
 	defer s.txMu.Unlock()
-	s.reclaimLocked()
-	n := s.tx.free(uint32(len(descs)))
-	for i := uint32(0); i < n; i++ {
-		s.tx.descs[(s.tx.cachedProd+i)&s.tx.mask] = unix.XDPDesc{Addr: descs[i].Addr, Len: descs[i].Len}
-	}
+	n := s.queueLocked(descs)
 	if n == 0 {
 		return 0, nil
 	}
-	s.tx.submit(n)
-	s.txInUse += int(n)
 	// Copy mode (veth) sends only on a kick; zero-copy drivers ask through
 	// need_wakeup.
 	if s.mode == BindCopy || s.tx.needWakeup() {
@@ -480,6 +474,12 @@ func (s *Socket) Transmit(descs []Desc) (int, error) {
 func (s *Socket) TransmitHeld(descs []Desc) int {
 	s.txMu.Lock()
 	defer s.txMu.Unlock()
+	return int(s.queueLocked(descs))
+}
+
+// queueLocked puts as many of descs on the TX ring as it has room for
+// (after reclaiming completed frames) and returns how many. txMu is held.
+func (s *Socket) queueLocked(descs []Desc) uint32 {
 	s.reclaimLocked()
 	n := s.tx.free(uint32(len(descs)))
 	for i := uint32(0); i < n; i++ {
@@ -489,7 +489,7 @@ func (s *Socket) TransmitHeld(descs []Desc) int {
 		s.tx.submit(n)
 		s.txInUse += int(n)
 	}
-	return int(n)
+	return n
 }
 
 // Kick makes the kernel send what TransmitHeld left in the TX ring, when it needs
