@@ -251,12 +251,12 @@ func (cq *CQ) complete(e *CQEntry, src fi.Addr, reserved bool) {
 
 // completeErr queues an error completion, like complete.
 func (cq *CQ) completeErr(e *CQErrEntry, reserved bool) {
-	cq.push(cqItem{isErr: true, src: e.Src, err: *e}, reserved)
-}
-
-func (cq *CQ) push(it cqItem, reserved bool) {
 	cq.mu.Lock()
-	queued := cq.pushLocked(&it, reserved)
+	queued := cq.admitLocked(reserved)
+	if queued {
+		// fi_cq_err_entry carries every field whatever the format.
+		*cq.tailLocked() = cqItem{isErr: true, src: e.Src, err: *e}
+	}
 	cq.mu.Unlock()
 	if queued {
 		cq.signal()
@@ -292,23 +292,11 @@ func (cq *CQ) pushDone(items []doneItem) {
 	}
 }
 
-// pushLocked queues the completion it and reports whether it was
-// (false: overrun, or the CQ closed). cq.mu is held; the caller signals
-// after releasing it.
-func (cq *CQ) pushLocked(it *cqItem, reserved bool) bool {
-	if !it.isErr {
-		return cq.pushDoneLocked(&it.err.CQEntry, it.src, reserved)
-	}
-	if !cq.admitLocked(reserved) {
-		return false
-	}
-	*cq.tailLocked() = *it // fi_cq_err_entry carries every field whatever the format
-	return true
-}
-
-// pushDoneLocked is pushLocked for a success entry e (the caller's
-// scratch; filtered in place), written straight into its ring slot
-// instead of through a whole cqItem built on the stack and copied.
+// pushDoneLocked queues the success entry e (the caller's scratch;
+// filtered in place) and reports whether it was (false: overrun, or the
+// CQ closed). It is written straight into its ring slot instead of
+// through a whole cqItem built on the stack and copied. cq.mu is held;
+// the caller signals after releasing it.
 func (cq *CQ) pushDoneLocked(e *CQEntry, src fi.Addr, reserved bool) bool {
 	if !cq.admitLocked(reserved) {
 		return false

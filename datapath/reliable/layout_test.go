@@ -91,21 +91,28 @@ func TestEngineHotLayout(t *testing.T) {
 // only out-of-order requests read, out of them.
 func TestRxPeerHotLayout(t *testing.T) {
 	rp := reflect.TypeOf(rxPeer{})
-	for _, name := range []string{"peer", "session", "acked", "held", "cache", "win", "lastActive", "lruAt", "share", "needAck"} {
-		f, ok := rp.FieldByName(name)
-		if !ok {
-			t.Errorf("rxPeer has no field %s", name)
-			continue
-		}
-		if end := f.Offset + f.Type.Size(); end > 2*cacheLine {
-			t.Errorf("rxPeer.%s ends at byte %d, past its first two lines", name, end)
-		}
-	}
+	fieldsInFirstLines(t, rp, 2, "peer", "session", "acked", "held", "cache", "win", "lastActive", "lruAt", "share", "needAck")
 	if f, _ := rp.FieldByName("winBits"); f.Offset < 2*cacheLine {
 		t.Errorf("rxPeer.winBits at byte %d, in the lines every request reads", f.Offset)
 	}
 	if size := unsafe.Sizeof(rxPeer{}); size%cacheLine != 0 {
 		t.Errorf("rxPeer is %d bytes, not whole lines (its size class would not keep it aligned)", size)
+	}
+}
+
+// fieldsInFirstLines checks that each named field of typ ends within its
+// first lines cache lines.
+func fieldsInFirstLines(t *testing.T, typ reflect.Type, lines uintptr, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		f, ok := typ.FieldByName(name)
+		if !ok {
+			t.Errorf("%s has no field %s", typ.Name(), name)
+			continue
+		}
+		if end := f.Offset + f.Type.Size(); end > lines*cacheLine {
+			t.Errorf("%s.%s ends at byte %d, past its first %d lines", typ.Name(), name, end, lines)
+		}
 	}
 }
 
@@ -116,16 +123,7 @@ func TestRxPeerHotLayout(t *testing.T) {
 // first two lines of txPeer, and keeps it whole lines.
 func TestTxPeerHotLayout(t *testing.T) {
 	tp := reflect.TypeOf(txPeer{})
-	for _, name := range []string{"peer", "session", "nextSeq", "base", "qhead", "qtail", "active", "slots", "inflight", "moreOpen", "rto", "destKey"} {
-		f, ok := tp.FieldByName(name)
-		if !ok {
-			t.Errorf("txPeer has no field %s", name)
-			continue
-		}
-		if end := f.Offset + f.Type.Size(); end > 2*cacheLine {
-			t.Errorf("txPeer.%s ends at byte %d, past its first two lines", name, end)
-		}
-	}
+	fieldsInFirstLines(t, tp, 2, "peer", "session", "nextSeq", "base", "qhead", "qtail", "active", "slots", "inflight", "moreOpen", "rto", "destKey")
 	est, _ := tp.FieldByName("est")
 	re := reflect.TypeOf(rtoEstimator{})
 	for _, name := range []string{"dense", "srtt"} {
